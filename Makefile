@@ -1,0 +1,30 @@
+# `make chat` and `make test` do their own set-up: a .venv with Tiller installed editable.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install test lint chat bench clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+lint: install
+	$(BIN)/ruff check server tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest
+
+chat: install
+	$(BIN)/tiller chat
+
+bench: install
+	$(BIN)/python bench/bench_server.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,52 @@
+"""``tiller`` / ``python -m tiller``: serve JSON-RPC on stdio. Logs go to stderr, never stdout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from tiller.config import ServerConfig, load_config
+from tiller.errors import ConfigError
+
+__all__ = ["main"]
+
+
+def setup_logging(config: ServerConfig) -> None:
+    """Route logs to stderr (or --log-file); keep pygls quiet, it logs every message at INFO."""
+    handler: logging.Handler = logging.StreamHandler(sys.stderr)
+    if config.log_file:
+        handler = logging.FileHandler(config.log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(config.log_level)
+    logging.getLogger("pygls").setLevel(logging.CRITICAL)
+
+
+def serve(argv: Sequence[str]) -> int:
+    try:
+        config = load_config(argv, os.environ)
+    except ConfigError as exc:
+        print(f"tiller: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config)
+    from tiller.rpc import TillerServer
+
+    try:
+        asyncio.run(TillerServer(config).serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

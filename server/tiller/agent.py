@@ -1,0 +1,187 @@
+"""``Agent``: the thin stateful owner of one conversation: its messages, queues and abort.
+
+The loop itself is stateless (``tiller.loop``); the Agent hands it the context, the steering and
+follow-up queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is active
+at a time; ``prompt`` while busy raises ``AgentBusyError``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from tiller.abort import AbortSignal
+from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
+from tiller.loop import Emit, LoopConfig, RunResult, model_context, run_agent_loop
+from tiller.providers.base import Provider
+from tiller.tools.base import Tool
+from tiller.tools.execute import AfterToolCall, BeforeToolCall
+from tiller.types import (
+    AgentSettled,
+    AssistantMessage,
+    Message,
+    Usage,
+    UserContent,
+    UserMessage,
+)
+
+__all__ = ["Agent", "AgentConfig", "QueueMode"]
+
+QueueMode = Literal["one-at-a-time", "all"]
+
+
+@dataclass
+class AgentConfig:
+    """What an Agent is built from. ``provider_factory`` is called lazily, on the first run,
+    and may raise ``ProviderNotConfiguredError``."""
+
+    provider_factory: Callable[[], Provider]
+    tools: Sequence[Tool[Any]] = ()
+    system_prompt: str | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    max_turns: int | None = 50
+    max_tokens: int | None = None
+    tool_timeout: float | None = None
+    before_tool_call: BeforeToolCall | None = None
+    after_tool_call: AfterToolCall | None = None
+
+
+class Agent:
+    """One conversation. ``emit`` receives every event of every run, in order."""
+
+    def __init__(self, config: AgentConfig, emit: Emit) -> None:
+        self.config = config
+        self._emit = emit
+        self.messages: list[Message] = []
+        self.steering_queue: deque[UserMessage] = deque()
+        self.follow_up_queue: deque[UserMessage] = deque()
+        self.steering_mode: QueueMode = "one-at-a-time"
+        self.follow_up_mode: QueueMode = "one-at-a-time"
+        self.usage = Usage()
+        self._provider: Provider | None = None
+        self._abort: AbortSignal | None = None
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    @property
+    def is_running(self) -> bool:
+        return self._abort is not None
+
+    @property
+    def provider(self) -> Provider:
+        """The provider, created on first use (may raise ProviderNotConfiguredError)."""
+        if self._provider is None:
+            self._provider = self.config.provider_factory()
+        return self._provider
+
+    def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
+        """Switch model/provider between runs; the new provider is created on next use."""
+        if self.is_running:
+            raise AgentBusyError("cannot switch the model while a run is active")
+        self.config.provider_factory = factory
+        self._provider = None
+
+    async def prompt(self, content: str | Sequence[UserContent]) -> RunResult:
+        """Start a run with new user input; returns when the run has ended."""
+        self._check_idle()
+        return await self._run([_user_message(content)])
+
+    async def continue_(self) -> RunResult:
+        """Resume from the existing context, delivering queued messages if there are any."""
+        self._check_idle()
+        context = model_context(self.messages)
+        needs_input = not context or isinstance(context[-1], AssistantMessage)
+        if needs_input and not (self.steering_queue or self.follow_up_queue):
+            reason = (
+                "the conversation is empty"
+                if not context
+                else "the last message is the assistant's; send agent/prompt instead"
+            )
+            raise CannotContinueError(f"nothing to continue: {reason}")
+        _ = self.provider  # fail before taking anything off the queues
+        prompts = (self._poll_steering() or self._poll_follow_up()) if needs_input else []
+        return await self._run(prompts)
+
+    def steer(self, content: str | Sequence[UserContent]) -> int:
+        """Queue a steering message; returns the queue's length."""
+        self.steering_queue.append(_user_message(content))
+        return len(self.steering_queue)
+
+    def follow_up(self, content: str | Sequence[UserContent]) -> int:
+        """Queue a follow-up message; returns the queue's length."""
+        self.follow_up_queue.append(_user_message(content))
+        return len(self.follow_up_queue)
+
+    def abort(self) -> None:
+        """End the active run with stop reason ``aborted``."""
+        if self._abort is None:
+            raise NoActiveRunError("no run is active in this session")
+        self._abort.abort()
+
+    async def wait_idle(self) -> None:
+        """Return once no run is active."""
+        await self._idle.wait()
+
+    def _check_idle(self) -> None:
+        if self.is_running:
+            raise AgentBusyError(
+                "the agent is busy with a run: use agent/steer to change its direction, "
+                "agent/followUp to queue work for after it, or agent/abort to stop it"
+            )
+
+    async def _run(self, prompts: list[Message]) -> RunResult:
+        provider = self.provider
+        self._abort = AbortSignal()
+        self._idle = anyio.Event()
+        config = self.config
+        loop_config = LoopConfig(
+            stream=provider.stream,
+            tools=config.tools,
+            system_prompt=config.system_prompt,
+            poll_steering=self._poll_steering,
+            poll_follow_up=self._poll_follow_up,
+            has_queued=lambda: bool(self.steering_queue or self.follow_up_queue),
+            before_tool_call=config.before_tool_call,
+            after_tool_call=config.after_tool_call,
+            max_turns=config.max_turns,
+            max_tokens=config.max_tokens,
+            tool_timeout=config.tool_timeout,
+            cwd=config.cwd,
+            provider_name=provider.name,
+            model_name=provider.model,
+        )
+        try:
+            result = await run_agent_loop(
+                prompts, self.messages, loop_config, self._emit, self._abort
+            )
+            self.usage = self.usage.add(result.usage)
+            return result
+        finally:
+            self._abort = None
+            self._idle.set()
+            self._emit(AgentSettled())
+
+    def _poll_steering(self) -> list[Message]:
+        return _drain(self.steering_queue, self.steering_mode)
+
+    def _poll_follow_up(self) -> list[Message]:
+        return _drain(self.follow_up_queue, self.follow_up_mode)
+
+
+def _user_message(content: str | Sequence[UserContent]) -> UserMessage:
+    return UserMessage(content=content if isinstance(content, str) else list(content))
+
+
+def _drain(queue: deque[UserMessage], mode: QueueMode) -> list[Message]:
+    if not queue:
+        return []
+    if mode == "one-at-a-time":
+        return [queue.popleft()]
+    drained: list[Message] = list(queue)
+    queue.clear()
+    return drained

@@ -1,0 +1,76 @@
+"""The exception tree. Only misuse raises; tool and provider failures are data.
+
+::
+
+    TillerError                      root of everything Tiller raises on purpose
+    ├── RequestError                 a client request that cannot be served; has a JSON-RPC code
+    │   ├── AgentBusyError           -32010  a run is active: use agent/steer or agent/followUp
+    │   ├── NoActiveRunError         -32011  nothing to abort or steer into
+    │   ├── CannotContinueError      -32012  agent/continue with nothing to continue from
+    │   ├── UnknownSessionError      -32013  no session with that id
+    │   └── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
+    ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
+    └── ConfigError                  invalid command line or environment at start-up
+
+Codes live in -32099..-32000 (JSON-RPC's implementation-defined range), away from the LSP codes
+-32001/-32002 that vim.lsp and vscode-jsonrpc treat specially. protocol.md lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "AgentBusyError",
+    "CannotContinueError",
+    "ConfigError",
+    "NoActiveRunError",
+    "ProviderNotConfiguredError",
+    "RequestError",
+    "TillerError",
+    "ToolError",
+    "UnknownSessionError",
+]
+
+
+class TillerError(Exception):
+    """Root of the tree drawn in this module's docstring."""
+
+
+class RequestError(TillerError):
+    """A request that cannot be served; rpc turns it into a JSON-RPC error with ``code``."""
+
+    code: ClassVar[int] = -32000
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+
+class AgentBusyError(RequestError):
+    code = -32010
+
+
+class NoActiveRunError(RequestError):
+    code = -32011
+
+
+class CannotContinueError(RequestError):
+    code = -32012
+
+
+class UnknownSessionError(RequestError):
+    code = -32013
+
+
+class ProviderNotConfiguredError(RequestError):
+    code = -32014
+
+
+class ToolError(TillerError):
+    """Raised inside a tool to fail the call with this message as the error result."""
+
+
+class ConfigError(TillerError):
+    """Invalid configuration at start-up."""

@@ -1,0 +1,298 @@
+"""The two-level agent loop of loop-semantics.md, as one function with injected stream and emit.
+
+``run_agent_loop`` owns no state beyond one run: the caller (``Agent``) hands it the context to
+extend, the queues as polling callbacks, an ``AbortSignal``, and ``emit``. Every message is
+appended to ``context`` before its ``message_end`` is emitted, so an ``emit`` that persists events
+persists the transcript in order. Tool execution lives in ``tiller.tools.execute``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tiller.abort import AbortSignal
+from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
+from tiller.tools.base import Tool
+from tiller.tools.execute import (
+    AfterToolCall,
+    BeforeToolCall,
+    ToolBatch,
+    execute_tool_calls,
+    fail_tool_calls,
+)
+from tiller.types import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    AssistantMessage,
+    Message,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    RunStopReason,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    TurnEnd,
+    TurnStart,
+    Usage,
+)
+
+__all__ = [
+    "LENGTH_POISON_MESSAGE",
+    "AbortSignal",
+    "Emit",
+    "LoopConfig",
+    "RunResult",
+    "StreamFn",
+    "model_context",
+    "run_agent_loop",
+]
+
+Emit = Callable[[AgentEvent], None]
+StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
+PollFn = Callable[[], list[Message]]
+
+LENGTH_POISON_MESSAGE = (
+    "Tool call not executed: the response hit the output token limit, so its arguments may be "
+    "truncated. Re-issue the call with complete arguments (split large content into smaller "
+    "calls if needed)."
+)
+
+
+@dataclass
+class LoopConfig:
+    """Everything one run needs besides the context. Callbacks must not raise.
+
+    ``poll_*`` take messages off a queue; ``has_queued`` only peeks (for the turn limit, which
+    must not consume what it will not deliver)."""
+
+    stream: StreamFn
+    tools: Sequence[Tool[Any]] = ()
+    system_prompt: str | None = None
+    poll_steering: PollFn = field(default=lambda: [])
+    poll_follow_up: PollFn = field(default=lambda: [])
+    has_queued: Callable[[], bool] = field(default=lambda: False)
+    before_tool_call: BeforeToolCall | None = None
+    after_tool_call: AfterToolCall | None = None
+    max_turns: int | None = None
+    max_tokens: int | None = None
+    tool_timeout: float | None = None
+    cwd: Any = None
+    provider_name: str = ""
+    model_name: str = ""
+
+
+@dataclass
+class RunResult:
+    """How a run ended: ``agent_end``'s payload plus the messages the run appended."""
+
+    stop_reason: RunStopReason
+    error_message: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    messages: list[Message] = field(default_factory=list)
+
+
+def model_context(messages: Sequence[Message]) -> list[Message]:
+    """The messages to send to the model: assistant messages that ended in ``error`` or
+    ``aborted`` stay in the transcript but are not resent, nor are tool results answering them."""
+    kept: list[Message] = []
+    live_call_ids: set[str] = set()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            live_call_ids.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id not in live_call_ids:
+            continue
+        kept.append(message)
+    return kept
+
+
+class _Run:
+    """The state of one run: the context it extends, its events, and its usage."""
+
+    def __init__(
+        self, context: list[Message], config: LoopConfig, emit: Emit, abort: AbortSignal
+    ) -> None:
+        self.context = context
+        self.config = config
+        self.emit = emit
+        self.abort = abort
+        self.usage = Usage()
+        self.new_messages: list[Message] = []
+        self.turns = 0
+
+    def append(self, message: Message) -> None:
+        """Add a finished message to the context, then announce it."""
+        self.context.append(message)
+        self.new_messages.append(message)
+        self.emit(MessageEnd(message=message))
+
+    def at_turn_limit(self) -> bool:
+        return self.config.max_turns is not None and self.turns >= self.config.max_turns
+
+    def turn_limit_message(self) -> str:
+        return (
+            f"stopped after {self.turns} turns (the per-run limit); queued messages stay queued; "
+            "send agent/continue to let the agent go on"
+        )
+
+    def inject(self, messages: Sequence[Message]) -> None:
+        for message in messages:
+            self.emit(MessageStart(message=message))
+            self.append(message)
+
+    def end(self, stop_reason: RunStopReason, error_message: str | None = None) -> RunResult:
+        self.emit(AgentEnd(stop_reason=stop_reason, error_message=error_message, usage=self.usage))
+        return RunResult(stop_reason, error_message, self.usage, self.new_messages)
+
+    async def stream_assistant_response(self) -> AssistantMessage:
+        """One model call. Emits message_start/update/end; appends the message; never raises."""
+        config = self.config
+        request = ModelRequest(
+            messages=model_context(self.context),
+            system_prompt=config.system_prompt,
+            tools=[
+                ToolSpec(tool.name, tool.description, tool.parameters_schema())
+                for tool in config.tools
+            ],
+            max_tokens=config.max_tokens,
+        )
+        partial = _PartialMessage(config.provider_name, config.model_name)
+        self.emit(MessageStart(message=partial.snapshot()))
+        final: AssistantMessage | None = None
+        with self.abort.scope():
+            try:
+                async for item in config.stream(request):
+                    if isinstance(item, MessageUpdate):
+                        partial.apply(item)
+                        self.emit(item)
+                    else:
+                        final = item
+            except Exception as exc:  # a provider bug: the contract says it never raises
+                final = partial.snapshot("error", f"provider failed: {type(exc).__name__}: {exc}")
+        if final is None:
+            if self.abort.aborted:
+                final = partial.snapshot("aborted", "the run was aborted")
+            else:
+                final = partial.snapshot("error", "the provider ended without a message")
+        self.usage = self.usage.add(final.usage)
+        self.append(final)
+        return final
+
+    async def run_tools(self, message: AssistantMessage) -> ToolBatch:
+        calls = message.tool_calls
+        if message.stop_reason == "length":
+            batch = fail_tool_calls(calls, LENGTH_POISON_MESSAGE, self.emit)
+        else:
+            batch = await execute_tool_calls(
+                calls,
+                tools=self.config.tools,
+                emit=self.emit,
+                abort=self.abort,
+                cwd=self.config.cwd,
+                before=self.config.before_tool_call,
+                after=self.config.after_tool_call,
+                tool_timeout=self.config.tool_timeout,
+            )
+        for result in batch.results:
+            self.emit(MessageStart(message=result))
+            self.append(result)
+        return batch
+
+
+async def run_agent_loop(
+    prompts: Sequence[Message],
+    context: list[Message],
+    config: LoopConfig,
+    emit: Emit,
+    abort: AbortSignal,
+) -> RunResult:
+    """Run until the model stops, the turn limit is hit, an error, or an abort.
+
+    ``prompts`` (possibly empty, for a continue) are appended to ``context`` first. Steering is
+    polled before the first model call and after every turn; follow-ups only when the inner loop
+    would exit. Emits exactly one ``agent_start`` and one ``agent_end``; never raises.
+    """
+    run = _Run(context, config, emit, abort)
+    emit(AgentStart())
+    pending: list[Message] = [*prompts, *config.poll_steering()]
+    last_stop: RunStopReason = "stop"
+    while True:
+        more_tools = True
+        while more_tools or pending:
+            emit(TurnStart())
+            run.inject(pending)
+            pending = []
+            run.turns += 1
+            message = await run.stream_assistant_response()
+            if message.stop_reason in ("error", "aborted"):
+                emit(TurnEnd(message=message))
+                return run.end(message.stop_reason, message.error_message)
+            more_tools = False
+            results: list[ToolResultMessage] = []
+            if message.tool_calls:
+                batch = await run.run_tools(message)
+                results = batch.results
+                more_tools = not batch.terminate
+                if batch.aborted:
+                    emit(TurnEnd(message=message, tool_results=results))
+                    return run.end("aborted", "the run was aborted")
+            emit(TurnEnd(message=message, tool_results=results))
+            last_stop = message.stop_reason
+            if abort.aborted:
+                return run.end("aborted", "the run was aborted")
+            if run.at_turn_limit() and (more_tools or config.has_queued()):
+                return run.end("maxTurns", run.turn_limit_message())
+            pending = config.poll_steering()
+        follow_ups = config.poll_follow_up()
+        if not follow_ups:
+            break
+        pending = follow_ups
+    return run.end(last_stop)
+
+
+class _PartialMessage:
+    """Assembles streamed deltas into an AssistantMessage, for aborts and message_start."""
+
+    def __init__(self, provider: str, model: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.blocks: dict[int, TextContent | ThinkingContent | ToolCall] = {}
+        self.raw_args: dict[int, str] = {}
+
+    def apply(self, update: MessageUpdate) -> None:
+        delta = update.delta or ""
+        block = self.blocks.get(update.index)
+        if update.kind == "text":
+            if isinstance(block, TextContent):
+                block.text += delta
+            else:
+                self.blocks[update.index] = TextContent(text=delta)
+        elif update.kind == "thinking":
+            if isinstance(block, ThinkingContent):
+                block.thinking += delta
+            else:
+                self.blocks[update.index] = ThinkingContent(thinking=delta)
+        elif update.kind == "toolCallStart":
+            self.blocks[update.index] = ToolCall(
+                id=update.tool_call_id or "", name=update.tool_name or ""
+            )
+        else:
+            self.raw_args[update.index] = self.raw_args.get(update.index, "") + delta
+
+    def snapshot(
+        self, stop_reason: Any = "stop", error_message: str | None = None
+    ) -> AssistantMessage:
+        content = [self.blocks[index] for index in sorted(self.blocks)]
+        return AssistantMessage(
+            content=[block.model_copy() for block in content],
+            provider=self.provider,
+            model=self.model,
+            stop_reason=stop_reason,
+            error_message=error_message,
+        )

@@ -1,0 +1,27 @@
+"""Built-in tools. ``default_tools()`` is the set a new session gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.bash import BashTool
+from tiller.tools.edit import EditTool
+from tiller.tools.read import ReadTool
+from tiller.tools.write import WriteTool
+
+__all__ = [
+    "BashTool",
+    "EditTool",
+    "ReadTool",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "WriteTool",
+    "default_tools",
+]
+
+
+def default_tools() -> list[Tool[Any]]:
+    """Fresh instances of the core coding tools: read, write, edit, bash."""
+    return [ReadTool(), WriteTool(), EditTool(), BashTool()]

@@ -1,0 +1,71 @@
+"""The tool contract shared by the loop and every built-in tool.
+
+A tool declares its parameters as a pydantic model (the JSON schema the model sees is generated
+from it, and the loop validates arguments against it). ``execute`` returns a ``ToolResult`` or
+raises; the loop turns any exception (``ToolError`` for expected failures) into an error result
+the model can read. Cancellation (abort, timeout) arrives as the async library's cancellation:
+a tool that owns processes must kill them on the way out.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from tiller.types import ImageContent, TextContent
+
+__all__ = ["Tool", "ToolContext", "ToolResult"]
+
+P = TypeVar("P", bound=BaseModel)
+
+
+@dataclass
+class ToolResult:
+    """What a tool returns. ``terminate`` asks the loop to end the run after this batch
+    (honoured only when every result in the batch asks for it)."""
+
+    content: list[TextContent | ImageContent]
+    details: Any = None
+    is_error: bool = False
+    terminate: bool = False
+
+    @classmethod
+    def text(cls, text: str, *, details: Any = None, is_error: bool = False) -> ToolResult:
+        return cls(content=[TextContent(text=text)], details=details, is_error=is_error)
+
+
+@dataclass
+class ToolContext:
+    """Where and for whom a tool runs. ``update`` emits a cumulative partial result."""
+
+    cwd: Path
+    tool_call_id: str
+    update: Callable[[Any], None] = field(default=lambda _partial: None)
+
+
+class Tool(ABC, Generic[P]):
+    """A callable capability offered to the model.
+
+    Subclasses set ``name``, ``description`` and ``Params``; ``sequential = True`` makes any batch
+    containing this tool run one call at a time.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    sequential: ClassVar[bool] = False
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """The JSON schema of ``Params``, as sent to the model."""
+        schema = self.Params.model_json_schema(by_alias=True)
+        schema.pop("title", None)
+        return schema
+
+    @abstractmethod
+    async def execute(self, params: P, ctx: ToolContext) -> ToolResult:
+        """Run the call. Raise ``ToolError`` for failures the model should read."""

@@ -1,0 +1,318 @@
+"""The ``bash`` tool: run a shell command in its own process group, streaming merged output.
+
+The command runs as ``bash -c`` (``sh -c`` when there is no ``/bin/bash``) in the working
+directory, in a new session (its own process group), with stdin from ``/dev/null`` and stderr
+merged into stdout. Output streams to ``ctx.update`` as ``{"output": ...}`` (cumulative,
+tail-truncated, at most about every 100 ms and once more at the end). Memory stays bounded: a
+rolling tail is kept, and once the output passes the byte limit all of it goes to a temp file
+named in the result.
+
+Ending. A timeout or a cancellation (abort) SIGKILLs the whole process group and reaps the shell,
+under a shielded scope. When the command exits normally its background processes are left alone
+if they let go of the output (``server > log 2>&1 &``). Background processes that still hold
+the output pipe ``BACKGROUND_GRACE`` seconds after the shell exits are killed with the group,
+and the result says so: waiting for them (as pi does) would hang the call on ``sleep 100 &``.
+A holder outside the group (``setsid cmd &``) is not killed; reading stops after another grace
+period and it gets SIGPIPE if it writes again.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+from pydantic import BaseModel, Field
+
+from tiller.errors import ToolError
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.truncate import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES,
+    format_size,
+    truncate_tail,
+)
+
+__all__ = ["BACKGROUND_GRACE", "BashParams", "BashTool"]
+
+BACKGROUND_GRACE = 0.5
+"""Seconds the output may stay open after the shell exits before the group is killed."""
+UPDATE_INTERVAL = 0.1
+"""Minimum seconds between two progress updates."""
+_EXIT_POLL = 0.05
+_REAP_TIMEOUT = 5.0
+_CHUNK = 65536
+_TAIL_CHARS = DEFAULT_MAX_BYTES + 1024
+
+
+class BashParams(BaseModel):
+    command: str = Field(description="The shell command to run (bash -c)")
+    timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="Timeout in seconds; the command and its children are killed when it "
+        "expires. No timeout by default.",
+    )
+
+
+class _Output:
+    """A command's output: decoded rolling tail, counts, and the full bytes spilled to a file.
+
+    Keeps every byte in memory while the total is within ``DEFAULT_MAX_BYTES``; past that it
+    writes everything to a temp file and keeps only a tail of about twice the limit in chars.
+    """
+
+    def __init__(self, update: Callable[[Any], None]) -> None:
+        self._update = update
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._tail = ""
+        self._raw = bytearray()
+        self._file: BinaryIO | None = None
+        self.full_output_path: str | None = None
+        self.total_bytes = 0
+        self.newlines = 0
+        self.ends_with_newline = False
+        self._dirty = False
+        self._last_update = -UPDATE_INTERVAL - 1.0
+
+    def feed(self, chunk: bytes) -> None:
+        """Take a chunk of output; emits an update if the last one is old enough."""
+        self.total_bytes += len(chunk)
+        self.newlines += chunk.count(b"\n")
+        self.ends_with_newline = chunk.endswith(b"\n")
+        if self._file is None:
+            self._raw += chunk
+            if self.total_bytes > DEFAULT_MAX_BYTES:
+                self._spill()
+        else:
+            self._file.write(chunk)
+        self._tail += self._decoder.decode(chunk)
+        if len(self._tail) > 2 * _TAIL_CHARS:
+            # More chars than the byte limit, so the cut (partial) first line is never shown.
+            self._tail = self._tail[-_TAIL_CHARS:]
+        self._dirty = True
+        if time.monotonic() - self._last_update >= UPDATE_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        """Emit the output so far if it changed since the last update."""
+        if self._dirty:
+            self._dirty = False
+            self._last_update = time.monotonic()
+            self._update({"output": truncate_tail(self._tail).content})
+
+    def finish(self) -> None:
+        """End of the data: decode what is left, emit the last update."""
+        self._tail += self._decoder.decode(b"", final=True)
+        self._dirty = True
+        self.flush()
+
+    def _spill(self) -> None:
+        fd, self.full_output_path = tempfile.mkstemp(prefix="tiller-bash-", suffix=".log")
+        self._file = os.fdopen(fd, "wb")
+        self._file.write(self._raw)
+        self._raw = bytearray()
+
+    def close(self) -> None:
+        """Close the spill file, if any (idempotent)."""
+        if self._file is not None:
+            self._file.close()
+
+    def discard(self) -> None:
+        """Close and delete the spill file: nobody will be told about it."""
+        self.close()
+        if self.full_output_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.full_output_path)
+            self.full_output_path = None
+
+    @property
+    def total_lines(self) -> int:
+        if self.total_bytes == 0:
+            return 0
+        return self.newlines + (0 if self.ends_with_newline else 1)
+
+    def render(self) -> tuple[str, bool]:
+        """The tail-truncated output with its notice, and whether it was truncated.
+
+        Closes the spill file; a truncated output always has one (made now if still in memory).
+        """
+        cut = truncate_tail(self._tail)
+        if not cut.truncated:
+            self.discard()
+            return cut.content, False
+        if self.full_output_path is None:  # cut by lines while still held in memory
+            self._spill()
+        self.close()
+        total = self.total_lines
+        first = total - cut.output_lines + 1
+        size = format_size(self.total_bytes)
+        if cut.partial_line:
+            shown = f"the last {format_size(cut.output_bytes)} of line {total} ({size} in all)"
+        elif cut.truncated_by == "bytes":
+            shown = f"lines {first}-{total} of {total} (the last {format_size(cut.output_bytes)}"
+            shown += f" of {size})"
+        else:
+            shown = f"lines {first}-{total} of {total}"
+        body = cut.content.rstrip("\n")
+        notice = f"[Showing {shown}. Full output: {self.full_output_path}]"
+        return f"{body}\n\n{notice}", True
+
+
+def _shell() -> str:
+    return "/bin/bash" if os.path.exists("/bin/bash") else "sh"
+
+
+def _kill_group(process: Process) -> None:
+    """SIGKILL the process group led by ``process``; quiet if it is already gone."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    if process.returncode is None:
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
+
+
+async def _read_into(stream: ByteReceiveStream, output: _Output, eof: anyio.Event) -> None:
+    """Feed ``stream`` into ``output`` until it ends, then set ``eof``."""
+    try:
+        while True:
+            output.feed(await stream.receive(_CHUNK))
+    except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+        output.finish()
+    finally:
+        eof.set()
+
+
+async def _tick(output: _Output) -> None:
+    """Flush held-back output every ``UPDATE_INTERVAL`` (the trailing edge of the throttle)."""
+    while True:
+        await anyio.sleep(UPDATE_INTERVAL)
+        output.flush()
+
+
+async def _pump(process: Process, output: _Output) -> bool:
+    """Read the output until it ends; returns True if background holders had to be killed.
+
+    The shell's exit is noticed by polling ``returncode`` (asyncio's ``wait()`` also waits for
+    the pipe, which a background child may hold forever).
+    """
+    assert process.stdout is not None
+    eof = anyio.Event()
+    killed_background = False
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_read_into, process.stdout, output, eof)
+        tasks.start_soon(_tick, output)
+        while not eof.is_set() and process.returncode is None:
+            with anyio.move_on_after(_EXIT_POLL):
+                await eof.wait()
+        if not eof.is_set():
+            with anyio.move_on_after(BACKGROUND_GRACE):
+                await eof.wait()
+        if not eof.is_set():
+            killed_background = True
+            _kill_group(process)
+            with anyio.move_on_after(BACKGROUND_GRACE):
+                await eof.wait()  # a holder outside the group keeps it open: stop reading
+        tasks.cancel_scope.cancel()
+    return killed_background
+
+
+class BashTool(Tool[BashParams]):
+    name = "bash"
+    description = (
+        "Run a bash command in the working directory; stdout and stderr are merged. Output is "
+        f"truncated to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB "
+        "(the full output is saved to a temp file, named in the result). Optional timeout in "
+        "seconds. A nonzero exit code is an error. Background processes that keep the output "
+        "open are killed shortly after the command exits: redirect their output "
+        "(cmd > log 2>&1 &) to keep them running."
+    )
+    Params = BashParams
+    sequential = False
+
+    async def execute(self, params: BashParams, ctx: ToolContext) -> ToolResult:
+        """Run the command; ToolError (with the output) on nonzero exit or timeout.
+
+        Cancellation kills the process group and propagates.
+        """
+        output = _Output(ctx.update)
+        try:
+            process = await anyio.open_process(
+                [_shell(), "-c", params.command],
+                cwd=ctx.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ToolError(f"Could not start the command: {exc}") from exc
+        finished = killed_background = False
+        exit_code: int | None = None
+        try:
+            with anyio.move_on_after(params.timeout) as deadline:
+                killed_background = await _pump(process, output)
+                # After a kill the code is known; wait() would also wait for an escaped holder.
+                exit_code = process.returncode
+                if exit_code is None:
+                    exit_code = await process.wait()
+                finished = True
+        except BaseException:
+            output.discard()
+            raise
+        finally:
+            with anyio.move_on_after(_REAP_TIMEOUT, shield=True):
+                if not finished:
+                    _kill_group(process)
+                await process.aclose()
+        text, truncated = output.render()
+        if exit_code is None or deadline.cancelled_caught:
+            raise ToolError(_with_note(text, f"Command timed out after {params.timeout:g} seconds"))
+        return self._result(text, truncated, exit_code, killed_background, output)
+
+    def _result(
+        self, text: str, truncated: bool, exit_code: int, killed: bool, output: _Output
+    ) -> ToolResult:
+        """The success result, or ToolError with the output for a nonzero exit."""
+        if killed:
+            text = _with_note(
+                text,
+                "[The command exited but background processes kept its output open: its process "
+                "group was killed and reading stopped. Redirect their output (cmd > log 2>&1 &) "
+                "to keep them running.]",
+            )
+        if exit_code < 0:
+            raise ToolError(
+                _with_note(text, f"Command was killed by signal {_signal_name(-exit_code)}")
+            )
+        if exit_code != 0:
+            raise ToolError(_with_note(text, f"Command exited with code {exit_code}"))
+        details: dict[str, Any] = {"exitCode": exit_code, "truncated": truncated}
+        if output.full_output_path is not None:
+            details["fullOutputPath"] = output.full_output_path
+        return ToolResult.text(text or "(no output)", details=details)
+
+
+def _with_note(text: str, note: str) -> str:
+    """``note`` after the output, separated by a blank line (just ``note`` if no output)."""
+    body = text.rstrip("\n")
+    return f"{body}\n\n{note}" if body else note
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

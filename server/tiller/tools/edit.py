@@ -1,0 +1,148 @@
+"""The ``edit`` tool: exact-text replacements in one file, all matched against the original.
+
+Every ``oldText`` must occur exactly once in the file as it was before the call, and no two may
+overlap; then all replacements are applied at once, so one edit never sees another's result. The
+file keeps its UTF-8 BOM and its line endings: in a file whose every line ends in CRLF, the texts
+are matched and written with LF and the result converted back to CRLF. A file with mixed endings
+is matched as it is.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, Field
+
+from tiller.errors import ToolError
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.files import first_changed_line, mutation_lock, resolve_path, unified_diff
+
+__all__ = ["EditParams", "EditTool", "Replacement"]
+
+
+class Replacement(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    old_text: str = Field(
+        alias="oldText",
+        description="Exact text to replace, including whitespace and indentation; must occur "
+        "exactly once in the original file",
+    )
+    new_text: str = Field(alias="newText", description="The text to put in its place")
+
+
+class EditParams(BaseModel):
+    path: str = Field(description="Path of the file to edit, relative to the working directory")
+    edits: list[Replacement] = Field(
+        min_length=1,
+        description="Replacements, each matched against the original file; they must not "
+        "overlap and are applied together",
+    )
+
+
+@dataclass
+class _Edited:
+    old: str
+    new: str
+
+
+def _occurrences(content: str, needle: str) -> list[int]:
+    """Start offsets of every (possibly overlapping) occurrence of ``needle`` in ``content``."""
+    starts: list[int] = []
+    start = content.find(needle)
+    while start != -1:
+        starts.append(start)
+        start = content.find(needle, start + 1)
+    return starts
+
+
+def apply_edits(content: str, edits: list[tuple[str, str]], name: str) -> str:
+    """``content`` with every ``(old, new)`` edit applied; ToolError if an old text is empty,
+    missing or ambiguous, or two overlap. Texts are used as given (no line-ending changes)."""
+    spans: list[tuple[int, int, int]] = []  # (start, end, edit index)
+    for index, (old, _new) in enumerate(edits):
+        if not old:
+            raise ToolError(f"edits[{index}].oldText is empty; give the exact text to replace")
+        starts = _occurrences(content, old)
+        if not starts:
+            raise ToolError(
+                f"edits[{index}].oldText was not found in {name}; it must match the file "
+                "exactly, including whitespace and indentation"
+            )
+        if len(starts) > 1:
+            raise ToolError(
+                f"edits[{index}].oldText occurs {len(starts)} times in {name}; include more "
+                "surrounding context to make it unique"
+            )
+        spans.append((starts[0], starts[0] + len(old), index))
+    spans.sort()
+    for (_, end, first), (start, _, second) in zip(spans, spans[1:], strict=False):
+        if start < end:
+            low, high = sorted((first, second))
+            raise ToolError(
+                f"edits[{low}] and edits[{high}] overlap in {name}; merge them into one edit"
+            )
+    pieces: list[str] = []
+    position = 0
+    for start, end, index in spans:
+        pieces += [content[position:start], edits[index][1]]
+        position = end
+    pieces.append(content[position:])
+    return "".join(pieces)
+
+
+def _edit_file(path: Path, edits: list[Replacement], name: str) -> _Edited:
+    """Apply ``edits`` to the file at ``path`` under the mutation lock, keeping BOM and CRLF."""
+    with mutation_lock:
+        if not path.exists():
+            raise ToolError(f"File not found: {path}")
+        if path.is_dir():
+            raise ToolError(f"{path} is a directory, not a file")
+        raw = path.read_bytes()
+        bom = raw.startswith(codecs.BOM_UTF8)
+        try:
+            text = raw[len(codecs.BOM_UTF8) if bom else 0 :].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolError(f"{path} is not valid UTF-8 text; edit cannot change it") from exc
+        crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
+        pairs = [(edit.old_text, edit.new_text) for edit in edits]
+        if crlf:
+            text = text.replace("\r\n", "\n")
+            pairs = [(old.replace("\r\n", "\n"), new.replace("\r\n", "\n")) for old, new in pairs]
+        new_text = apply_edits(text, pairs, name)
+        if new_text == text:
+            raise ToolError(f"No changes made to {name}: every newText is the same as its oldText")
+        output = new_text.replace("\n", "\r\n") if crlf else new_text
+        path.write_bytes((codecs.BOM_UTF8 if bom else b"") + output.encode("utf-8"))
+        return _Edited(text, new_text)
+
+
+class EditTool(Tool[EditParams]):
+    name = "edit"
+    description = (
+        "Edit a file by exact text replacement. Each edits[i].oldText must match the current "
+        "file exactly (whitespace included) and occur exactly once; all edits are matched "
+        "against the original file, must not overlap, and are applied together. Read the file "
+        "first; use write to create a file."
+    )
+    Params = EditParams
+
+    async def execute(self, params: EditParams, ctx: ToolContext) -> ToolResult:
+        """Apply the edits; ToolError for a missing file, a bad edit or no change at all."""
+        path = resolve_path(params.path, ctx.cwd)
+        try:
+            edited = await anyio.to_thread.run_sync(_edit_file, path, params.edits, params.path)
+        except OSError as exc:
+            raise ToolError(f"Could not edit {path}: {exc.strerror or exc}") from exc
+        count = len(params.edits)
+        return ToolResult.text(
+            f"Applied {count} edit{'' if count == 1 else 's'} to {params.path}",
+            details={
+                "path": str(path),
+                "diff": unified_diff(edited.old, edited.new, params.path),
+                "firstChangedLine": first_changed_line(edited.old, edited.new),
+            },
+        )

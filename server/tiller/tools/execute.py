@@ -1,0 +1,275 @@
+"""Running one assistant message's tool calls: every call gets exactly one result.
+
+Unknown tools, arguments that fail the tool's schema, a ``before_tool_call`` hook that blocks, a
+tool that raises, a timeout and an abort all become error results the model can read. Calls are
+prepared (validated, hooked) one by one in source order, then executed in parallel unless a tool
+in the batch is sequential. ``tool_execution_end`` events follow completion order; the returned
+results follow the assistant's source order.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from tiller.abort import AbortSignal
+from tiller.errors import ToolError
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.types import (
+    AgentEvent,
+    ImageContent,
+    TextContent,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResultMessage,
+)
+
+__all__ = [
+    "AfterToolCall",
+    "AfterToolCallResult",
+    "BeforeToolCall",
+    "BeforeToolCallResult",
+    "ToolBatch",
+    "execute_tool_calls",
+    "fail_tool_calls",
+]
+
+log = logging.getLogger(__name__)
+
+ABORTED_MESSAGE = "Tool call aborted: the user stopped the run before it finished."
+
+
+@dataclass
+class BeforeToolCallResult:
+    """``block=True`` fails the call with ``reason`` instead of running it."""
+
+    block: bool = False
+    reason: str | None = None
+
+
+@dataclass
+class AfterToolCallResult:
+    """Replaces the result's content and/or error flag; ``None`` fields keep the original."""
+
+    content: list[TextContent | ImageContent] | None = None
+    is_error: bool | None = None
+
+
+BeforeToolCall = Callable[[ToolCall, dict[str, Any]], Awaitable[BeforeToolCallResult | None]]
+AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[AfterToolCallResult | None]]
+
+
+@dataclass
+class ToolBatch:
+    """The results in source order; ``terminate`` only if every result asked for it."""
+
+    results: list[ToolResultMessage]
+    terminate: bool = False
+    aborted: bool = False
+
+
+def _error_result(call: ToolCall, text: str) -> ToolResultMessage:
+    return ToolResultMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=[TextContent(text=text)],
+        is_error=True,
+    )
+
+
+def fail_tool_calls(
+    calls: Sequence[ToolCall], reason: str, emit: Callable[[AgentEvent], None]
+) -> ToolBatch:
+    """Answer every call with an error result carrying ``reason``, running none of them."""
+    results = []
+    for call in calls:
+        emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+        result = _error_result(call, reason)
+        emit(ToolExecutionEnd(
+            tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
+        ))
+        results.append(result)
+    return ToolBatch(results)
+
+
+def _format_validation_error(tool_name: str, error: ValidationError) -> str:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "(arguments)"
+        problems.append(f"{where}: {item['msg']}")
+    return f"Invalid arguments for tool '{tool_name}': " + "; ".join(problems)
+
+
+@dataclass
+class _Prepared:
+    index: int
+    call: ToolCall
+    tool: Tool[Any]
+    params: BaseModel
+
+
+class _BatchRunner:
+    def __init__(
+        self,
+        calls: Sequence[ToolCall],
+        tools: Sequence[Tool[Any]],
+        emit: Callable[[AgentEvent], None],
+        cwd: Path,
+        before: BeforeToolCall | None,
+        after: AfterToolCall | None,
+        timeout: float | None,
+    ) -> None:
+        self.calls = calls
+        self.tools = {tool.name: tool for tool in tools}
+        self.emit = emit
+        self.cwd = cwd
+        self.before = before
+        self.after = after
+        self.timeout = timeout
+        self.results: dict[int, ToolResultMessage] = {}
+        self.terminate: dict[int, bool] = {}
+        self.started: set[int] = set()
+
+    def start(self, index: int, call: ToolCall) -> None:
+        self.started.add(index)
+        self.emit(
+            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
+        )
+
+    def finish(self, index: int, result: ToolResultMessage, terminate: bool = False) -> None:
+        self.results[index] = result
+        self.terminate[index] = terminate
+        self.emit(ToolExecutionEnd(
+            tool_call_id=result.tool_call_id,
+            tool_name=result.tool_name,
+            result=result,
+            is_error=result.is_error,
+        ))
+
+    async def prepare(self, index: int, call: ToolCall) -> _Prepared | None:
+        """Validate and hook one call; on failure finish it with an error and return None."""
+        self.start(index, call)
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(sorted(self.tools)) or "none"
+            self.finish(index, _error_result(
+                call, f"Unknown tool '{call.name}'. Available tools: {available}."
+            ))
+            return None
+        try:
+            params = tool.Params.model_validate(call.arguments)
+        except ValidationError as exc:
+            self.finish(index, _error_result(call, _format_validation_error(call.name, exc)))
+            return None
+        if self.before is not None:
+            try:
+                verdict = await self.before(call, call.arguments)
+            except Exception as exc:
+                log.exception("before_tool_call hook failed")
+                verdict = BeforeToolCallResult(block=True, reason=f"hook failed: {exc}")
+            if verdict is not None and verdict.block:
+                reason = verdict.reason or "blocked before it ran"
+                self.finish(index, _error_result(call, f"Tool call blocked: {reason}"))
+                return None
+        return _Prepared(index, call, tool, params)
+
+    async def run(self, prepared: _Prepared) -> None:
+        call = prepared.call
+
+        def update(partial: Any) -> None:
+            self.emit(ToolExecutionUpdate(
+                tool_call_id=call.id, tool_name=call.name, partial_result=partial
+            ))
+
+        ctx = ToolContext(cwd=self.cwd, tool_call_id=call.id, update=update)
+        outcome: ToolResult | None = None
+        try:
+            with anyio.move_on_after(math.inf if self.timeout is None else self.timeout):
+                outcome = await prepared.tool.execute(prepared.params, ctx)
+        except ToolError as exc:
+            outcome = ToolResult.text(str(exc), is_error=True)
+        except Exception as exc:
+            log.exception("tool %s raised", call.name)
+            outcome = ToolResult.text(
+                f"Tool '{call.name}' failed: {type(exc).__name__}: {exc}", is_error=True
+            )
+        if outcome is None:  # only the deadline's scope can get here without an outcome
+            outcome = ToolResult.text(
+                f"Tool '{call.name}' timed out after {self.timeout:g} seconds.", is_error=True
+            )
+        result = ToolResultMessage(
+            tool_call_id=call.id,
+            tool_name=call.name,
+            content=list(outcome.content),
+            details=outcome.details,
+            is_error=outcome.is_error,
+        )
+        result = await self.apply_after_hook(call, result)
+        self.finish(prepared.index, result, outcome.terminate)
+
+    async def apply_after_hook(
+        self, call: ToolCall, result: ToolResultMessage
+    ) -> ToolResultMessage:
+        if self.after is None:
+            return result
+        try:
+            change = await self.after(call, result)
+        except Exception:
+            log.exception("after_tool_call hook failed; keeping the original result")
+            return result
+        if change is None:
+            return result
+        update: dict[str, Any] = {}
+        if change.content is not None:
+            update["content"] = list(change.content)
+        if change.is_error is not None:
+            update["is_error"] = change.is_error
+        return result.model_copy(update=update)
+
+
+async def execute_tool_calls(
+    calls: Sequence[ToolCall],
+    *,
+    tools: Sequence[Tool[Any]],
+    emit: Callable[[AgentEvent], None],
+    abort: AbortSignal,
+    cwd: Path | None = None,
+    before: BeforeToolCall | None = None,
+    after: AfterToolCall | None = None,
+    tool_timeout: float | None = None,
+) -> ToolBatch:
+    """Run a batch under ``abort``; calls cut short by it get an ``aborted`` error result."""
+    runner = _BatchRunner(calls, tools, emit, cwd or Path.cwd(), before, after, tool_timeout)
+    sequential = any(
+        (tool := runner.tools.get(call.name)) is not None and tool.sequential for call in calls
+    )
+    with abort.scope():
+        if sequential:  # each call is prepared only when its turn comes
+            for index, call in enumerate(calls):
+                if (item := await runner.prepare(index, call)) is not None:
+                    await runner.run(item)
+        else:
+            prepared = []
+            for index, call in enumerate(calls):
+                if (item := await runner.prepare(index, call)) is not None:
+                    prepared.append(item)
+            async with anyio.create_task_group() as group:
+                for item in prepared:
+                    group.start_soon(runner.run, item)
+    for index, call in enumerate(calls):
+        if index not in runner.results:
+            if index not in runner.started:
+                runner.start(index, call)
+            runner.finish(index, _error_result(call, ABORTED_MESSAGE))
+    ordered = [runner.results[index] for index in range(len(calls))]
+    terminate = bool(calls) and all(runner.terminate[index] for index in range(len(calls)))
+    return ToolBatch(ordered, terminate=terminate, aborted=abort.aborted)

@@ -1,0 +1,202 @@
+"""The ``read`` tool: a text file's lines (a window of them, head-truncated) or an image.
+
+Text is streamed from disk line by line, so only the requested window (a little over the output
+limits) is held in memory; every line is counted for the "of N" in the notice. Images (PNG, JPEG,
+GIF, WebP, recognised by magic bytes or extension) come back as base64 image content. Other
+binary files are refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+from pydantic import BaseModel, Field
+
+from tiller.errors import ToolError
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.files import resolve_path
+from tiller.tools.truncate import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_LINES,
+    Truncation,
+    format_size,
+    truncate_head,
+)
+from tiller.types import ImageContent, TextContent
+
+__all__ = ["MAX_IMAGE_BYTES", "ReadParams", "ReadTool"]
+
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+_SNIFF_BYTES = 8192
+_IMAGE_EXTENSIONS = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+
+class ReadParams(BaseModel):
+    path: str = Field(description="Path of the file to read, relative to the working directory")
+    offset: int | None = Field(
+        default=None, ge=1, description="Line number to start reading from (1-based)"
+    )
+    limit: int | None = Field(default=None, ge=1, description="Maximum number of lines to read")
+
+
+@dataclass
+class _TextWindow:
+    text: str
+    total_lines: int
+
+
+@dataclass
+class _Image:
+    data: bytes
+    mime: str
+
+
+def _image_mime(path: Path, head: bytes) -> str | None:
+    """The image MIME type of a file from its first bytes, else from its extension."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return _IMAGE_EXTENSIONS.get(path.suffix.lower())
+
+
+def _looks_binary(head: bytes) -> bool:
+    """True for a NUL byte, or for bytes that are not UTF-8 and mostly not printable text."""
+    if b"\x00" in head:
+        return True
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+        return False
+    except UnicodeDecodeError:
+        text_bytes = bytes(range(0x20, 0x7F)) + b"\t\n\r\f\b\x1b"
+        odd = sum(1 for byte in head if byte not in text_bytes)
+        return odd > len(head) * 0.3
+
+
+def _read_window(path: Path, offset: int, limit: int | None) -> _TextWindow:
+    """Lines ``offset``.. of the file, stopping once the output limits are exceeded."""
+    kept: list[bytes] = []
+    kept_bytes = 0
+    total = 0
+    last = None if limit is None else offset + limit - 1
+    with path.open("rb") as file:
+        for number, line in enumerate(file, start=1):
+            total = number
+            if number < offset or (last is not None and number > last):
+                continue
+            if len(kept) <= DEFAULT_MAX_LINES and kept_bytes <= DEFAULT_MAX_BYTES:
+                kept.append(line)
+                kept_bytes += len(line)
+    data = b"".join(kept)
+    if offset == 1 and data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    return _TextWindow(data.decode("utf-8", errors="replace"), total)
+
+
+def _notice(cut: Truncation, path: str, first: int, total: int) -> str | None:
+    """The line telling the model what it was shown and how to read on (None if all shown)."""
+    last = first + cut.output_lines - 1
+    if cut.partial_line:
+        command = f"sed -n '{first}p' {shlex.quote(path)} | cut -c1-200000"
+        return (
+            f"[Line {first} is longer than the {format_size(DEFAULT_MAX_BYTES)} limit; showing "
+            f"only its beginning. Use bash (e.g. `{command}`) to see more of it, or "
+            f"offset={first + 1} to continue with the next line.]"
+        )
+    if last >= total:
+        return None
+    limit = f" ({format_size(DEFAULT_MAX_BYTES)} limit)" if cut.truncated_by == "bytes" else ""
+    return f"[Showing lines {first}-{last} of {total}{limit}. Use offset={last + 1} to continue.]"
+
+
+class ReadTool(Tool[ReadParams]):
+    name = "read"
+    description = (
+        "Read a file. Text files: returns the lines, at most "
+        f"{DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB per call (a notice says "
+        "how to continue); use offset and limit to page through large files. Images (png, jpg, "
+        f"gif, webp, up to {MAX_IMAGE_BYTES // (1024 * 1024)}MB) are returned as images. "
+        "Other binary files cannot be read."
+    )
+    Params = ReadParams
+
+    async def execute(self, params: ReadParams, ctx: ToolContext) -> ToolResult:
+        """Read ``params.path``; ToolError for a missing file, a directory, a binary file or an
+        offset past the end."""
+        path = resolve_path(params.path, ctx.cwd)
+        offset = params.offset or 1
+        try:
+            loaded = await anyio.to_thread.run_sync(_load, path, offset, params.limit)
+        except OSError as exc:
+            raise ToolError(f"Could not read {path}: {exc.strerror or exc}") from exc
+        if isinstance(loaded, _Image):
+            return _image_result(path, loaded)
+        return _text_result(params, path, offset, loaded)
+
+
+def _load(path: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
+    """Everything read does on disk (run in a worker thread)."""
+    if not path.exists():
+        raise ToolError(f"File not found: {path}")
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory, not a file (use bash with ls to list it)")
+    with path.open("rb") as file:
+        head = file.read(_SNIFF_BYTES)
+    mime = _image_mime(path, head)
+    if mime is not None:
+        size = path.stat().st_size
+        if size > MAX_IMAGE_BYTES:
+            raise ToolError(
+                f"{path} is a {format_size(size)} image, over the "
+                f"{format_size(MAX_IMAGE_BYTES)} limit for images"
+            )
+        return _Image(path.read_bytes(), mime)
+    if _looks_binary(head):
+        raise ToolError(f"{path} is a binary file and cannot be read as text")
+    return _read_window(path, offset, limit)
+
+
+def _text_result(params: ReadParams, path: Path, offset: int, window: _TextWindow) -> ToolResult:
+    total = window.total_lines
+    if params.offset is not None and offset > total:
+        raise ToolError(
+            f"offset {offset} is beyond the end of the file ({total} "
+            f"line{'' if total == 1 else 's'})"
+        )
+    details: dict[str, Any] = {"path": str(path), "totalLines": total, "truncated": False}
+    if total == 0:
+        return ToolResult.text("[The file is empty.]", details=details)
+    cut = truncate_head(window.text)
+    details["truncated"] = cut.truncated
+    notice = _notice(cut, params.path, offset, total)
+    if notice is None:
+        return ToolResult.text(cut.content, details=details)
+    body = cut.content.rstrip("\n")
+    return ToolResult.text(f"{body}\n\n{notice}", details=details)
+
+
+def _image_result(path: Path, image: _Image) -> ToolResult:
+    size = format_size(len(image.data))
+    return ToolResult(
+        content=[
+            TextContent(text=f"Read image file {path} [{image.mime}, {size}]"),
+            ImageContent(data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime),
+        ],
+        details={"path": str(path), "mimeType": image.mime, "bytes": len(image.data)},
+    )

@@ -1,0 +1,267 @@
+"""Core data types: content blocks, messages, usage, and the agent event union.
+
+Everything here is a pydantic model that goes on the wire (events, session logs, results) as
+camelCase JSON via ``dump()``. This module imports nothing of Tiller's own.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AgentEnd",
+    "AgentEvent",
+    "AgentSettled",
+    "AgentStart",
+    "AssistantContent",
+    "AssistantMessage",
+    "ImageContent",
+    "Message",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "StopReason",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "ToolExecutionEnd",
+    "ToolExecutionStart",
+    "ToolExecutionUpdate",
+    "ToolResultMessage",
+    "TurnEnd",
+    "TurnStart",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+    "WireModel",
+    "now_ms",
+]
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch, the timestamp unit of every message."""
+    return int(time.time() * 1000)
+
+
+class WireModel(BaseModel):
+    """Base of every model that crosses the wire: camelCase aliases, populate by either name."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON-ready dict of this model, as it goes on the wire."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Content blocks
+
+
+class TextContent(WireModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageContent(WireModel):
+    type: Literal["image"] = "image"
+    data: str = Field(description="base64-encoded image bytes")
+    mime_type: str
+
+
+class ThinkingContent(WireModel):
+    type: Literal["thinking"] = "thinking"
+    thinking: str
+    signature: str | None = None
+
+
+class ToolCall(WireModel):
+    type: Literal["toolCall"] = "toolCall"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+UserContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]
+AssistantContent = Annotated[
+    TextContent | ThinkingContent | ToolCall, Field(discriminator="type")
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Messages
+
+StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
+"""Why one assistant message ended. ``error`` and ``aborted`` end the run."""
+
+RunStopReason = Literal["stop", "length", "toolUse", "error", "aborted", "maxTurns"]
+"""Why a run ended: the last assistant message's reason, or ``maxTurns``."""
+
+
+class Usage(WireModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+    def add(self, other: Usage) -> Usage:
+        """A new Usage that is the sum of this one and ``other``."""
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+class UserMessage(WireModel):
+    role: Literal["user"] = "user"
+    content: str | list[UserContent]
+    timestamp: int = Field(default_factory=now_ms)
+
+
+class AssistantMessage(WireModel):
+    role: Literal["assistant"] = "assistant"
+    content: list[AssistantContent] = Field(default_factory=list)
+    provider: str = ""
+    model: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason = "stop"
+    error_message: str | None = None
+    timestamp: int = Field(default_factory=now_ms)
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [block for block in self.content if isinstance(block, ToolCall)]
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, TextContent))
+
+
+class ToolResultMessage(WireModel):
+    role: Literal["toolResult"] = "toolResult"
+    tool_call_id: str
+    tool_name: str
+    content: list[UserContent] = Field(default_factory=list)
+    details: Any = None
+    is_error: bool = False
+    timestamp: int = Field(default_factory=now_ms)
+
+    @property
+    def text(self) -> str:
+        return "".join(block.text for block in self.content if isinstance(block, TextContent))
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | ToolResultMessage, Field(discriminator="role")
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Agent events: the one stream that is the whole UI contract (see protocol.md, "Events").
+
+
+class AgentStart(WireModel):
+    type: Literal["agent_start"] = "agent_start"
+
+
+class TurnStart(WireModel):
+    type: Literal["turn_start"] = "turn_start"
+
+
+class MessageStart(WireModel):
+    type: Literal["message_start"] = "message_start"
+    message: Message
+
+
+class MessageUpdate(WireModel):
+    """One streamed delta of the assistant message in progress: never the message so far.
+
+    ``kind`` says what grows: ``text`` and ``thinking`` carry ``delta`` text for content block
+    ``index``; ``toolCallStart`` opens tool call ``index`` with ``toolCallId`` and ``toolName``;
+    ``toolCallArgs`` carries a fragment of that call's JSON arguments in ``delta``.
+    """
+
+    type: Literal["message_update"] = "message_update"
+    kind: Literal["text", "thinking", "toolCallStart", "toolCallArgs"]
+    index: int
+    delta: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+class MessageEnd(WireModel):
+    type: Literal["message_end"] = "message_end"
+    message: Message
+
+
+class ToolExecutionStart(WireModel):
+    type: Literal["tool_execution_start"] = "tool_execution_start"
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolExecutionUpdate(WireModel):
+    """Progress of a running tool: ``partialResult`` is cumulative, not a delta."""
+
+    type: Literal["tool_execution_update"] = "tool_execution_update"
+    tool_call_id: str
+    tool_name: str
+    partial_result: Any = None
+
+
+class ToolExecutionEnd(WireModel):
+    type: Literal["tool_execution_end"] = "tool_execution_end"
+    tool_call_id: str
+    tool_name: str
+    result: ToolResultMessage
+    is_error: bool
+
+
+class TurnEnd(WireModel):
+    type: Literal["turn_end"] = "turn_end"
+    message: AssistantMessage
+    tool_results: list[ToolResultMessage] = Field(default_factory=list)
+
+
+class AgentEnd(WireModel):
+    type: Literal["agent_end"] = "agent_end"
+    stop_reason: RunStopReason
+    error_message: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class AgentSettled(WireModel):
+    """Nothing else will follow for this run: no retry, no queued message. The idle signal."""
+
+    type: Literal["agent_settled"] = "agent_settled"
+
+
+AgentEvent = Annotated[
+    AgentStart
+    | TurnStart
+    | MessageStart
+    | MessageUpdate
+    | MessageEnd
+    | ToolExecutionStart
+    | ToolExecutionUpdate
+    | ToolExecutionEnd
+    | TurnEnd
+    | AgentEnd
+    | AgentSettled,
+    Field(discriminator="type"),
+]
