@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+CHAT_ARGS ?=
 
 .PHONY: install test lint chat bench clean
 
@@ -21,7 +22,7 @@ test: lint
 	$(BIN)/python -m pytest
 
 chat: install
-	$(BIN)/tiller chat
+	$(BIN)/tiller chat $(CHAT_ARGS)
 
 bench: install
 	$(BIN)/python bench/bench_server.py
