@@ -33,8 +33,11 @@ async def spawn_tiller(
     framing: str = "ndjson",
     env: dict[str, str] | None = None,
 ) -> AsyncIterator[TillerClient]:
-    """A running ``tiller`` whose provider is ``fake``; closed (stdin EOF) on exit."""
+    """A running ``tiller`` whose provider is ``fake``; closed (stdin EOF) on exit. Sessions
+    are saved under ``cwd/.sessions`` unless ``args`` say otherwise."""
     argv = ["--cwd", str(cwd), *args]
+    if "--session-dir" not in args and "--no-session" not in args:
+        argv += ["--session-dir", str(cwd / ".sessions")]
     if fake is not None:
         argv = ["--base-url", fake.url, *argv]
     client = await TillerClient.spawn(argv, framing=framing, env=env or clean_env(), cwd=cwd)

@@ -212,11 +212,11 @@ async def test_prompt_while_busy_is_rejected(fake_openai: FakeOpenAI, tmp_path: 
 
 
 async def test_continue_after_an_error(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    fake_openai.enqueue(error_reply(500, "upstream exploded"), text_reply("Recovered."))
+    fake_openai.enqueue(error_reply(400, "upstream refused"), text_reply("Recovered."))
     async with spawn_tiller(fake_openai, tmp_path) as tiller:
         failed = await tiller.request("agent/prompt", {"message": "try"})
         assert failed["stopReason"] == "error"
-        assert "500" in failed["errorMessage"] and "upstream exploded" in failed["errorMessage"]
+        assert "400" in failed["errorMessage"] and "upstream refused" in failed["errorMessage"]
         resumed = await tiller.request("agent/continue")
         messages = (await tiller.request("agent/getMessages"))["messages"]
 

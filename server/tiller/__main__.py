@@ -1,4 +1,7 @@
-"""``tiller`` / ``python -m tiller``: serve JSON-RPC on stdio. Logs go to stderr, never stdout."""
+"""``tiller`` / ``python -m tiller``: serve JSON-RPC on stdio. Logs go to stderr, never stdout.
+
+``tiller chat ...`` is the terminal front end instead (``tiller.chat``).
+"""
 
 from __future__ import annotations
 
@@ -45,6 +48,10 @@ def serve(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["chat"]:
+        from tiller.chat import main as chat_main
+
+        return chat_main(args[1:])
     return serve(args)
 
 

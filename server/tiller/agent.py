@@ -17,14 +17,15 @@ import anyio
 
 from tiller.abort import AbortSignal
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
-from tiller.loop import Emit, LoopConfig, RunResult, model_context, run_agent_loop
-from tiller.providers.base import Provider
+from tiller.loop import Emit, LoopConfig, RetryPolicy, RunResult, model_context, run_agent_loop
+from tiller.providers.base import ModelCost, Provider
 from tiller.tools.base import Tool
 from tiller.tools.execute import AfterToolCall, BeforeToolCall
 from tiller.types import (
     AgentSettled,
     AssistantMessage,
     Message,
+    ThinkingLevel,
     Usage,
     UserContent,
     UserMessage,
@@ -47,6 +48,9 @@ class AgentConfig:
     max_turns: int | None = 50
     max_tokens: int | None = None
     tool_timeout: float | None = None
+    thinking: ThinkingLevel = "off"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    price: ModelCost | None = None
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
 
@@ -79,12 +83,16 @@ class Agent:
             self._provider = self.config.provider_factory()
         return self._provider
 
-    def set_provider_factory(self, factory: Callable[[], Provider]) -> None:
-        """Switch model/provider between runs; the new provider is created on next use."""
+    def set_provider(self, factory: Callable[[], Provider], price: ModelCost | None) -> Provider:
+        """Switch model/provider between runs. The new provider is built now, so a missing key
+        fails here (ProviderNotConfiguredError) and the old one stays in place."""
         if self.is_running:
             raise AgentBusyError("cannot switch the model while a run is active")
+        provider = factory()
         self.config.provider_factory = factory
-        self._provider = None
+        self.config.price = price
+        self._provider = provider
+        return provider
 
     async def prompt(self, content: str | Sequence[UserContent]) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
@@ -107,12 +115,12 @@ class Agent:
         prompts = (self._poll_steering() or self._poll_follow_up()) if needs_input else []
         return await self._run(prompts)
 
-    def steer(self, content: str | Sequence[UserContent]) -> int:
+    def steer(self, content: str | Sequence[UserContent] | UserMessage) -> int:
         """Queue a steering message; returns the queue's length."""
         self.steering_queue.append(_user_message(content))
         return len(self.steering_queue)
 
-    def follow_up(self, content: str | Sequence[UserContent]) -> int:
+    def follow_up(self, content: str | Sequence[UserContent] | UserMessage) -> int:
         """Queue a follow-up message; returns the queue's length."""
         self.follow_up_queue.append(_user_message(content))
         return len(self.follow_up_queue)
@@ -151,6 +159,9 @@ class Agent:
             max_turns=config.max_turns,
             max_tokens=config.max_tokens,
             tool_timeout=config.tool_timeout,
+            thinking=config.thinking,
+            retry=config.retry,
+            price=config.price,
             cwd=config.cwd,
             provider_name=provider.name,
             model_name=provider.model,
@@ -173,7 +184,9 @@ class Agent:
         return _drain(self.follow_up_queue, self.follow_up_mode)
 
 
-def _user_message(content: str | Sequence[UserContent]) -> UserMessage:
+def _user_message(content: str | Sequence[UserContent] | UserMessage) -> UserMessage:
+    if isinstance(content, UserMessage):
+        return content
     return UserMessage(content=content if isinstance(content, str) else list(content))
 
 

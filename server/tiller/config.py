@@ -1,22 +1,38 @@
-"""Start-up configuration: built-in defaults < environment < command line.
+"""Start-up configuration: built-in defaults < config file < environment < command line.
 
-``load_config(argv, env)`` is pure (no process globals), so tests build configs directly.
+``load_config(argv, env)`` is pure (no process globals), so tests build configs directly. The
+config file is TOML, at ``$XDG_CONFIG_HOME/tiller/config.toml`` (``~/.config/tiller/...``) or
+``--config PATH``; README.md documents its keys. Secrets never live in it: providers name the
+environment variable that holds their key.
 """
 
 from __future__ import annotations
 
 import argparse
+import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, get_args
 
 from tiller import __version__
 from tiller.errors import ConfigError
+from tiller.loop import RetryPolicy
+from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
+from tiller.providers.base import ModelCost, ModelInfo
+from tiller.types import ThinkingLevel
 
-__all__ = ["ServerConfig", "build_parser", "default_system_prompt", "load_config"]
+__all__ = [
+    "ServerConfig",
+    "build_parser",
+    "default_config_path",
+    "default_session_dir",
+    "default_system_prompt",
+    "load_config",
+]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
+THINKING_LEVELS: tuple[str, ...] = get_args(ThinkingLevel)
 
 
 @dataclass
@@ -31,8 +47,22 @@ class ServerConfig:
     log_file: Path | None = None
     log_level: str = "WARNING"
     max_turns: int = 50
+    thinking: ThinkingLevel = "off"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    providers: dict[str, ProviderSettings] = field(default_factory=lambda: dict(BUILTIN_PROVIDERS))
+    models: list[ModelInfo] = field(default_factory=lambda: list(BUILTIN_MODELS))
+    config_path: Path | None = None
+    session_dir: Path | None = None
+    """Where session logs go; None keeps sessions in memory only (--no-session)."""
     system_prompt: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+
+    def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        """The catalog entry for ``model`` of ``provider`` (the last definition wins)."""
+        for info in reversed(self.models):
+            if info.provider == provider and info.id == model:
+                return info
+        return None
 
 
 def default_system_prompt(cwd: Path) -> str:
@@ -44,53 +74,214 @@ def default_system_prompt(cwd: Path) -> str:
     )
 
 
+def default_config_path(env: Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "tiller" / "config.toml"
+
+
+def default_session_dir(env: Mapping[str, str]) -> Path:
+    home = Path(env.get("HOME", "~")).expanduser()
+    base = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
+    return Path(base) / "tiller" / "sessions"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tiller",
-        description="JSON-RPC agent backend: serves JSON-RPC 2.0 on stdin/stdout.",
+        description="JSON-RPC agent backend: serves JSON-RPC 2.0 on stdin/stdout. "
+        "`tiller chat` is the terminal client.",
     )
-    parser.add_argument("--version", action="version", version=f"tiller {__version__}")
-    parser.add_argument("--provider", help="model provider (default: openai; env TILLER_PROVIDER)")
-    parser.add_argument("--model", help="model name (env TILLER_MODEL)")
-    parser.add_argument("--base-url", help="provider base URL (env OPENAI_BASE_URL for openai)")
-    parser.add_argument("--cwd", help="workspace root (default: the current directory)")
-    parser.add_argument(
-        "--framing", choices=["auto", "lsp", "ndjson"], default=None,
-        help="stdio framing; auto detects it from the first bytes (default)",
-    )
-    parser.add_argument("--log-file", help="append logs here instead of stderr")
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING (default), ERROR")
-    parser.add_argument("--max-turns", type=int, help="per-run limit on model calls (default 50)")
+    add = parser.add_argument
+    add("--version", action="version", version=f"tiller {__version__}")
+    add("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
+    add("--provider", help="openai, anthropic, local, or one from the config file")
+    add("--model", help="model name, or a GGUF path for --provider local (env TILLER_MODEL)")
+    add("--base-url", help="provider base URL (Ollama, vLLM, llama.cpp server, OpenRouter...)")
+    add("--cwd", help="workspace root (default: the current directory)")
+    add("--framing", choices=["auto", "lsp", "ndjson"], help="stdio framing (default: auto)")
+    add("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
+    add("--max-turns", type=int, help="per-run limit on model calls (default 50)")
+    add("--max-retries", type=int, help="retries of a transient provider failure (default 3)")
+    add("--idle-timeout", type=float, help="seconds without a byte before a stream is retried")
+    add("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
+    add("--no-session", action="store_true", help="keep sessions in memory only")
+    add("--log-file", help="append logs here instead of stderr")
+    add("--log-level", help="DEBUG, INFO, WARNING (default), ERROR")
     return parser
 
 
 def load_config(argv: Sequence[str], env: Mapping[str, str]) -> ServerConfig:
-    """Merge defaults, ``env`` and ``argv`` (later wins). Raises ConfigError on bad values."""
+    """Merge defaults, the config file, ``env`` and ``argv`` (later wins).
+
+    Raises ConfigError, naming the file and key, on bad values."""
     args = build_parser().parse_args(list(argv))
-    cwd = Path(args.cwd).expanduser().resolve() if args.cwd else Path.cwd()
-    if not cwd.is_dir():
-        raise ConfigError(f"--cwd {cwd} is not a directory")
-    max_turns = args.max_turns if args.max_turns is not None else _int_env(env, "TILLER_MAX_TURNS")
-    if max_turns is not None and max_turns < 1:
-        raise ConfigError("--max-turns must be at least 1")
-    return ServerConfig(
-        provider=args.provider or env.get("TILLER_PROVIDER") or "openai",
-        model=args.model or env.get("TILLER_MODEL") or None,
-        base_url=args.base_url,
-        cwd=cwd,
-        framing=args.framing or env.get("TILLER_FRAMING") or "auto",  # type: ignore[arg-type]
-        log_file=Path(args.log_file) if args.log_file else None,
-        log_level=(args.log_level or env.get("TILLER_LOG_LEVEL") or "WARNING").upper(),
-        max_turns=max_turns or 50,
-        env=dict(env),
-    )
+    path = Path(args.config).expanduser() if args.config else default_config_path(env)
+    if args.config and not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    config = ServerConfig(env=dict(env), session_dir=default_session_dir(env))
+    if path.is_file():
+        config = _apply_file(config, path)
+    config = _apply_env(config, env)
+    return _apply_args(config, args)
 
 
-def _int_env(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name)
-    if not value:
-        return None
+def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    where = str(path)
+    known = {"provider", "model", "thinking", "max_turns", "retry", "providers", "models"}
+    if unknown := sorted(set(data) - known):
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    updates: dict[str, Any] = {"config_path": path}
+    for key in ("provider", "model"):
+        if key in data:
+            updates[key] = _typed(data, key, str, where)
+    if "thinking" in data:
+        updates["thinking"] = _thinking(data["thinking"], f"{where}: thinking")
+    if "max_turns" in data:
+        updates["max_turns"] = _positive(_typed(data, "max_turns", int, where), "max_turns")
+    if "retry" in data:
+        updates["retry"] = _retry(config.retry, data["retry"], where)
+    providers = dict(config.providers)
+    for name, table in _typed(data, "providers", dict, where, default={}).items():
+        providers[name] = _provider(name, table, providers.get(name), where)
+    updates["providers"] = providers
+    models = list(config.models)
+    for index, table in enumerate(_typed(data, "models", list, where, default=[])):
+        models.append(_model(table, f"{where}: models[{index}]"))
+    updates["models"] = models
+    return replace(config, **updates)
+
+
+def _apply_env(config: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
+    updates: dict[str, Any] = {}
+    if env.get("TILLER_PROVIDER"):
+        updates["provider"] = env["TILLER_PROVIDER"]
+    if env.get("TILLER_MODEL"):
+        updates["model"] = env["TILLER_MODEL"]
+    if env.get("TILLER_FRAMING"):
+        updates["framing"] = env["TILLER_FRAMING"]
+    if env.get("TILLER_LOG_LEVEL"):
+        updates["log_level"] = env["TILLER_LOG_LEVEL"].upper()
+    if env.get("TILLER_MAX_TURNS"):
+        updates["max_turns"] = _positive(_int(env["TILLER_MAX_TURNS"], "TILLER_MAX_TURNS"),
+                                         "TILLER_MAX_TURNS")
+    return replace(config, **updates)
+
+
+def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
+    updates: dict[str, Any] = {}
+    for name in ("provider", "model", "base_url", "framing", "thinking"):
+        if getattr(args, name) is not None:
+            updates[name] = getattr(args, name)
+    if args.cwd:
+        cwd = Path(args.cwd).expanduser().resolve()
+        if not cwd.is_dir():
+            raise ConfigError(f"--cwd {cwd} is not a directory")
+        updates["cwd"] = cwd
+    if args.max_turns is not None:
+        updates["max_turns"] = _positive(args.max_turns, "--max-turns")
+    retry = config.retry
+    if args.max_retries is not None:
+        retry = replace(retry, max_retries=max(args.max_retries, 0))
+    if args.idle_timeout is not None:
+        retry = replace(retry, idle_timeout=_positive(args.idle_timeout, "--idle-timeout"))
+    updates["retry"] = retry
+    if args.session_dir:
+        updates["session_dir"] = Path(args.session_dir).expanduser().resolve()
+    if args.no_session:
+        updates["session_dir"] = None
+    if args.log_file:
+        updates["log_file"] = Path(args.log_file)
+    if args.log_level:
+        updates["log_level"] = args.log_level.upper()
+    return replace(config, **updates)
+
+
+def _typed(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:
+    value = table.get(key, default)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ConfigError(f"{where}: {key} must be a {kind.__name__}, not {value!r}")
+    return value
+
+
+def _number(table: Mapping[str, Any], key: str, where: str) -> float:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{where}: {key} must be a number, not {value!r}")
+    return float(value)
+
+
+def _int(value: str, name: str) -> int:
     try:
         return int(value)
     except ValueError as exc:
         raise ConfigError(f"{name} must be an integer, not {value!r}") from exc
+
+
+def _positive(value: Any, name: str) -> Any:
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, not {value!r}")
+    return value
+
+
+def _thinking(value: Any, name: str) -> ThinkingLevel:
+    if value not in THINKING_LEVELS:
+        raise ConfigError(f"{name} must be one of {', '.join(THINKING_LEVELS)}, not {value!r}")
+    level: ThinkingLevel = value
+    return level
+
+
+def _retry(base: RetryPolicy, table: Any, where: str) -> RetryPolicy:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: retry must be a table")
+    names = {f.name for f in fields(RetryPolicy)}
+    if unknown := sorted(set(table) - names):
+        raise ConfigError(f"{where}: unknown retry key(s) {', '.join(unknown)}")
+    values: dict[str, Any] = {key: _number(table, key, f"{where}: retry") for key in table}
+    if "max_retries" in values:
+        values["max_retries"] = int(values["max_retries"])
+    return replace(base, **values)
+
+
+def _provider(
+    name: str, table: Any, base: ProviderSettings | None, where: str
+) -> ProviderSettings:
+    where = f"{where}: providers.{name}"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    kind = table.get("type", base.type if base else None)
+    if kind not in ("openai", "anthropic", "local"):
+        raise ConfigError(f"{where}: type must be openai, anthropic or local, not {kind!r}")
+    headers = _typed(table, "headers", dict, where, default=dict(base.headers) if base else {})
+    return ProviderSettings(
+        name=name,
+        type=kind,
+        default_model=table.get("default_model", base.default_model if base else "default"),
+        base_url=table.get("base_url", base.base_url if base else None),
+        base_url_env=table.get("base_url_env", base.base_url_env if base else None),
+        api_key_env=table.get("api_key_env", base.api_key_env if base else None),
+        headers={str(k): str(v) for k, v in headers.items()},
+    )
+
+
+def _model(table: Any, where: str) -> ModelInfo:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    cost_table = _typed(table, "cost", dict, where, default=None) if "cost" in table else None
+    cost = None
+    if cost_table is not None:
+        cost = ModelCost(**{
+            key: _number(cost_table, key, f"{where}.cost")
+            for key in ("input", "output", "cache_read", "cache_write") if key in cost_table
+        })
+    return ModelInfo(
+        provider=_typed(table, "provider", str, where),
+        id=_typed(table, "id", str, where),
+        context_window=table.get("context_window"),
+        max_output_tokens=table.get("max_output_tokens"),
+        cost=cost,
+        reasoning=bool(table.get("reasoning", False)),
+    )

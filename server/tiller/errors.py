@@ -8,7 +8,9 @@
     │   ├── NoActiveRunError         -32011  nothing to abort or steer into
     │   ├── CannotContinueError      -32012  agent/continue with nothing to continue from
     │   ├── UnknownSessionError      -32013  no session with that id
-    │   └── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
+    │   ├── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
+    │   ├── UnknownEntryError        -32015  session/fork at an entry the session does not have
+    │   └── SessionLogError          -32016  a session file that cannot be read (tiller.store)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     └── ConfigError                  invalid command line or environment at start-up
 
@@ -29,6 +31,7 @@ __all__ = [
     "RequestError",
     "TillerError",
     "ToolError",
+    "UnknownEntryError",
     "UnknownSessionError",
 ]
 
@@ -66,6 +69,10 @@ class UnknownSessionError(RequestError):
 
 class ProviderNotConfiguredError(RequestError):
     code = -32014
+
+
+class UnknownEntryError(RequestError):
+    code = -32015
 
 
 class ToolError(TillerError):

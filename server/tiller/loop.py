@@ -8,12 +8,15 @@ persists the transcript in order. Tool execution lives in ``tiller.tools.execute
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from tiller.abort import AbortSignal
-from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
+from tiller.providers.base import ModelCost, ModelRequest, StreamItem, ToolSpec
 from tiller.tools.base import Tool
 from tiller.tools.execute import (
     AfterToolCall,
@@ -31,9 +34,12 @@ from tiller.types import (
     MessageEnd,
     MessageStart,
     MessageUpdate,
+    RetryEnd,
+    RetryScheduled,
     RunStopReason,
     TextContent,
     ThinkingContent,
+    ThinkingLevel,
     ToolCall,
     ToolResultMessage,
     TurnEnd,
@@ -64,6 +70,28 @@ LENGTH_POISON_MESSAGE = (
 
 
 @dataclass
+class RetryPolicy:
+    """Retries of one model call: exponential backoff with jitter, bounded in count and delay.
+
+    ``delay(n)`` for retry n is ``base_delay * 2**(n-1)`` (±``jitter``), or the provider's
+    ``Retry-After`` when it gave one; None when that exceeds ``max_delay`` (then give up).
+    """
+
+    max_retries: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    jitter: float = 0.2
+    idle_timeout: float = 120.0
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float | None:
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_delay else None
+        backoff: float = self.base_delay * 2.0 ** (retry - 1)
+        backoff *= 1 + random.uniform(-self.jitter, self.jitter)
+        return min(backoff, self.max_delay)
+
+
+@dataclass
 class LoopConfig:
     """Everything one run needs besides the context. Callbacks must not raise.
 
@@ -81,6 +109,9 @@ class LoopConfig:
     max_turns: int | None = None
     max_tokens: int | None = None
     tool_timeout: float | None = None
+    thinking: ThinkingLevel = "off"
+    retry: RetryPolicy = field(default_factory=lambda: RetryPolicy())
+    price: ModelCost | None = None
     cwd: Any = None
     provider_name: str = ""
     model_name: str = ""
@@ -150,10 +181,9 @@ class _Run:
         self.emit(AgentEnd(stop_reason=stop_reason, error_message=error_message, usage=self.usage))
         return RunResult(stop_reason, error_message, self.usage, self.new_messages)
 
-    async def stream_assistant_response(self) -> AssistantMessage:
-        """One model call. Emits message_start/update/end; appends the message; never raises."""
+    def build_request(self) -> ModelRequest:
         config = self.config
-        request = ModelRequest(
+        return ModelRequest(
             messages=model_context(self.context),
             system_prompt=config.system_prompt,
             tools=[
@@ -161,27 +191,95 @@ class _Run:
                 for tool in config.tools
             ],
             max_tokens=config.max_tokens,
+            thinking=config.thinking,
         )
+
+    async def stream_assistant_response(self) -> AssistantMessage:
+        """One model call, retried on transient failures per ``config.retry``.
+
+        Emits message_start/update per attempt; a retried attempt is announced by
+        ``retry_scheduled`` (its partial message is discarded, never appended). Appends the
+        final message and emits its message_end. Never raises.
+        """
+        policy = self.config.retry
+        attempt = 0
+        while True:
+            final = await self.stream_once(self.build_request())
+            if final.stop_reason == "error" and final.retryable and not self.abort.aborted:
+                delay = policy.delay(attempt + 1, final.retry_after)
+                if attempt < policy.max_retries and delay is not None:
+                    attempt += 1
+                    self.emit(RetryScheduled(
+                        attempt=attempt,
+                        max_attempts=policy.max_retries,
+                        delay_ms=int(delay * 1000),
+                        error_message=final.error_message or "transient provider error",
+                    ))
+                    with self.abort.scope():
+                        await anyio.sleep(delay)
+                    if not self.abort.aborted:
+                        continue
+                    final = self.aborted_message()
+                    self.emit(MessageStart(message=final))
+            if attempt:
+                success = final.stop_reason not in ("error", "aborted")
+                self.emit(RetryEnd(success=success, attempt=attempt))
+            final = self.priced(final)
+            self.usage = self.usage.add(final.usage)
+            self.append(final)
+            return final
+
+    def aborted_message(self) -> AssistantMessage:
+        partial = _PartialMessage(self.config.provider_name, self.config.model_name)
+        return partial.snapshot("aborted", "the run was aborted")
+
+    def priced(self, message: AssistantMessage) -> AssistantMessage:
+        price = self.config.price
+        if price is None:
+            return message
+        usage = message.usage.model_copy(update={"cost": price.cost_of(message.usage)})
+        return message.model_copy(update={"usage": usage})
+
+    async def stream_once(self, request: ModelRequest) -> AssistantMessage:
+        """One attempt: emits message_start and the deltas; returns the final message unsent.
+
+        A stream that yields nothing for ``retry.idle_timeout`` seconds becomes a retryable
+        error; an abort becomes ``aborted``; a provider that raises (a bug) becomes ``error``.
+        """
+        config = self.config
+        idle = config.retry.idle_timeout
         partial = _PartialMessage(config.provider_name, config.model_name)
         self.emit(MessageStart(message=partial.snapshot()))
         final: AssistantMessage | None = None
+        stream = config.stream(request)
         with self.abort.scope():
             try:
-                async for item in config.stream(request):
-                    if isinstance(item, MessageUpdate):
+                while final is None:
+                    with anyio.move_on_after(idle) as idle_scope:
+                        item = await anext(stream)
+                    if idle_scope.cancelled_caught:
+                        final = partial.snapshot(
+                            "error",
+                            f"{config.provider_name}: the provider sent nothing for {idle:g} "
+                            "seconds (stalled stream)",
+                        )
+                        final.retryable = True
+                    elif isinstance(item, MessageUpdate):
                         partial.apply(item)
                         self.emit(item)
                     else:
                         final = item
+            except StopAsyncIteration:
+                pass
             except Exception as exc:  # a provider bug: the contract says it never raises
                 final = partial.snapshot("error", f"provider failed: {type(exc).__name__}: {exc}")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _aclose(stream)
         if final is None:
             if self.abort.aborted:
-                final = partial.snapshot("aborted", "the run was aborted")
-            else:
-                final = partial.snapshot("error", "the provider ended without a message")
-        self.usage = self.usage.add(final.usage)
-        self.append(final)
+                return partial.snapshot("aborted", "the run was aborted")
+            final = partial.snapshot("error", "the provider ended without a message")
         return final
 
     async def run_tools(self, message: AssistantMessage) -> ToolBatch:
@@ -254,6 +352,15 @@ async def run_agent_loop(
             break
         pending = follow_ups
     return run.end(last_stop)
+
+
+async def _aclose(stream: AsyncIterator[StreamItem]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:
+            pass  # closing a stream that already failed: nothing left to report
 
 
 class _PartialMessage:

@@ -11,9 +11,30 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tiller.types import Message, RunStopReason, Usage, UserContent, WireModel
+from tiller.types import (
+    Message,
+    RunStopReason,
+    ThinkingLevel,
+    Usage,
+    UserContent,
+    WireModel,
+)
 
 __all__ = [
+    "SessionLoadResult",
+    "SessionListResult",
+    "SessionListParams",
+    "SessionInfo",
+    "SessionIdParams",
+    "SessionForkParams",
+    "SetThinkingLevelResult",
+    "SetThinkingLevelParams",
+    "SetModelResult",
+    "SetModelParams",
+    "ProviderEntry",
+    "ModelsListResult",
+    "ModelEntry",
+    "ModelCostModel",
     "EVENT_METHOD",
     "ClientInfo",
     "GetMessagesResult",
@@ -117,6 +138,7 @@ class GetStateResult(WireModel):
     pending_follow_up: int
     steering_mode: QueueMode
     follow_up_mode: QueueMode
+    thinking_level: ThinkingLevel
     usage: Usage
 
 
@@ -132,3 +154,99 @@ class SetQueueModesParams(SessionParams):
 class SetQueueModesResult(WireModel):
     steering: QueueMode
     follow_up: QueueMode
+
+
+# models ----------------------------------------------------------------------------------------
+
+
+class ProviderEntry(WireModel):
+    name: str
+    type: Literal["openai", "anthropic", "local"]
+    base_url: str | None = None
+    api_key_env: str | None = None
+    configured: bool = Field(description="a key is set, or none is needed (local, base URL)")
+
+
+class ModelCostModel(WireModel):
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+class ModelEntry(WireModel):
+    provider: str
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    cost: ModelCostModel | None = None
+    reasoning: bool = False
+
+
+class ModelsListResult(WireModel):
+    providers: list[ProviderEntry]
+    models: list[ModelEntry]
+
+
+class SetModelParams(SessionParams):
+    provider: str
+    model: str | None = None
+
+
+class SetModelResult(WireModel):
+    provider: str
+    model: str
+
+
+class SetThinkingLevelParams(SessionParams):
+    level: ThinkingLevel
+
+
+class SetThinkingLevelResult(WireModel):
+    level: ThinkingLevel
+
+
+# session/list, session/load, session/fork, session/delete, session/close -----------------------
+
+
+class SessionListParams(WireModel):
+    cwd: str | None = None
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: str | None = None
+
+
+class SessionInfo(WireModel):
+    session_id: str
+    title: str | None = None
+    cwd: str
+    created: int
+    updated: int
+    message_count: int
+    live: bool
+
+
+class SessionListResult(WireModel):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = None
+
+
+class SessionIdParams(WireModel):
+    session_id: str
+
+
+class SessionForkParams(SessionIdParams):
+    entry_id: str
+
+
+class SessionLoadResult(WireModel):
+    """A live session's history: ``entryIds[i]`` is the log entry of ``messages[i]`` (the point
+    to pass to session/fork)."""
+
+    session_id: str
+    cwd: str
+    provider: str
+    model: str
+    messages: list[Message]
+    entry_ids: list[str]
+    pending_steering: int = 0
+    pending_follow_up: int = 0

@@ -32,18 +32,32 @@ from tiller.protocol import (
     GetStateResult,
     InitializeParams,
     InitializeResult,
+    ModelCostModel,
+    ModelEntry,
+    ModelsListResult,
     PromptParams,
+    ProviderEntry,
     QueueParams,
     QueueResult,
     RunResultModel,
     ServerInfo,
+    SessionForkParams,
+    SessionIdParams,
+    SessionInfo,
+    SessionListParams,
+    SessionListResult,
+    SessionLoadResult,
     SessionNewParams,
     SessionNewResult,
     SessionParams,
+    SetModelParams,
+    SetModelResult,
     SetQueueModesParams,
     SetQueueModesResult,
+    SetThinkingLevelParams,
+    SetThinkingLevelResult,
 )
-from tiller.sessions import SessionManager
+from tiller.sessions import Session, SessionManager
 from tiller.transport import Framing, serve_stdio
 from tiller.types import WireModel
 
@@ -145,13 +159,40 @@ class TillerServer:
                 capabilities={
                     "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
                     "queueModes": ["one-at-a-time", "all"],
-                    "sessions": {"new": True},
+                    "sessions": {
+                        "new": True, "list": True, "load": True, "fork": True,
+                        "persistent": self.config.session_dir is not None,
+                    },
                 },
             )
 
         @m("session/new", SessionNewParams)
         async def session_new(params: SessionNewParams) -> SessionNewResult:
             return SessionNewResult(session_id=self.sessions.create(params).id)
+
+        @m("session/list", SessionListParams)
+        async def session_list(params: SessionListParams) -> SessionListResult:
+            found, cursor = self.sessions.list_saved(params.cwd, params.limit, params.cursor)
+            infos = [SessionInfo(**vars(summary)) for summary in found]
+            return SessionListResult(sessions=infos, next_cursor=cursor)
+
+        @m("session/load", SessionIdParams)
+        async def session_load(params: SessionIdParams) -> SessionLoadResult:
+            return self._history(self.sessions.load(params.session_id))
+
+        @m("session/fork", SessionForkParams)
+        async def session_fork(params: SessionForkParams) -> SessionLoadResult:
+            return self._history(self.sessions.fork(params.session_id, params.entry_id))
+
+        @m("session/close", SessionIdParams)
+        async def session_close(params: SessionIdParams) -> WireModel:
+            await self.sessions.close(params.session_id)
+            return WireModel()
+
+        @m("session/delete", SessionIdParams)
+        async def session_delete(params: SessionIdParams) -> WireModel:
+            await self.sessions.delete(params.session_id)
+            return WireModel()
 
         @m("agent/prompt", PromptParams)
         async def prompt(params: PromptParams) -> RunResultModel:
@@ -165,13 +206,13 @@ class TillerServer:
 
         @m("agent/steer", QueueParams)
         async def steer(params: QueueParams) -> QueueResult:
-            agent = self.sessions.get(params.session_id).agent
-            return QueueResult(queued=agent.steer(params.message))
+            session = self.sessions.get(params.session_id)
+            return QueueResult(queued=self.sessions.enqueue(session, "steering", params.message))
 
         @m("agent/followUp", QueueParams)
         async def follow_up(params: QueueParams) -> QueueResult:
-            agent = self.sessions.get(params.session_id).agent
-            return QueueResult(queued=agent.follow_up(params.message))
+            session = self.sessions.get(params.session_id)
+            return QueueResult(queued=self.sessions.enqueue(session, "followUp", params.message))
 
         @m("agent/abort", SessionParams)
         async def abort(params: SessionParams) -> WireModel:
@@ -193,6 +234,7 @@ class TillerServer:
                 pending_follow_up=len(agent.follow_up_queue),
                 steering_mode=agent.steering_mode,
                 follow_up_mode=agent.follow_up_mode,
+                thinking_level=agent.config.thinking,
                 usage=agent.usage,
             )
 
@@ -209,6 +251,66 @@ class TillerServer:
             if params.follow_up is not None:
                 agent.follow_up_mode = params.follow_up
             return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
+
+        @m("models/list", SessionParams)
+        async def models_list(params: SessionParams) -> ModelsListResult:
+            return self._models_list()
+
+        @m("agent/setModel", SetModelParams)
+        async def set_model(params: SetModelParams) -> SetModelResult:
+            session = self.sessions.get(params.session_id)
+            self.sessions.set_model(session, params.provider, params.model)
+            return SetModelResult(provider=session.provider, model=session.model)
+
+        @m("agent/setThinkingLevel", SetThinkingLevelParams)
+        async def set_thinking_level(params: SetThinkingLevelParams) -> SetThinkingLevelResult:
+            session = self.sessions.get(params.session_id)
+            self.sessions.set_thinking(session, params.level)  # read when the next run starts
+            return SetThinkingLevelResult(level=params.level)
+
+    def _history(self, session: Session) -> SessionLoadResult:
+        agent = session.agent
+        return SessionLoadResult(
+            session_id=session.id,
+            cwd=str(session.cwd),
+            provider=session.provider,
+            model=session.model,
+            messages=list(agent.messages),
+            entry_ids=list(session.entry_ids),
+            pending_steering=len(agent.steering_queue),
+            pending_follow_up=len(agent.follow_up_queue),
+        )
+
+    def _models_list(self) -> ModelsListResult:
+        config = self.config
+        providers = [
+            ProviderEntry(
+                name=settings.name,
+                type=settings.type,
+                base_url=settings.resolve_base_url(
+                    config.env, config.base_url if name == config.provider else None
+                ),
+                api_key_env=settings.api_key_env,
+                configured=settings.type == "local"
+                or settings.has_key(config.env)
+                or (settings.type == "openai" and settings.resolve_base_url(
+                    config.env, config.base_url if name == config.provider else None
+                ) is not None),
+            )
+            for name, settings in sorted(config.providers.items())
+        ]
+        models = [
+            ModelEntry(
+                provider=info.provider,
+                id=info.id,
+                context_window=info.context_window,
+                max_output_tokens=info.max_output_tokens,
+                cost=ModelCostModel(**vars(info.cost)) if info.cost else None,
+                reasoning=info.reasoning,
+            )
+            for info in config.models
+        ]
+        return ModelsListResult(providers=providers, models=models)
 
     async def _run(self, agent: Agent, run: Awaitable[RunResult]) -> RunResultModel:
         """Await a run, letting ``$/cancelRequest`` for this request abort it."""

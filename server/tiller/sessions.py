@@ -1,30 +1,51 @@
-"""Live sessions of one server process: each an Agent with its own queues, run and event seq.
+"""Sessions: each a live Agent with its own run, queues, event sequence and append-only log.
 
 A session is created by ``session/new`` or, for the default session, on first use by any
-``agent/*`` method without a ``sessionId``. Persistence comes later (see the sessions issue);
-today sessions live in memory.
+``agent/*`` method without a ``sessionId``. Every message, tool start/end, run start/end and
+acknowledged queued message is written to the session's log (``tiller.store``) inside ``emit``,
+before the event goes out and before the step that depends on it proceeds. Logs live under
+``<session_dir>/<workspace>/<id>.jsonl``; ``session_dir=None`` keeps sessions in memory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from tiller.agent import Agent, AgentConfig
 from tiller.config import ServerConfig, default_system_prompt
-from tiller.errors import UnknownSessionError
+from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.protocol import EVENT_METHOD, SessionNewParams
-from tiller.providers import DEFAULT_MODELS, Provider, create_provider
+from tiller.providers import Provider, create_provider
+from tiller.store import (
+    SessionLog,
+    SessionLogError,
+    interrupted_result,
+    read_session_file,
+    replay,
+)
 from tiller.tools import default_tools
-from tiller.types import AgentEvent
+from tiller.types import (
+    AgentEnd,
+    AgentEvent,
+    AgentStart,
+    MessageEnd,
+    ThinkingLevel,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    UserContent,
+    UserMessage,
+)
 
-__all__ = ["Session", "SessionManager"]
+__all__ = ["Session", "SessionManager", "SessionSummary", "workspace_dir_name"]
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +53,38 @@ Notify = Callable[[str, Any], None]
 
 
 @dataclass
+class SessionSummary:
+    session_id: str
+    title: str | None
+    cwd: str
+    created: int
+    updated: int
+    message_count: int
+    live: bool
+
+
+@dataclass
 class Session:
     id: str
     cwd: Path
     provider: str
-    model: str | None
+    model: str
+    log: SessionLog
     agent: Agent = field(init=False)
     seq: int = 0
+    entry_ids: list[str] = field(default_factory=list)
+    """The log entry of each message in ``agent.messages`` ("" where there is none)."""
+
+
+def workspace_dir_name(cwd: Path) -> str:
+    """A readable, collision-safe folder name for a workspace: its last parts plus a hash."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(cwd.parts[-2:])).strip("-") or "root"
+    digest = hashlib.sha256(str(cwd).encode()).hexdigest()[:8]
+    return f"{readable[:48]}-{digest}"
 
 
 class SessionManager:
-    """Creates, finds and shuts down sessions; routes each session's events to ``notify``."""
+    """Creates, loads, finds and shuts down sessions; persists and routes their events."""
 
     def __init__(self, config: ServerConfig, notify: Notify) -> None:
         self.config = config
@@ -50,50 +92,269 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.default_id: str | None = None
 
+    # ------------------------------------------------------------------ creating
+
+    def provider_factory(self, provider: str, model: str) -> Callable[[], Provider]:
+        """A factory for ``provider``/``model``; the server's --base-url applies to the server's
+        own provider only."""
+        config = self.config
+        base_url = config.base_url if provider == config.provider else None
+
+        def build() -> Provider:
+            return create_provider(
+                provider, model=model, base_url=base_url, env=config.env,
+                providers=config.providers,
+            )
+
+        return build
+
+    def default_model(self, provider: str) -> str:
+        settings = self.config.providers.get(provider)
+        return settings.default_model if settings is not None else "default"
+
+    def log_path(self, cwd: Path, session_id: str) -> Path | None:
+        root = self.config.session_dir
+        return None if root is None else root / workspace_dir_name(cwd) / f"{session_id}.jsonl"
+
     def create(self, params: SessionNewParams, *, validate: bool = True) -> Session:
         """A new session; with ``validate`` its provider is built now, so a missing key or an
         unknown provider fails here (ProviderNotConfiguredError) rather than at the first prompt."""
-        cwd = Path(params.cwd).expanduser().resolve() if params.cwd else self.config.cwd
-        provider = params.provider or self.config.provider
-        model = params.model or self.config.model or DEFAULT_MODELS.get(provider)
-        base_url = self.config.base_url if provider == self.config.provider else None
-        env = self.config.env
-
-        def provider_factory() -> Provider:
-            return create_provider(provider, model=model, base_url=base_url, env=env)
-
+        config = self.config
+        cwd = Path(params.cwd).expanduser().resolve() if params.cwd else config.cwd
+        provider = params.provider or config.provider
+        model = params.model or (config.model if provider == config.provider else None)
+        model = model or self.default_model(provider)
+        system_prompt = params.system_prompt or default_system_prompt(cwd)
         session_id = uuid.uuid4().hex
+        if validate:
+            self.provider_factory(provider, model)()
+        header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
+                  "systemPrompt": system_prompt}
+        session_log = SessionLog.create(self.log_path(cwd, session_id), header)
+        return self._start(session_id, cwd, provider, model, system_prompt, session_log)
+
+    def _start(
+        self, session_id: str, cwd: Path, provider: str, model: str, system_prompt: str,
+        session_log: SessionLog,
+    ) -> Session:
+        info = self.config.model_info(provider, model)
         agent_config = AgentConfig(
-            provider_factory=provider_factory,
+            provider_factory=self.provider_factory(provider, model),
             tools=default_tools(),
-            system_prompt=params.system_prompt or default_system_prompt(cwd),
+            system_prompt=system_prompt,
             cwd=cwd,
             max_turns=self.config.max_turns,
+            thinking=self.config.thinking,
+            retry=self.config.retry,
+            price=info.cost if info else None,
         )
-        session = Session(session_id, cwd, provider, model)
+        session = Session(session_id, cwd, provider, model, session_log)
         session.agent = Agent(agent_config, self._emitter(session))
-        if validate:
-            _ = session.agent.provider
         self.sessions[session_id] = session
         return session
 
+    # ------------------------------------------------------------------ using
+
     def get(self, session_id: str | None) -> Session:
-        """The session with that id, or the default session (created on first use)."""
+        """The live session with that id, or the default session (created on first use)."""
         if session_id is None:
             if self.default_id is None or self.default_id not in self.sessions:
                 self.default_id = self.create(SessionNewParams(), validate=False).id
             return self.sessions[self.default_id]
         session = self.sessions.get(session_id)
         if session is None:
-            raise UnknownSessionError(f"unknown session {session_id!r}")
+            hint = " (session/load makes a saved session live)" if self.find(session_id) else ""
+            raise UnknownSessionError(f"unknown session {session_id!r}{hint}")
         return session
+
+    def enqueue(
+        self,
+        session: Session,
+        queue: Literal["steering", "followUp"],
+        content: str | Sequence[UserContent],
+    ) -> int:
+        """Log a steering or follow-up message, then queue it: once this returns, the message
+        survives a crash and is delivered after a restart."""
+        message = UserMessage(content=content if isinstance(content, str) else list(content))
+        entry = self._append(session, "queued", queue=queue, message=message.dump())
+        message.queue_id = entry.id if entry else None
+        if queue == "steering":
+            return session.agent.steer(message)
+        return session.agent.follow_up(message)
+
+    def set_model(self, session: Session, provider: str, model: str | None) -> None:
+        """Switch ``session`` to another provider/model between runs."""
+        model = model or self.default_model(provider)
+        info = self.config.model_info(provider, model)
+        session.agent.set_provider(
+            self.provider_factory(provider, model), info.cost if info else None
+        )
+        session.provider, session.model = provider, model
+        self._append(session, "model_change", provider=provider, model=model)
+
+    def set_thinking(self, session: Session, level: ThinkingLevel) -> None:
+        session.agent.config.thinking = level
+        self._append(session, "thinking_change", level=level)
+
+    def _append(self, session: Session, entry_type: str, **data: Any) -> Any:
+        try:
+            return session.log.append(entry_type, **data)
+        except OSError:
+            log.exception("session %s: cannot write its log", session.id)
+            return None
 
     def _emitter(self, session: Session) -> Callable[[AgentEvent], None]:
         def emit(event: AgentEvent) -> None:
+            self._persist(session, event)
             session.seq += 1
             self.notify(EVENT_METHOD, {"sessionId": session.id, "seq": session.seq, **event.dump()})
 
         return emit
+
+    def _persist(self, session: Session, event: AgentEvent) -> None:
+        if isinstance(event, MessageEnd):
+            extra = {}
+            if isinstance(event.message, UserMessage) and event.message.queue_id:
+                extra["queueId"] = event.message.queue_id
+            entry = self._append(session, "message", message=event.message.dump(), **extra)
+            session.entry_ids.append(entry.id if entry else "")
+        elif isinstance(event, ToolExecutionStart):
+            self._append(session, "tool_start", toolCallId=event.tool_call_id,
+                         toolName=event.tool_name, args=event.args)
+        elif isinstance(event, ToolExecutionEnd):
+            self._append(session, "tool_end", toolCallId=event.tool_call_id,
+                         isError=event.is_error)
+        elif isinstance(event, AgentStart):
+            self._append(session, "run_start")
+        elif isinstance(event, AgentEnd):
+            self._append(session, "run_end", stopReason=event.stop_reason,
+                         errorMessage=event.error_message)
+
+    # ------------------------------------------------------------------ saved sessions
+
+    def find(self, session_id: str) -> Path | None:
+        """The log file of a saved session, in any workspace."""
+        root = self.config.session_dir
+        if root is None or not re.fullmatch(r"[0-9a-f]{8,64}", session_id):
+            return None
+        return next(root.glob(f"*/{session_id}.jsonl"), None)
+
+    def load(self, session_id: str) -> Session:
+        """Make a saved session live (a live one is returned as is). Tool calls a crash left
+        without a result get a synthetic error result, logged like any other message; queued
+        messages that were never delivered are queued again."""
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        path = self.find(session_id)
+        if path is None:
+            raise UnknownSessionError(f"no saved session {session_id!r}")
+        loaded = read_session_file(path)
+        state = replay(loaded)
+        header = loaded.header
+        cwd = Path(header.get("cwd") or self.config.cwd)
+        provider = state.provider or self.config.provider
+        model = state.model or self.default_model(provider)
+        system_prompt = header.get("systemPrompt") or default_system_prompt(cwd)
+        session = self._start(session_id, cwd, provider, model, system_prompt,
+                              SessionLog.reopen(loaded))
+        agent = session.agent
+        agent.messages.extend(state.messages)
+        session.entry_ids.extend(state.entry_ids)
+        agent.steering_queue.extend(state.steering)
+        agent.follow_up_queue.extend(state.follow_ups)
+        if state.thinking in ("off", "low", "medium", "high"):
+            agent.config.thinking = state.thinking  # type: ignore[assignment]
+        for call, started in state.interrupted:
+            result = interrupted_result(call, started)
+            agent.messages.append(result)
+            entry = self._append(session, "message", message=result.dump())
+            session.entry_ids.append(entry.id if entry else "")
+        if state.open_run:
+            self._append(session, "run_end", stopReason="error",
+                         errorMessage="the run was interrupted by a restart")
+        return session
+
+    def list_saved(
+        self, cwd: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[SessionSummary], str | None]:
+        """Saved sessions, most recently updated first, a page at a time (``cursor`` is the
+        opaque value a previous page returned)."""
+        root = self.config.session_dir
+        if root is None or not root.is_dir():
+            return [], None
+        if cwd is not None:
+            folders = [root / workspace_dir_name(Path(cwd).expanduser().resolve())]
+        else:
+            folders = [path for path in root.iterdir() if path.is_dir()]
+        files = [path for folder in folders if folder.is_dir() for path in folder.glob("*.jsonl")]
+        files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+        offset = int(cursor) if cursor and cursor.isdigit() else 0
+        page = []
+        for path in files[offset : offset + limit]:
+            try:
+                loaded = read_session_file(path)
+            except (OSError, SessionLogError) as exc:
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            state = replay(loaded)
+            page.append(SessionSummary(
+                session_id=loaded.id,
+                title=state.title,
+                cwd=str(loaded.header.get("cwd", "")),
+                created=int(loaded.header.get("created", 0)),
+                updated=loaded.entries[-1].timestamp if loaded.entries else 0,
+                message_count=len(state.messages),
+                live=loaded.id in self.sessions,
+            ))
+        more = offset + limit < len(files)
+        return page, str(offset + limit) if more else None
+
+    def fork(self, session_id: str, entry_id: str) -> Session:
+        """A new live session whose log is the source's branch up to ``entry_id``."""
+        source = self.sessions.get(session_id)
+        path = source.log.path if source else self.find(session_id)
+        if path is None:
+            raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
+        loaded = read_session_file(path)
+        try:
+            branch = loaded.branch(entry_id)
+        except KeyError:
+            raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}") from None
+        new_id = uuid.uuid4().hex
+        cwd = Path(loaded.header.get("cwd") or self.config.cwd)
+        header = {**loaded.header, "id": new_id, "parentSession": session_id,
+                  "forkedFrom": entry_id}
+        for key in ("type", "version", "created"):
+            header.pop(key, None)
+        new_log = SessionLog.create(self.log_path(cwd, new_id), header)
+        for entry in branch:
+            new_log.append_entry(entry)
+        new_log.close()
+        return self.load(new_id)
+
+    async def close(self, session_id: str) -> None:
+        """Stop the session's run (if any) and unload it; its log stays."""
+        session = self.get(session_id)
+        if session.agent.is_running:
+            session.agent.abort()
+            await session.agent.wait_idle()
+        session.log.close()
+        del self.sessions[session_id]
+        if self.default_id == session_id:
+            self.default_id = None
+
+    async def delete(self, session_id: str) -> None:
+        """Close the session if live, then remove its log."""
+        session = self.sessions.get(session_id)
+        if session is not None and session.agent.is_running:
+            raise AgentBusyError("the session has an active run: abort it first")
+        path = session.log.path if session else self.find(session_id)
+        if session is None and path is None:
+            raise UnknownSessionError(f"unknown session {session_id!r}")
+        if session is not None:
+            await self.close(session_id)
+        if path is not None:
+            path.unlink(missing_ok=True)
 
     async def shutdown(self, grace: float = 10.0) -> None:
         """Abort every active run and wait (bounded) for them to wind down."""
@@ -103,3 +364,5 @@ class SessionManager:
         with anyio.move_on_after(grace):
             for agent in running:
                 await agent.wait_idle()
+        for session in self.sessions.values():
+            session.log.close()

@@ -31,6 +31,9 @@ __all__ = [
     "ToolExecutionEnd",
     "ToolExecutionStart",
     "ToolExecutionUpdate",
+    "RetryEnd",
+    "RetryScheduled",
+    "ThinkingLevel",
     "ToolResultMessage",
     "TurnEnd",
     "TurnStart",
@@ -101,11 +104,16 @@ RunStopReason = Literal["stop", "length", "toolUse", "error", "aborted", "maxTur
 """Why a run ended: the last assistant message's reason, or ``maxTurns``."""
 
 
+ThinkingLevel = Literal["off", "low", "medium", "high"]
+"""How hard a reasoning model should think; each provider maps it to its own knob."""
+
+
 class Usage(WireModel):
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost: float = Field(default=0.0, description="USD, from the model's configured prices")
 
     @property
     def total_tokens(self) -> int:
@@ -123,6 +131,7 @@ class Usage(WireModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost=self.cost + other.cost,
         )
 
 
@@ -130,6 +139,8 @@ class UserMessage(WireModel):
     role: Literal["user"] = "user"
     content: str | list[UserContent]
     timestamp: int = Field(default_factory=now_ms)
+    queue_id: str | None = Field(default=None, exclude=True)
+    """Internal: the session-log entry that recorded this message as queued (steer/followUp)."""
 
 
 class AssistantMessage(WireModel):
@@ -141,6 +152,11 @@ class AssistantMessage(WireModel):
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     timestamp: int = Field(default_factory=now_ms)
+    retryable: bool = Field(default=False, exclude=True)
+    """Set by a provider on a transient failure (429, 5xx, connection reset, a stream cut or
+    stalled before the message completed). Internal: never on the wire or in logs."""
+    retry_after: float | None = Field(default=None, exclude=True)
+    """Seconds the provider asked us to wait (``Retry-After``), if it said. Internal."""
 
     @property
     def tool_calls(self) -> list[ToolCall]:
@@ -245,6 +261,25 @@ class AgentEnd(WireModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class RetryScheduled(WireModel):
+    """A transient provider failure: the assistant message in progress (if any) is discarded,
+    and the model call is retried after ``delayMs``."""
+
+    type: Literal["retry_scheduled"] = "retry_scheduled"
+    attempt: int
+    max_attempts: int
+    delay_ms: int
+    error_message: str
+
+
+class RetryEnd(WireModel):
+    """The retries of one model call are over: ``success`` says whether a retry got through."""
+
+    type: Literal["retry_end"] = "retry_end"
+    success: bool
+    attempt: int
+
+
 class AgentSettled(WireModel):
     """Nothing else will follow for this run: no retry, no queued message. The idle signal."""
 
@@ -262,6 +297,8 @@ AgentEvent = Annotated[
     | ToolExecutionEnd
     | TurnEnd
     | AgentEnd
+    | RetryScheduled
+    | RetryEnd
     | AgentSettled,
     Field(discriminator="type"),
 ]

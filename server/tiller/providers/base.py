@@ -3,8 +3,10 @@
 A provider turns a ``ModelRequest`` into a stream of ``MessageUpdate`` deltas followed by exactly
 one final ``AssistantMessage``. It never raises for model or network failures: those end the
 stream with an ``AssistantMessage`` whose ``stop_reason`` is ``"error"`` and whose
-``error_message`` a user can act on. Cancellation (an abort) propagates as the async library's
-cancellation; the loop turns it into ``"aborted"``.
+``error_message`` a user can act on; a transient failure (429, 5xx, connection reset, a stream
+cut before the message completed) also sets ``retryable`` (and ``retry_after`` when the server
+said how long to wait), and the loop retries it. Cancellation (an abort) propagates as the async
+library's cancellation; the loop turns it into ``"aborted"``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiller.types import AssistantMessage, Message, MessageUpdate
+from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
 
-__all__ = ["ModelRequest", "Provider", "StreamItem", "ToolSpec"]
+__all__ = ["ModelCost", "ModelInfo", "ModelRequest", "Provider", "StreamItem", "ToolSpec"]
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,40 @@ class ModelRequest:
     system_prompt: str | None = None
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int | None = None
+    thinking: ThinkingLevel = "off"
 
 
 StreamItem = MessageUpdate | AssistantMessage
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Prices in USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    def cost_of(self, usage: Usage) -> float:
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        ) / 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What Tiller knows about one model of one provider (from the catalog or config file)."""
+
+    provider: str
+    id: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    cost: ModelCost | None = None
+    reasoning: bool = False
 
 
 class Provider(ABC):

@@ -16,10 +16,12 @@ The ``openai`` SDK is imported on first use, never at module import (it costs ~3
 
 from __future__ import annotations
 
+import email.utils
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -54,6 +56,7 @@ RETRY_HINT = "temporary: retrying may succeed"
 EMPTY_RESPONSE_ERROR = "openai: the provider returned an empty response (HTTP 200 with no data)"
 INCOMPLETE_STREAM_ERROR = f"openai: the stream ended before the message completed ({RETRY_HINT})"
 CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
+TRANSIENT_STREAM_ERRORS = (EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR)
 _ERROR_HINTS = {
     401: "check OPENAI_API_KEY",
     403: "check OPENAI_API_KEY and the model's access rights",
@@ -83,8 +86,10 @@ class OpenAIProvider(Provider):
         api_key: str | None = None,
         http_client: Any = None,
         request_timeout: float = 600.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.model = model
+        self._headers = dict(headers or {})
         self._base_url = base_url
         self._api_key = api_key
         self._http_client = http_client
@@ -102,6 +107,7 @@ class OpenAIProvider(Provider):
                 http_client=self._http_client,
                 timeout=self._request_timeout,
                 max_retries=0,
+                default_headers=self._headers or None,
             )
         return self._client
 
@@ -116,18 +122,27 @@ class OpenAIProvider(Provider):
         params = build_request_params(request, self.model)
         response: Any = None
         error: str | None = None
+        failure: Exception | None = None
         try:
             response = await client.chat.completions.create(**params)
             async for chunk in response:
                 for update in builder.feed(chunk):
                     yield update
         except Exception as exc:
+            failure = exc
             error = self._describe_failure(exc, started=response is not None)
         finally:
             if response is not None:
                 with anyio.CancelScope(shield=True):
                     await response.close()
-        yield self._final(builder, error)
+        message = self._final(builder, error)
+        if message.stop_reason == "error":
+            if failure is not None:
+                message.retryable = _is_transient(failure)
+                message.retry_after = _retry_after(failure)
+            else:
+                message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
+        yield message
 
     async def aclose(self) -> None:
         """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
@@ -183,6 +198,36 @@ class OpenAIProvider(Provider):
         return self._redact(message)
 
 
+def _is_transient(exc: Exception) -> bool:
+    """Whether retrying the same request may succeed: rate limits, server errors, timeouts,
+    broken connections and errors reported mid-stream. Malformed chunks are not transient."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, openai.APIError)  # timeouts, connection errors, mid-stream errors
+
+
+def _retry_after(exc: Exception) -> float | None:
+    """Seconds from the response's ``retry-after-ms`` or ``retry-after`` header, if any."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        if (millis := headers.get("retry-after-ms")) is not None:
+            return max(float(millis) / 1000, 0.0)
+        if (value := headers.get("retry-after")) is None:
+            return None
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            moment = email.utils.parsedate_to_datetime(value)
+            return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
 def _status_error_message(status: int, body: object, fallback: str) -> str:
     """``openai: 401 Unauthorized: <provider's message> (<hint>)`` from an HTTP error."""
     try:
@@ -233,6 +278,8 @@ def build_request_params(request: ModelRequest, model: str) -> dict[str, Any]:
         ]
     if request.max_tokens is not None:
         params["max_tokens"] = request.max_tokens
+    if request.thinking != "off":
+        params["reasoning_effort"] = request.thinking  # reasoning models only (o-series, gpt-5)
     return params
 
 

@@ -1,0 +1,350 @@
+"""The session log: one append-only JSONL file per session, written before the step it records.
+
+Line 1 is a header ``{"type": "session", "version", "id", "cwd", "created", ...}``; every other
+line is an entry ``{"type", "id", "parentId", "timestamp", ...}``. ``parentId`` links an entry to
+the one before it on its branch, so a file is a tree (forks share the prefix). Each ``append``
+writes one whole line and flushes it (and fsyncs, unless ``durable=False``) before returning.
+
+A torn last line (a crash mid-write) is ignored on load, never fatal; any other bad line is
+skipped with a warning. ``LOADERS`` maps each format version to its loader; a file from a newer
+Tiller is refused with a message saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import TypeAdapter
+
+from tiller.errors import RequestError
+from tiller.types import (
+    AssistantMessage,
+    Message,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+    now_ms,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "LOADERS",
+    "Entry",
+    "Replay",
+    "interrupted_result",
+    "replay",
+    "SessionFile",
+    "SessionLog",
+    "SessionLogError",
+    "read_session_file",
+]
+
+log = logging.getLogger(__name__)
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+FORMAT_VERSION = 1
+
+ENTRY_TYPES = (
+    "message",  # {message}: a user, assistant or tool result message; `queueId` if it was queued
+    "model_change",  # {provider, model}
+    "thinking_change",  # {level}
+    "tool_start",  # {toolCallId, toolName, args}: written before the tool runs
+    "tool_end",  # {toolCallId, isError}
+    "run_start",  # {}
+    "run_end",  # {stopReason, errorMessage?}
+    "queued",  # {queue: "steering"|"followUp", message}: acknowledged, not yet delivered
+    "compaction",  # {summary, firstKeptEntryId, tokensBefore}
+    "label",  # {label}: a title or bookmark
+)
+
+
+class SessionLogError(RequestError):
+    """A session file that cannot be used at all (no header, a newer format)."""
+
+    code = -32016
+
+
+@dataclass
+class Entry:
+    """One line after the header. ``data`` holds the type-specific fields, camelCase."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    timestamp: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "type": self.type,
+            "id": self.id,
+            "parentId": self.parent_id,
+            "timestamp": self.timestamp,
+            **self.data,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Entry:
+        data = {k: v for k, v in raw.items() if k not in ("type", "id", "parentId", "timestamp")}
+        return cls(raw["type"], raw["id"], raw.get("parentId"), raw.get("timestamp", 0), data)
+
+
+@dataclass
+class SessionFile:
+    """A loaded session file: its header and entries in file order."""
+
+    path: Path
+    header: dict[str, Any]
+    entries: list[Entry]
+    torn_tail: bool = False
+
+    @property
+    def id(self) -> str:
+        return str(self.header["id"])
+
+    def branch(self, leaf_id: str | None = None) -> list[Entry]:
+        """The entries from the root to ``leaf_id`` (default: the last entry), in order."""
+        if not self.entries:
+            return []
+        by_id = {entry.id: entry for entry in self.entries}
+        current = by_id.get(leaf_id) if leaf_id else self.entries[-1]
+        if current is None:
+            raise KeyError(leaf_id)
+        path = []
+        while current is not None:
+            path.append(current)
+            current = by_id.get(current.parent_id) if current.parent_id else None
+        return path[::-1]
+
+
+def _load_v1(header: dict[str, Any], lines: list[dict[str, Any]]) -> list[Entry]:
+    return [Entry.from_json(raw) for raw in lines if "type" in raw and "id" in raw]
+
+
+LOADERS: dict[int, Callable[[dict[str, Any], list[dict[str, Any]]], list[Entry]]] = {
+    1: _load_v1,
+}
+"""Format version -> loader of its entry lines. A new version adds a loader; old ones stay."""
+
+
+def _parse_lines(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """The JSON objects of the file's lines, and whether a torn last line was dropped."""
+    data = path.read_bytes()
+    raw_lines = data.split(b"\n")
+    torn = False
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    elif raw_lines:
+        torn = True  # no newline at the end: the last write did not finish
+    parsed = []
+    for number, line in enumerate(raw_lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            if number == len(raw_lines):
+                torn = True
+                continue
+            log.warning("%s: skipping unreadable line %d", path, number)
+            continue
+        if number == len(raw_lines) and torn and isinstance(value, dict):
+            torn = False  # complete JSON, only the newline was missing
+        if isinstance(value, dict):
+            parsed.append(value)
+    return parsed, torn
+
+
+def read_session_file(path: Path) -> SessionFile:
+    """Load a session file; raises SessionLogError if it has no header or a newer format."""
+    lines, torn = _parse_lines(path)
+    if not lines or lines[0].get("type") != "session" or "id" not in lines[0]:
+        raise SessionLogError(f"{path} is not a Tiller session file (no header)")
+    header = lines[0]
+    version = header.get("version")
+    loader = LOADERS.get(version) if isinstance(version, int) else None
+    if loader is None:
+        raise SessionLogError(
+            f"{path} has format version {version!r}; this Tiller reads versions "
+            f"{', '.join(map(str, sorted(LOADERS)))} (was it written by a newer Tiller?)"
+        )
+    return SessionFile(path, header, loader(header, lines[1:]), torn)
+
+
+class SessionLog:
+    """Appends entries to one session file. ``path=None`` keeps entries in memory only."""
+
+    def __init__(self, path: Path | None, *, durable: bool = True) -> None:
+        self.path = path
+        self.durable = durable
+        self.entries: list[Entry] = []
+        self.leaf_id: str | None = None
+        self._file: IO[bytes] | None = None
+
+    @classmethod
+    def create(
+        cls, path: Path | None, header: dict[str, Any], *, durable: bool = True
+    ) -> SessionLog:
+        """A new log whose first line is ``header`` (plus type, version and created)."""
+        session_log = cls(path, durable=durable)
+        full = {"type": "session", "version": FORMAT_VERSION, "created": now_ms(), **header}
+        session_log._write_line(full)
+        return session_log
+
+    @classmethod
+    def reopen(cls, loaded: SessionFile, *, durable: bool = True) -> SessionLog:
+        """Continue appending to a loaded file (after its last complete line)."""
+        session_log = cls(loaded.path, durable=durable)
+        session_log.entries = list(loaded.entries)
+        session_log.leaf_id = loaded.entries[-1].id if loaded.entries else None
+        session_log._repair_tail(loaded.torn_tail)
+        return session_log
+
+    def append(self, entry_type: str, **data: Any) -> Entry:
+        """Write one entry on the current branch and return it, once it is on disk."""
+        entry = Entry(entry_type, uuid.uuid4().hex[:12], self.leaf_id, now_ms(), data)
+        self._write_line(entry.to_json())
+        self.entries.append(entry)
+        self.leaf_id = entry.id
+        return entry
+
+    def append_entry(self, entry: Entry) -> None:
+        """Write an existing entry as is (copying a branch into a fork)."""
+        self._write_line(entry.to_json())
+        self.entries.append(entry)
+        self.leaf_id = entry.id
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __iter__(self) -> Iterator[Entry]:
+        return iter(self.entries)
+
+    def _write_line(self, value: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
+        self._file.write(json.dumps(value, separators=(",", ":")).encode() + b"\n")
+        self._file.flush()
+        if self.durable:
+            os.fsync(self._file.fileno())
+
+    def _repair_tail(self, torn: bool) -> None:
+        """Make the next append start a line of its own: cut a torn last line, or end a
+        complete one that lost only its newline."""
+        assert self.path is not None
+        data = self.path.read_bytes()
+        if data.endswith(b"\n") or not data:
+            return
+        with open(self.path, "r+b") as handle:
+            if torn:
+                handle.truncate(data.rfind(b"\n") + 1)
+            else:
+                handle.seek(0, os.SEEK_END)
+                handle.write(b"\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Replay: a session's state from its log
+
+
+INTERRUPTED_STARTED = (
+    "Tool call interrupted: Tiller restarted while this call was running, so its side effects "
+    "are unknown. Check the current state before re-running it."
+)
+INTERRUPTED_NOT_STARTED = (
+    "Tool call not executed: Tiller restarted before this call ran. Re-issue it if still needed."
+)
+FAILED = ("error", "aborted")
+SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
+
+
+@dataclass
+class Replay:
+    """What a log says about its session: the transcript, the undelivered queued messages, the
+    last model settings, and the tool calls a crash left without a result."""
+
+    messages: list[Message] = field(default_factory=list)
+    entry_ids: list[str] = field(default_factory=list)
+    steering: list[UserMessage] = field(default_factory=list)
+    follow_ups: list[UserMessage] = field(default_factory=list)
+    provider: str | None = None
+    model: str | None = None
+    thinking: str | None = None
+    interrupted: list[tuple[ToolCall, bool]] = field(default_factory=list)
+    open_run: bool = False
+    title: str | None = None
+
+
+def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
+    """Rebuild a session's state from the branch ending at ``leaf_id`` (default: the last
+    entry). Compaction entries replace the messages before their first kept entry."""
+    state = Replay(provider=file.header.get("provider"), model=file.header.get("model"))
+    kept: list[tuple[str, Message]] = []
+    queued: dict[str, tuple[str, UserMessage]] = {}
+    started: set[str] = set()
+    for entry in file.branch(leaf_id):
+        data = entry.data
+        if entry.type == "message":
+            message = _MESSAGE.validate_python(data["message"])
+            kept.append((entry.id, message))
+            queued.pop(data.get("queueId", ""), None)
+            if state.title is None and isinstance(message, UserMessage):
+                state.title = _title_of(message)
+        elif entry.type == "queued":
+            queued[entry.id] = (data["queue"], UserMessage.model_validate(data["message"]))
+        elif entry.type == "tool_start":
+            started.add(data["toolCallId"])
+        elif entry.type == "model_change":
+            state.provider, state.model = data["provider"], data["model"]
+        elif entry.type == "thinking_change":
+            state.thinking = data["level"]
+        elif entry.type in ("run_start", "run_end"):
+            state.open_run = entry.type == "run_start"
+        elif entry.type == "compaction":
+            first_kept = data.get("firstKeptEntryId")
+            ids = [entry_id for entry_id, _ in kept]
+            cut = ids.index(first_kept) if first_kept in ids else len(kept)
+            summary = UserMessage(content=SUMMARY_PREFIX + data["summary"])
+            kept = [("", summary), *kept[cut:]]
+    state.messages = [message for _, message in kept]
+    state.entry_ids = [entry_id for entry_id, _ in kept]
+    for queue_id, (queue, message) in queued.items():
+        message.queue_id = queue_id
+        (state.steering if queue == "steering" else state.follow_ups).append(message)
+    answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)}
+    for message in state.messages:
+        if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED:
+            for call in message.tool_calls:
+                if call.id not in answered:
+                    state.interrupted.append((call, call.id in started))
+    return state
+
+
+def interrupted_result(call: ToolCall, started: bool) -> ToolResultMessage:
+    """The synthetic error result for a call a restart left unanswered."""
+    text = INTERRUPTED_STARTED if started else INTERRUPTED_NOT_STARTED
+    return ToolResultMessage(
+        tool_call_id=call.id, tool_name=call.name, content=[TextContent(text=text)], is_error=True
+    )
+
+
+def _title_of(message: UserMessage) -> str:
+    if isinstance(message.content, str):
+        text = message.content
+    else:
+        text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
+    text = " ".join(text.split())
+    return text[:77] + "..." if len(text) > 80 else text

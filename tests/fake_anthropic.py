@@ -1,0 +1,571 @@
+"""A loopback HTTP server that speaks Anthropic's Messages SSE wire format, for tests.
+
+Script replies, point a client (``AnthropicProvider`` or ``anthropic.AsyncAnthropic``) at
+``fake.url`` (the SDK appends ``/v1/messages`` itself), and read what was sent from
+``fake.requests`` (JSON bodies) and ``fake.request_headers``::
+
+    with FakeAnthropic() as fake:
+        fake.enqueue(text_reply("Hello!"), tool_use_reply([("toolu_1", "read", {"path": "a"})]))
+        ...  # run the client against fake.url
+        assert fake.requests[0]["model"] == "claude-test"
+    fake.assert_script_complete()
+
+Each POST to ``/v1/messages`` takes the next scripted reply. The script is strict: a request with
+no reply left gets HTTP 500 with Anthropic's error body (``fake_anthropic: no scripted reply for
+request N``, N counting from 1) and is recorded in ``failures``; ``assert_script_complete`` fails
+on any failure and on any reply never used. The ``fake_anthropic`` fixture in conftest.py checks
+this at teardown.
+
+Replies are built by ``text_reply``, ``tool_use_reply``, ``error_reply``, ``empty_reply``,
+``cut_reply``, ``stall_reply``, ``stream_error_reply`` and ``sse_reply``. Any reply can be held by
+a ``gate``: the server sends nothing after the request arrives until the gate (a
+``threading.Event``) is set. Closing the server sets every gate and ``until`` event a handler is
+waiting on, so nothing hangs.
+
+Streams look like Anthropic's: ``event: <name>`` and ``data: <compact JSON>`` lines, a blank line
+after each event: ``message_start`` (usage with input and cache tokens), then per content block
+``content_block_start``, ``content_block_delta``s and ``content_block_stop`` (a ``ping`` after
+the first block starts), then ``message_delta`` (``stop_reason`` and ``usage.output_tokens``) and
+``message_stop``. Errors are JSON ``{"type": "error", "error": {"type", "message"}}`` with a
+``request-id`` header. Responses are HTTP/1.1 with ``Connection: close``; streams have no
+Content-Length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Literal
+
+__all__ = [
+    "ERROR_TYPES",
+    "Event",
+    "FakeAnthropic",
+    "Reply",
+    "ToolUseSpec",
+    "cut_reply",
+    "empty_reply",
+    "error_reply",
+    "message_start",
+    "sse_event",
+    "sse_reply",
+    "stall_reply",
+    "stream_error_reply",
+    "text_reply",
+    "tool_use_reply",
+]
+
+ToolUseSpec = tuple[str, str, "Mapping[str, Any] | str"]
+"""``(id, name, input)``: input as a dict (sent as compact JSON fragments) or a raw string (sent
+verbatim, e.g. truncated JSON)."""
+
+Event = tuple[str, "Mapping[str, Any] | str"]
+"""One SSE event: ``(event name, data)``; data as a mapping (sent as compact JSON) or a string
+(sent verbatim, e.g. malformed JSON)."""
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+"""Anthropic's ``error.type`` per HTTP status; other statuses use ``api_error``."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted response; build it with the ``*_reply`` functions.
+
+    ``events`` are sent in order; then ``ending`` says what happens: ``close`` closes the
+    connection; ``stall`` waits for ``until`` (or the server closing), then closes. A
+    ``message_start`` whose message has ``"model": None`` gets the request's model.
+    """
+
+    events: tuple[Event, ...] = ()
+    ending: Literal["close", "stall"] = "close"
+    status: int = 200
+    error_body: Mapping[str, Any] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    gate: threading.Event | None = None
+    until: threading.Event | None = None
+
+    def released_when(self, event: threading.Event) -> Reply:
+        """This reply, held until ``event`` is set (same as passing ``gate=event``)."""
+        return dataclasses.replace(self, gate=event)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reply builders
+
+
+def _compact(value: Any) -> str:
+    """JSON as Anthropic sends it: no spaces."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    size = max(size, 1)
+    return [text[start : start + size] for start in range(0, len(text), size)]
+
+
+def message_start(usage: tuple[int, int] = (10, 1), cache: tuple[int, int] = (0, 0)) -> Event:
+    """``message_start`` with an empty message; ``usage`` is (input, output) tokens and
+    ``cache`` is (cache read, cache write) tokens."""
+    message: dict[str, Any] = {
+        "id": f"msg_fake{uuid.uuid4().hex[:20]}",
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "model": None,
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage[0],
+            "cache_creation_input_tokens": cache[1],
+            "cache_read_input_tokens": cache[0],
+            "output_tokens": usage[1],
+        },
+    }
+    return sse_event("message_start", message=message)
+
+
+def sse_event(name: str, **fields: Any) -> Event:
+    """One event as Anthropic sends it: the data's ``type`` is the event's name."""
+    return (name, {"type": name, **fields})
+
+
+def _block(
+    index: int, block: Mapping[str, Any], deltas: Sequence[Mapping[str, Any]]
+) -> list[Event]:
+    """One content block: start, its deltas, stop (a ``ping`` follows the first start)."""
+    events = [sse_event("content_block_start", index=index, content_block=dict(block))]
+    if index == 0:
+        events.append(sse_event("ping"))
+    events += [sse_event("content_block_delta", index=index, delta=dict(d)) for d in deltas]
+    return [*events, sse_event("content_block_stop", index=index)]
+
+
+def _thinking_block(index: int, thinking: str, signature: str | None, size: int) -> list[Event]:
+    deltas: list[Mapping[str, Any]] = [
+        {"type": "thinking_delta", "thinking": piece} for piece in _pieces(thinking, size)
+    ]
+    if signature is not None:
+        deltas.append({"type": "signature_delta", "signature": signature})
+    return _block(index, {"type": "thinking", "thinking": "", "signature": ""}, deltas)
+
+
+def _text_block(index: int, text: str, size: int) -> list[Event]:
+    deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(text, size)]
+    return _block(index, {"type": "text", "text": ""}, deltas)
+
+
+def _ending(stop_reason: str | None, output_tokens: int) -> list[Event]:
+    """``message_delta`` with the stop reason and cumulative output tokens, ``message_stop``."""
+    delta = {"stop_reason": stop_reason, "stop_sequence": None}
+    return [
+        sse_event("message_delta", delta=delta, usage={"output_tokens": output_tokens}),
+        sse_event("message_stop"),
+    ]
+
+
+def _text_events(
+    text: str, chunk_size: int, thinking: str | None, signature: str | None
+) -> list[Event]:
+    """The content blocks of a text reply: an optional thinking block, then a text block."""
+    events: list[Event] = []
+    if thinking is not None:
+        events += _thinking_block(0, thinking, signature, chunk_size)
+    return events + _text_block(1 if thinking is not None else 0, text, chunk_size)
+
+
+def text_reply(
+    text: str,
+    *,
+    chunk_size: int = 4,
+    stop_reason: str = "end_turn",
+    usage: tuple[int, int] = (10, 5),
+    cache: tuple[int, int] = (0, 0),
+    thinking: str | None = None,
+    signature: str | None = "sig-fake",
+    gate: threading.Event | None = None,
+) -> Reply:
+    """``text`` streamed ``chunk_size`` characters per ``text_delta``, after a thinking block
+    when ``thinking`` is given (its ``thinking_delta``s, then a ``signature_delta`` with
+    ``signature`` unless None). ``usage`` is (input, output) tokens; ``cache`` is (cache read,
+    cache write) tokens, reported in ``message_start``."""
+    events = [
+        message_start((usage[0], 1), cache),
+        *_text_events(text, chunk_size, thinking, signature),
+        *_ending(stop_reason, usage[1]),
+    ]
+    return Reply(events=tuple(events), gate=gate)
+
+
+def tool_use_reply(
+    calls: Sequence[ToolUseSpec],
+    *,
+    text: str | None = None,
+    chunk_size: int = 4,
+    fragment_size: int = 5,
+    stop_reason: str = "tool_use",
+    usage: tuple[int, int] = (10, 5),
+    thinking: str | None = None,
+    signature: str | None = "sig-fake",
+    gate: threading.Event | None = None,
+) -> Reply:
+    """Optional thinking and ``text`` blocks, then one ``tool_use`` block per call as Anthropic
+    streams it: ``content_block_start`` with id, name and ``input: {}``, then
+    ``input_json_delta``s of ``fragment_size`` characters of the input JSON."""
+    events: list[Event] = [message_start((usage[0], 1))]
+    index = 0
+    if thinking is not None:
+        events += _thinking_block(index, thinking, signature, chunk_size)
+        index += 1
+    if text is not None:
+        events += _text_block(index, text, chunk_size)
+        index += 1
+    for call_id, name, arguments in calls:
+        raw = arguments if isinstance(arguments, str) else _compact(arguments)
+        block = {"type": "tool_use", "id": call_id, "name": name, "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": piece}
+            for piece in ["", *_pieces(raw, fragment_size)]  # Anthropic opens with ""
+        ]
+        events += _block(index, block, deltas)
+        index += 1
+    events += _ending(stop_reason, usage[1])
+    return Reply(events=tuple(events), gate=gate)
+
+
+def error_reply(
+    status: int,
+    message: str,
+    *,
+    type: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """HTTP ``status`` with Anthropic's error body ``{"type": "error", "error": {type,
+    message}}``; ``type`` defaults from ``ERROR_TYPES``. ``headers`` (e.g. ``retry-after``) are
+    added to the response, after a ``request-id``."""
+    error_type = type or ERROR_TYPES.get(status, "api_error")
+    body = {"type": "error", "error": {"type": error_type, "message": message}}
+    all_headers = [("request-id", f"req_fake{uuid.uuid4().hex[:20]}"), *(headers or {}).items()]
+    return Reply(status=status, error_body=body, headers=tuple(all_headers), gate=gate)
+
+
+def empty_reply(*, gate: threading.Event | None = None) -> Reply:
+    """HTTP 200 with ``text/event-stream`` headers, then the connection closes with no event."""
+    return Reply(gate=gate)
+
+
+def cut_reply(
+    text: str = "This answer is cut short",
+    *,
+    after_events: int = 4,
+    chunk_size: int = 4,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """The first ``after_events`` events of ``text_reply(text)`` (``message_start``,
+    ``content_block_start`` and ``ping`` count), then the connection closes: no
+    ``message_delta``, no ``message_stop``."""
+    events = text_reply(text, chunk_size=chunk_size).events[:after_events]
+    return Reply(events=events, gate=gate)
+
+
+def stall_reply(
+    text: str = "",
+    *,
+    chunk_size: int = 4,
+    until: threading.Event | None = None,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """HTTP 200 headers, then (if ``text``) ``message_start``, a text block's start, ``ping``
+    and its deltas, then nothing until ``until`` is set or the server closes; then the
+    connection closes."""
+    events: list[Event] = []
+    if text:
+        events = [message_start(), *_text_block(0, text, chunk_size)[:-1]]
+    return Reply(events=tuple(events), ending="stall", until=until, gate=gate)
+
+
+def stream_error_reply(
+    text: str = "Partial answer",
+    *,
+    type: str = "overloaded_error",
+    message: str = "Overloaded",
+    chunk_size: int = 4,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """HTTP 200, ``message_start`` and the start and deltas of a text block with ``text``, then
+    an ``error`` event ``{"type": "error", "error": {type, message}}`` (as Anthropic sends when
+    it overloads mid-stream), then the connection closes."""
+    error = sse_event("error", error={"type": type, "message": message})
+    events = [message_start(), *_text_block(0, text, chunk_size)[:-1], error]
+    return Reply(events=tuple(events), gate=gate)
+
+
+def sse_reply(*events: Event, gate: threading.Event | None = None) -> Reply:
+    """Exactly these events (build them with ``sse_event``), then the connection closes."""
+    return Reply(events=tuple(events), gate=gate)
+
+
+def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
+    """The SSE frames of ``reply`` for ``request`` (its model fills ``message_start``)."""
+    model = str(request.get("model", "claude-fake"))
+    for name, data in reply.events:
+        if isinstance(data, str):
+            yield f"event: {name}\ndata: {data}\n\n"
+            continue
+        if name == "message_start" and data["message"].get("model") is None:
+            data = {**data, "message": {**data["message"], "model": model}}
+        yield f"event: {name}\ndata: {_compact(data)}\n\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+class FakeAnthropic:
+    """The fake server: a ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) in a daemon thread.
+
+    Use it as a context manager, or call ``start`` and ``close``. All methods are thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._script: deque[Reply] = deque()
+        self._requests: list[dict[str, Any]] = []
+        self._headers: list[dict[str, str]] = []
+        self._failures: list[str] = []
+        self._waiting: set[threading.Event] = set()
+        self._closed = False
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> FakeAnthropic:
+        """Bind and serve in a daemon thread; return self."""
+        if self._httpd is None:
+            self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
+            self._thread = threading.Thread(
+                target=self._httpd.serve_forever,
+                kwargs={"poll_interval": 0.02},  # how soon ``close`` is noticed
+                name="fake-anthropic",
+                daemon=True,
+            )
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving and release every handler waiting on a gate or stall. Idempotent."""
+        with self._condition:
+            self._closed = True
+            waiting, self._waiting = list(self._waiting), set()
+            self._condition.notify_all()
+        for event in waiting:
+            event.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> FakeAnthropic:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        """The base URL to give a client: ``http://127.0.0.1:PORT`` (no ``/v1``)."""
+        if self._httpd is None:
+            raise RuntimeError("fake_anthropic: not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """A copy of the JSON bodies of the message requests, in arrival order."""
+        with self._condition:
+            return list(self._requests)
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of each message request (names lower-cased), in arrival order."""
+        with self._condition:
+            return [dict(headers) for headers in self._headers]
+
+    @property
+    def failures(self) -> list[str]:
+        """What went wrong on the server side: unscripted or unexpected requests."""
+        with self._condition:
+            return list(self._failures)
+
+    @property
+    def unused_replies(self) -> list[Reply]:
+        """Scripted replies no request has taken yet."""
+        with self._condition:
+            return list(self._script)
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Append replies to the script; each request takes the next one."""
+        with self._condition:
+            self._script.extend(replies)
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Block until at least ``n`` requests arrived; return them all (a copy).
+
+        Raises TimeoutError after ``timeout`` seconds.
+        """
+        with self._condition:
+            if not self._condition.wait_for(lambda: len(self._requests) >= n, timeout):
+                raise TimeoutError(
+                    f"fake_anthropic: waited {timeout:g}s for {n} request(s), "
+                    f"got {len(self._requests)}"
+                )
+            return list(self._requests)
+
+    def assert_script_complete(self) -> None:
+        """Fail unless every request had a scripted reply and every reply was used."""
+        with self._condition:
+            problems = list(self._failures)
+            if self._script:
+                problems.append(f"{len(self._script)} scripted reply(ies) never requested")
+        if problems:
+            raise AssertionError("fake_anthropic: " + "; ".join(problems))
+
+    def _record_failure(self, message: str) -> None:
+        with self._condition:
+            self._failures.append(message)
+
+    def _take(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Reply | None]:
+        """Record a request; return its number (from 1) and its reply, if one is scripted."""
+        with self._condition:
+            self._requests.append(body)
+            self._headers.append(headers)
+            number = len(self._requests)
+            reply = self._script.popleft() if self._script else None
+            if reply is None:
+                self._failures.append(f"no scripted reply for request {number}")
+            self._condition.notify_all()
+            return number, reply
+
+    def _wait(self, event: threading.Event) -> bool:
+        """Wait until ``event`` is set or the server closes; True unless it closed."""
+        with self._condition:
+            if self._closed:
+                return False
+            self._waiting.add(event)
+        event.wait()
+        with self._condition:
+            self._waiting.discard(event)
+            return not self._closed
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(
+        self, address: tuple[str, int], handler: type[_Handler], fake: FakeAnthropic
+    ) -> None:
+        self.fake = fake
+        super().__init__(address, handler)
+
+
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Serves one request: the next scripted reply for ``/v1/messages``, 404 for anything else."""
+
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the per-request log lines on stderr."""
+
+    def do_GET(self) -> None:
+        self._unexpected()
+
+    def do_POST(self) -> None:
+        self.close_connection = True
+        fake = self.server.fake
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
+            self._unexpected()
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {"_unparsed_body": raw.decode("utf-8", "replace")}
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        number, reply = fake._take(body, headers)
+        try:
+            if reply is None:
+                message = f"fake_anthropic: no scripted reply for request {number}"
+                self._send_json(500, _error_body("api_error", message), ())
+            else:
+                self._send_reply(reply, body)
+        except OSError:
+            pass  # the client went away: nothing to tell it
+
+    def _unexpected(self) -> None:
+        self.close_connection = True
+        self.server.fake._record_failure(f"unexpected {self.command} {self.path}")
+        message = f"fake_anthropic: no route for {self.command} {self.path}"
+        self._send_json(404, _error_body("not_found_error", message), ())
+
+    def _send_json(
+        self, status: int, body: Mapping[str, Any], headers: Sequence[tuple[str, str]]
+    ) -> None:
+        data = _compact(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send_reply(self, reply: Reply, request: Mapping[str, Any]) -> None:
+        """Wait for the gate, then send the error body or the event stream and its ending."""
+        fake = self.server.fake
+        if reply.gate is not None and not fake._wait(reply.gate):
+            return
+        if reply.error_body is not None:
+            self._send_json(reply.status, reply.error_body, reply.headers)
+            return
+        self.send_response(reply.status)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.send_header("request-id", f"req_fake{uuid.uuid4().hex[:20]}")
+        for name, value in reply.headers:
+            self.send_header(name, value)
+        self.end_headers()
+        for frame in _render(reply, request):
+            self.wfile.write(frame.encode())
+            self.wfile.flush()
+        if reply.ending == "stall":
+            fake._wait(reply.until or threading.Event())

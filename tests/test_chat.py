@@ -1,0 +1,337 @@
+"""``tiller chat``: the real command, run as a subprocess against the loopback OpenAI server.
+
+One-shot mode runs with pipes; interactive mode runs on a pseudo-terminal (``Terminal``), which
+the tests type into and read from until a marker appears, never sleeping to synchronize.
+The renderer's styling rules are checked in-process at the end.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
+from helpers import clean_env, roles
+from tiller.chat import Renderer
+
+DEADLINE = 30.0
+"""Seconds before a test gives up waiting for output; only ever reached by a failing test."""
+
+
+def chat_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
+    argv = [sys.executable, "-m", "tiller", "chat", "--cwd", str(cwd), *args]
+    return argv if fake is None else [*argv, "--base-url", fake.url]
+
+
+def run_chat(
+    fake: FakeOpenAI | None, cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        chat_argv(fake, cwd, *args), env=env or clean_env(), cwd=cwd, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, encoding="utf-8", timeout=DEADLINE,
+    )
+
+
+CONTROLLING_TERMINAL = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+"""Run as ``python -c`` in a new session: make stdin (the pty) the controlling terminal, then
+exec the command, so that typing Ctrl-C signals its foreground process group as a shell would."""
+
+
+class Terminal:
+    """``tiller chat`` on a pseudo-terminal: ``type`` sends keys, ``expect`` reads the screen
+    output until a marker appears after the previous one (failing at a deadline)."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.master, slave = pty.openpty()
+        env = clean_env(NO_COLOR="1", TERM="xterm")
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", CONTROLLING_TERMINAL, *argv], stdin=slave, stdout=slave,
+            stderr=slave, env=env, cwd=cwd, close_fds=True, start_new_session=True,
+        )
+        os.close(slave)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self.output = ""
+        self.seen = 0
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def expect(self, marker: str) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while (found := self.output.find(marker, self.seen)) < 0:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{marker!r} never appeared in:\n{self.output}"
+            assert self._read(remaining), f"exited before {marker!r} appeared in:\n{self.output}"
+        self.seen = found + len(marker)
+
+    def wait(self) -> int:
+        """Read to the end of output, then return the exit status."""
+        deadline = time.monotonic() + DEADLINE
+        while self._read(max(deadline - time.monotonic(), 0.01)):
+            assert time.monotonic() < deadline, f"still running; output:\n{self.output}"
+        return self.process.wait(timeout=DEADLINE)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        os.close(self.master)
+
+    def _read(self, timeout: float) -> bool:
+        """Read what is there (waiting up to ``timeout``); False at end of output."""
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.master, 4096)
+        except OSError:  # EIO: every process holding the terminal has exited
+            data = b""
+        self.output += self.decoder.decode(data)
+        return bool(data)
+
+
+@pytest.fixture
+def terminal_factory(tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
+    """Starts ``tiller chat`` on a pseudo-terminal; kills what is left at teardown."""
+    terminals: list[Terminal] = []
+
+    def start(fake: FakeOpenAI, *args: str) -> Terminal:
+        terminals.append(Terminal(chat_argv(fake, tmp_path, *args), tmp_path))
+        return terminals[-1]
+
+    yield start
+    for terminal in terminals:
+        terminal.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# One-shot
+
+
+def test_print_mode_streams_the_reply(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(text_reply("Hello from the fake model, in pieces.", chunk_size=3))
+    done = run_chat(fake_openai, tmp_path, "-p", "say hello")
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "Hello from the fake model, in pieces.\n"  # no ANSI: not a terminal
+    assert "↳ 10 in · 5 out" in done.stderr
+    assert fake_openai.requests[0]["messages"][-1] == {"role": "user", "content": "say hello"}
+
+
+def test_piped_stdin_is_the_prompt(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(text_reply("Summarized."))
+    done = subprocess.run(
+        chat_argv(fake_openai, tmp_path, "summarize this:"), input="line one\nline two\n",
+        env=clean_env(), capture_output=True, text=True, timeout=DEADLINE,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Summarized." in done.stdout
+    prompt = fake_openai.requests[0]["messages"][-1]["content"]
+    assert prompt == "summarize this:\n\nline one\nline two"
+
+
+def test_json_mode_prints_events_then_a_result(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(text_reply("Scripted."))
+    done = run_chat(fake_openai, tmp_path, "-p", "hi", "--json")
+
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    *events, result = lines
+    types = [event["type"] for event in events]
+    assert {"agent_start", "message_update", "agent_end", "agent_settled"} <= set(types)
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+    text = "".join(e["delta"] for e in events if e["type"] == "message_update")
+    assert text == "Scripted."
+    assert result["type"] == "result" and result["stopReason"] == "stop"
+    assert result["usage"]["inputTokens"] == 10
+
+
+def test_a_tool_round_is_rendered(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    command = "for i in 1 2 3 4 5 6 7 8; do echo out-$i; done"
+    fake_openai.enqueue(
+        tool_call_reply([("call_1", "bash", {"command": command})], text="Looking."),
+        text_reply("All eight printed."),
+    )
+    done = run_chat(fake_openai, tmp_path, "-p", "count")
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = lines.index("⚙ bash " + json.dumps({"command": command}))
+    assert lines[start - 1] == "Looking."
+    assert lines[start + 1 : start + 9] == [
+        "✓ bash", "  out-1", "  out-2", "  out-3", "  out-4", "  out-5", "  out-6",
+        "  … 2 more lines",
+    ]
+    assert lines[-1] == "All eight printed."
+
+
+def test_a_failed_run_exits_1_with_the_error(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(error_reply(400, "this model does not exist"))
+    done = run_chat(fake_openai, tmp_path, "-p", "hi")
+
+    assert done.returncode == 1
+    assert "✗ error:" in done.stderr and "this model does not exist" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) -> None:
+    done = run_chat(None, tmp_path, "-p", "hi", *(["--json"] if json_mode else []))
+
+    assert done.returncode == 2
+    assert "no API key: set OPENAI_API_KEY" in done.stderr and "--base-url" in done.stderr
+    assert "Traceback" not in done.stderr
+    if json_mode:
+        result = json.loads(done.stdout.splitlines()[-1])
+        assert result["type"] == "result" and result["errorCode"] == -32014
+
+
+def test_ctrl_c_aborts_a_print_run(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    gate = threading.Event()
+    fake_openai.enqueue(text_reply("never sent", gate=gate))
+    process = subprocess.Popen(
+        chat_argv(fake_openai, tmp_path, "-p", "wait"), env=clean_env(), cwd=tmp_path,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    fake_openai.wait_for_requests(1, timeout=DEADLINE)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=DEADLINE)
+
+    assert process.returncode == 1
+    assert "✗ aborted" in stderr and "Traceback" not in stderr
+    assert "never sent" not in stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Interactive, on a pseudo-terminal
+
+
+def test_typing_while_a_tool_runs_steers(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    os.mkfifo(tmp_path / "release")
+    fake_openai.enqueue(
+        tool_call_reply([("call_wait", "bash", {"command": "cat release"})]),
+        text_reply("Steered answer."),
+    )
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("do the work\n")
+    terminal.expect('⚙ bash {"command": "cat release"}')
+    terminal.type("use tabs instead\n")
+    terminal.expect("↪ steering queued")
+    (tmp_path / "release").write_text("released\n")  # blocks until cat has it open
+    terminal.expect("✓ bash")
+    terminal.expect("Steered answer.")
+    terminal.expect("> ")
+    terminal.type("\x04")  # Ctrl-D at the prompt
+
+    assert terminal.wait() == 0
+    second = fake_openai.requests[1]
+    assert roles(second) == ["system", "user", "assistant", "tool", "user"]
+    assert second["messages"][3]["content"].strip() == "released"
+    assert second["messages"][4]["content"] == "use tabs instead"
+
+
+def test_double_angle_queues_a_follow_up(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    gate = threading.Event()
+    fake_openai.enqueue(text_reply("First answer.", gate=gate), text_reply("Second answer."))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("one\n")
+    fake_openai.wait_for_requests(1, timeout=DEADLINE)
+    terminal.type(">> and two\n")
+    terminal.expect("↪ follow-up queued")
+    gate.set()
+    terminal.expect("First answer.")
+    terminal.expect("Second answer.")
+    terminal.expect("> ")
+    terminal.type("/quit\n")
+
+    assert terminal.wait() == 0
+    assert roles(fake_openai.requests[1]) == ["system", "user", "assistant", "user"]
+    assert fake_openai.requests[1]["messages"][3]["content"] == "and two"
+
+
+def test_ctrl_c_aborts_the_run_then_quits_at_the_prompt(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    gate = threading.Event()
+    fake_openai.enqueue(text_reply("never shown", gate=gate), text_reply("Still here."))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("hang\n")
+    fake_openai.wait_for_requests(1, timeout=DEADLINE)
+    terminal.type("\x03")  # Ctrl-C: the terminal signals chat, not its server
+    terminal.expect("✗ aborted")
+    terminal.expect("> ")
+    terminal.type("again\n")  # the server survived and the session is still usable
+    terminal.expect("Still here.")
+    terminal.expect("> ")
+    terminal.type("\x03")  # at the prompt: quit
+
+    assert terminal.wait() == 0
+    assert "never shown" not in terminal.output
+    assert "Traceback" not in terminal.output
+
+
+# ---------------------------------------------------------------------------------------------
+# The renderer, in-process
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+THINKING = {"type": "message_update", "kind": "thinking", "index": 0, "delta": "hmm"}
+TEXT = {"type": "message_update", "kind": "text", "index": 1, "delta": "Answer."}
+
+
+@pytest.mark.parametrize(
+    ("stream", "env", "dimmed"),
+    [(FakeTerminal, {}, True), (FakeTerminal, {"NO_COLOR": "1"}, False), (io.StringIO, {}, False)],
+)
+def test_thinking_is_dim_only_on_a_color_terminal(
+    stream: type[io.StringIO], env: dict[str, str], dimmed: bool
+) -> None:
+    out = stream()
+    renderer = Renderer(out, io.StringIO(), env)
+    renderer.handle(THINKING)
+    renderer.handle(TEXT)
+
+    expected = "\x1b[2mhmm\x1b[0m\nAnswer." if dimmed else "hmm\nAnswer."
+    assert out.getvalue() == expected
+
+
+def test_a_failing_tool_and_the_usage_line() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out, err, {})
+    renderer.handle({"type": "tool_execution_start", "toolName": "read", "args": {"path": "x"}})
+    result = {"content": [{"type": "text", "text": "no such file: x"}]}
+    renderer.handle({"type": "tool_execution_end", "toolName": "read", "isError": True,
+                     "result": result})
+    usage = {"inputTokens": 1200, "outputTokens": 34, "cacheReadTokens": 1000}
+    renderer.handle({"type": "agent_end", "stopReason": "maxTurns", "usage": usage})
+
+    assert out.getvalue() == '⚙ read {"path": "x"}\n✗ read\n  no such file: x\n'
+    assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"

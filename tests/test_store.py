@@ -1,0 +1,130 @@
+"""The session log format: round trips, torn lines, versions, and replaying state."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tiller.store import (
+    ENTRY_TYPES,
+    INTERRUPTED_STARTED,
+    LOADERS,
+    SessionLog,
+    SessionLogError,
+    read_session_file,
+    replay,
+)
+from tiller.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
+
+SAMPLE_DATA = {
+    "message": {"message": UserMessage(content="hello").dump()},
+    "model_change": {"provider": "anthropic", "model": "claude-x"},
+    "thinking_change": {"level": "high"},
+    "tool_start": {"toolCallId": "c1", "toolName": "bash", "args": {"command": "ls"}},
+    "tool_end": {"toolCallId": "c1", "isError": False},
+    "run_start": {},
+    "run_end": {"stopReason": "stop"},
+    "queued": {"queue": "steering", "message": UserMessage(content="turn left").dump()},
+    "compaction": {"summary": "we talked", "firstKeptEntryId": "x", "tokensBefore": 10},
+    "label": {"label": "checkpoint"},
+}
+
+
+def new_log(path: Path) -> SessionLog:
+    return SessionLog.create(path, {"id": "abc123", "cwd": "/w"}, durable=False)
+
+
+def test_every_entry_type_round_trips(tmp_path: Path) -> None:
+    assert set(SAMPLE_DATA) == set(ENTRY_TYPES)
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    written = [session_log.append(kind, **data) for kind, data in SAMPLE_DATA.items()]
+    session_log.close()
+
+    loaded = read_session_file(path)
+    assert loaded.id == "abc123" and loaded.header["version"] == 1
+    assert [e.to_json() for e in loaded.entries] == [e.to_json() for e in written]
+    assert [e.parent_id for e in loaded.entries] == [None, *[e.id for e in written[:-1]]]
+    assert loaded.torn_tail is False
+
+
+def test_torn_last_line_is_ignored_and_repaired(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    session_log.append("message", message=UserMessage(content="kept").dump())
+    session_log.close()
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"message","id":"torn","parentId":null,"mess')
+
+    loaded = read_session_file(path)
+    assert loaded.torn_tail is True
+    assert [e.type for e in loaded.entries] == ["message"]
+
+    reopened = SessionLog.reopen(loaded, durable=False)
+    reopened.append("label", label="after the crash")
+    reopened.close()
+    again = read_session_file(path)
+    assert [e.type for e in again.entries] == ["message", "label"]
+    assert again.torn_tail is False
+    assert all(json.loads(line) for line in path.read_text().splitlines())
+
+
+def test_a_bad_line_in_the_middle_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    session_log.append("label", label="one")
+    with path.open("ab") as handle:
+        handle.write(b"not json at all\n")
+    session_log.append("label", label="two")
+    session_log.close()
+    assert [e.data["label"] for e in read_session_file(path).entries] == ["one", "two"]
+
+
+def test_versions(tmp_path: Path) -> None:
+    assert 1 in LOADERS
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({"type": "session", "version": 99, "id": "x"}) + "\n")
+    with pytest.raises(SessionLogError, match="newer Tiller"):
+        read_session_file(newer)
+    headless = tmp_path / "headless.jsonl"
+    headless.write_text(json.dumps({"type": "label", "id": "x"}) + "\n")
+    with pytest.raises(SessionLogError, match="no header"):
+        read_session_file(headless)
+
+
+def test_replay_rebuilds_queues_interrupted_tools_and_compaction(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    first = session_log.append("message", message=UserMessage(content="old question").dump())
+    session_log.append("message", message=AssistantMessage(
+        content=[TextContent(text="old answer")]).dump())
+    kept = session_log.append("message", message=UserMessage(content="run two tools").dump())
+    session_log.append("compaction", summary="the user asked an old question",
+                       firstKeptEntryId=kept.id, tokensBefore=100)
+    calls = [ToolCall(id="c1", name="bash"), ToolCall(id="c2", name="bash")]
+    session_log.append("message", message=AssistantMessage(
+        content=list(calls), stop_reason="toolUse").dump())
+    session_log.append("tool_start", toolCallId="c1", toolName="bash", args={})
+    delivered = session_log.append("queued", queue="steering",
+                                   message=UserMessage(content="delivered").dump())
+    session_log.append("message", message=UserMessage(content="delivered").dump(),
+                       queueId=delivered.id)
+    session_log.append("queued", queue="followUp", message=UserMessage(content="later").dump())
+    session_log.append("run_start")
+    session_log.close()
+
+    state = replay(read_session_file(path))
+    texts = [getattr(m, "content", None) for m in state.messages]
+    assert "the user asked an old question" in str(texts[0])
+    assert texts[1] == "run two tools"
+    assert first.id not in state.entry_ids
+    assert [m.content for m in state.follow_ups] == ["later"] and state.steering == []
+    assert [(call.id, started) for call, started in state.interrupted] == [
+        ("c1", True), ("c2", False)
+    ]
+    assert state.open_run is True
+    assert state.title == "old question"
+    assert INTERRUPTED_STARTED.startswith("Tool call interrupted")
+    assert not any(isinstance(m, ToolResultMessage) for m in state.messages)
