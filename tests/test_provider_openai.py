@@ -443,7 +443,8 @@ def test_create_provider_requires_a_key_or_a_base_url() -> None:
     with pytest.raises(ProviderNotConfiguredError, match="OPENAI_API_KEY") as info:
         create_provider("openai", model=None, base_url=None, env={})
     assert "--base-url" in info.value.message
-    with pytest.raises(ProviderNotConfiguredError, match="unknown provider .x.: available: anthropic, local, openai"):
+    available = "available: anthropic, local, openai"
+    with pytest.raises(ProviderNotConfiguredError, match=f"unknown provider .x.: {available}"):
         create_provider("x", model=None, base_url=None, env={"OPENAI_API_KEY": FAKE_KEY})
 
 
