@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -66,3 +67,17 @@ def process_gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+async def wait_for_pid(tiller: TillerClient) -> int:
+    """The pid a running bash call printed as ``pid=N`` in its streamed output."""
+
+    def printed_pid(message: dict[str, Any]) -> bool:
+        params = message.get("params") or {}
+        output = str((params.get("partialResult") or {}).get("output", ""))
+        return params.get("type") == "tool_execution_update" and "pid=" in output
+
+    update = await tiller.wait_for(printed_pid)
+    match = re.search(r"pid=(\d+)", update["params"]["partialResult"]["output"])
+    assert match is not None
+    return int(match.group(1))

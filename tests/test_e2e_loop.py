@@ -7,33 +7,17 @@ responses, and what the model is sent.
 from __future__ import annotations
 
 import os
-import re
 import threading
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
-from helpers import event_types, process_gone, roles, spawn_tiller, wait_requests
-from tiller.client import RpcError, TillerClient
+from helpers import event_types, process_gone, roles, spawn_tiller, wait_for_pid, wait_requests
+from tiller.client import RpcError
 
 pytestmark = pytest.mark.anyio
-
-
-async def wait_for_pid(tiller: TillerClient) -> int:
-    """The pid a running bash call printed as ``pid=N`` in its streamed output."""
-
-    def printed_pid(message: dict[str, Any]) -> bool:
-        params = message.get("params") or {}
-        output = str((params.get("partialResult") or {}).get("output", ""))
-        return params.get("type") == "tool_execution_update" and "pid=" in output
-
-    update = await tiller.wait_for(printed_pid)
-    match = re.search(r"pid=(\d+)", update["params"]["partialResult"]["output"])
-    assert match is not None
-    return int(match.group(1))
 
 
 async def test_tool_round_event_order(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
