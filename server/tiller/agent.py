@@ -16,8 +16,17 @@ from typing import Any, Literal
 import anyio
 
 from tiller.abort import AbortSignal
+from tiller.compaction import CompactionSettings
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
-from tiller.loop import Emit, LoopConfig, RetryPolicy, RunResult, model_context, run_agent_loop
+from tiller.loop import (
+    Emit,
+    LoopConfig,
+    RetryPolicy,
+    RunResult,
+    model_context,
+    run_agent_loop,
+    run_compaction,
+)
 from tiller.providers.base import ModelCost, Provider
 from tiller.tools.base import Tool
 from tiller.tools.execute import AfterToolCall, BeforeToolCall
@@ -51,6 +60,9 @@ class AgentConfig:
     thinking: ThinkingLevel = "off"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     price: ModelCost | None = None
+    compaction: CompactionSettings | None = None
+    context_window: int | None = None
+    max_run_tokens: int | None = None
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
 
@@ -131,6 +143,22 @@ class Agent:
             raise NoActiveRunError("no run is active in this session")
         self._abort.abort()
 
+    async def compact(self, instructions: str | None = None) -> bool:
+        """Summarize the older part of the conversation now (between runs); True if anything
+        was compacted. Emits compaction_start/compaction_end."""
+        self._check_idle()
+        provider = self.provider
+        self._abort = AbortSignal()
+        self._idle = anyio.Event()
+        try:
+            return await run_compaction(
+                self.messages, provider.stream, self.config.compaction or CompactionSettings(),
+                self._emit, "manual", self._abort, instructions,
+            )
+        finally:
+            self._abort = None
+            self._idle.set()
+
     async def wait_idle(self) -> None:
         """Return once no run is active."""
         await self._idle.wait()
@@ -162,6 +190,9 @@ class Agent:
             thinking=config.thinking,
             retry=config.retry,
             price=config.price,
+            compaction=config.compaction,
+            context_window=config.context_window,
+            max_run_tokens=config.max_run_tokens,
             cwd=config.cwd,
             provider_name=provider.name,
             model_name=provider.model,

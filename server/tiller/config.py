@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from tiller import __version__
+from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
 from tiller.loop import RetryPolicy
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
@@ -47,6 +48,8 @@ class ServerConfig:
     log_file: Path | None = None
     log_level: str = "WARNING"
     max_turns: int = 50
+    max_run_tokens: int = 10_000_000
+    compaction: CompactionSettings = field(default_factory=CompactionSettings)
     thinking: ThinkingLevel = "off"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     providers: dict[str, ProviderSettings] = field(default_factory=lambda: dict(BUILTIN_PROVIDERS))
@@ -101,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--framing", choices=["auto", "lsp", "ndjson"], help="stdio framing (default: auto)")
     add("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
     add("--max-turns", type=int, help="per-run limit on model calls (default 50)")
+    add("--max-run-tokens", type=int, help="per-run limit on tokens (default 10,000,000)")
     add("--max-retries", type=int, help="retries of a transient provider failure (default 3)")
     add("--idle-timeout", type=float, help="seconds without a byte before a stream is retried")
     add("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
@@ -131,7 +135,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
-    known = {"provider", "model", "thinking", "max_turns", "retry", "providers", "models"}
+    known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
+             "compaction", "providers", "models"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -142,8 +147,14 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         updates["thinking"] = _thinking(data["thinking"], f"{where}: thinking")
     if "max_turns" in data:
         updates["max_turns"] = _positive(_typed(data, "max_turns", int, where), "max_turns")
+    if "max_run_tokens" in data:
+        updates["max_run_tokens"] = _positive(
+            _typed(data, "max_run_tokens", int, where), "max_run_tokens"
+        )
     if "retry" in data:
         updates["retry"] = _retry(config.retry, data["retry"], where)
+    if "compaction" in data:
+        updates["compaction"] = _compaction(config.compaction, data["compaction"], where)
     providers = dict(config.providers)
     for name, table in _typed(data, "providers", dict, where, default={}).items():
         providers[name] = _provider(name, table, providers.get(name), where)
@@ -183,6 +194,8 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
         updates["cwd"] = cwd
     if args.max_turns is not None:
         updates["max_turns"] = _positive(args.max_turns, "--max-turns")
+    if args.max_run_tokens is not None:
+        updates["max_run_tokens"] = _positive(args.max_run_tokens, "--max-run-tokens")
     retry = config.retry
     if args.max_retries is not None:
         retry = replace(retry, max_retries=max(args.max_retries, 0))
@@ -243,6 +256,19 @@ def _retry(base: RetryPolicy, table: Any, where: str) -> RetryPolicy:
     values: dict[str, Any] = {key: _number(table, key, f"{where}: retry") for key in table}
     if "max_retries" in values:
         values["max_retries"] = int(values["max_retries"])
+    return replace(base, **values)
+
+
+def _compaction(base: CompactionSettings, table: Any, where: str) -> CompactionSettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: compaction must be a table")
+    names = {f.name for f in fields(CompactionSettings)}
+    if unknown := sorted(set(table) - names):
+        raise ConfigError(f"{where}: unknown compaction key(s) {', '.join(unknown)}")
+    values: dict[str, Any] = {}
+    for key in table:
+        kind = bool if key == "enabled" else int
+        values[key] = _typed(table, key, kind, f"{where}: compaction")
     return replace(base, **values)
 
 

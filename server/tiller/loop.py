@@ -11,11 +11,18 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
 from tiller.abort import AbortSignal
+from tiller.compaction import (
+    CompactionOutcome,
+    CompactionSettings,
+    compact,
+    estimate_tokens,
+    is_context_overflow,
+)
 from tiller.providers.base import ModelCost, ModelRequest, StreamItem, ToolSpec
 from tiller.tools.base import Tool
 from tiller.tools.execute import (
@@ -30,6 +37,8 @@ from tiller.types import (
     AgentEvent,
     AgentStart,
     AssistantMessage,
+    CompactionEnd,
+    CompactionStart,
     Message,
     MessageEnd,
     MessageStart,
@@ -112,6 +121,9 @@ class LoopConfig:
     thinking: ThinkingLevel = "off"
     retry: RetryPolicy = field(default_factory=lambda: RetryPolicy())
     price: ModelCost | None = None
+    compaction: CompactionSettings | None = None
+    context_window: int | None = None
+    max_run_tokens: int | None = None
     cwd: Any = None
     provider_name: str = ""
     model_name: str = ""
@@ -166,6 +178,17 @@ class _Run:
     def at_turn_limit(self) -> bool:
         return self.config.max_turns is not None and self.turns >= self.config.max_turns
 
+    def at_token_limit(self) -> bool:
+        limit = self.config.max_run_tokens
+        return limit is not None and self.usage.total_tokens >= limit
+
+    def token_limit_message(self) -> str:
+        return (
+            f"stopped after {self.usage.total_tokens:,} tokens (the per-run limit is "
+            f"{self.config.max_run_tokens:,}); queued messages stay queued; send agent/continue "
+            "to let the agent go on"
+        )
+
     def turn_limit_message(self) -> str:
         return (
             f"stopped after {self.turns} turns (the per-run limit); queued messages stay queued; "
@@ -203,8 +226,14 @@ class _Run:
         """
         policy = self.config.retry
         attempt = 0
+        compacted_for_overflow = False
+        await self.maybe_compact()
         while True:
             final = await self.stream_once(self.build_request())
+            if is_context_overflow(final) and not compacted_for_overflow:
+                compacted_for_overflow = True
+                if await self.compact("overflow"):
+                    continue
             if final.stop_reason == "error" and final.retryable and not self.abort.aborted:
                 delay = policy.delay(attempt + 1, final.retry_after)
                 if attempt < policy.max_retries and delay is not None:
@@ -228,6 +257,21 @@ class _Run:
             self.usage = self.usage.add(final.usage)
             self.append(final)
             return final
+
+    async def maybe_compact(self) -> None:
+        """Compact when the context nears the window (``context_window - reserve_tokens``)."""
+        settings, window = self.config.compaction, self.config.context_window
+        if settings is None or not settings.enabled or window is None:
+            return
+        if estimate_tokens(model_context(self.context)) > window - settings.reserve_tokens:
+            await self.compact("threshold")
+
+    async def compact(self, reason: Literal["threshold", "overflow"]) -> bool:
+        """Summarize the older context in place; True if anything was compacted."""
+        settings = self.config.compaction or CompactionSettings()
+        return await run_compaction(
+            self.context, self.config.stream, settings, self.emit, reason, self.abort
+        )
 
     def aborted_message(self) -> AssistantMessage:
         partial = _PartialMessage(self.config.provider_name, self.config.model_name)
@@ -344,14 +388,49 @@ async def run_agent_loop(
             last_stop = message.stop_reason
             if abort.aborted:
                 return run.end("aborted", "the run was aborted")
-            if run.at_turn_limit() and (more_tools or config.has_queued()):
-                return run.end("maxTurns", run.turn_limit_message())
+            if more_tools or config.has_queued():
+                if run.at_turn_limit():
+                    return run.end("maxTurns", run.turn_limit_message())
+                if run.at_token_limit():
+                    return run.end("maxTokens", run.token_limit_message())
             pending = config.poll_steering()
         follow_ups = config.poll_follow_up()
         if not follow_ups:
             break
         pending = follow_ups
     return run.end(last_stop)
+
+
+async def run_compaction(
+    context: list[Message],
+    stream: StreamFn,
+    settings: CompactionSettings,
+    emit: Emit,
+    reason: Literal["threshold", "overflow", "manual"],
+    abort: AbortSignal,
+    instructions: str | None = None,
+) -> bool:
+    """Compact ``context`` in place between compaction_start and compaction_end; never raises.
+    True if anything was compacted."""
+    before = estimate_tokens(model_context(context))
+    emit(CompactionStart(reason=reason, tokens_before=before))
+    outcome: CompactionOutcome | str = "compaction aborted"
+    with abort.scope():
+        try:
+            outcome = await compact(context, stream, settings, instructions)
+        except Exception as exc:  # a provider bug: report it, keep the context as it was
+            outcome = f"compaction failed: {type(exc).__name__}: {exc}"
+    if isinstance(outcome, str):
+        emit(CompactionEnd(reason=reason, tokens_before=before, error_message=outcome))
+        return False
+    emit(CompactionEnd(
+        reason=reason,
+        tokens_before=outcome.tokens_before,
+        tokens_after=outcome.tokens_after,
+        removed_count=outcome.removed,
+        summary=outcome.summary,
+    ))
+    return True
 
 
 async def _aclose(stream: AsyncIterator[StreamItem]) -> None:

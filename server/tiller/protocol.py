@@ -21,6 +21,8 @@ from tiller.types import (
 )
 
 __all__ = [
+    "CompactResult",
+    "CompactParams",
     "SessionLoadResult",
     "SessionListResult",
     "SessionListParams",
@@ -250,3 +252,18 @@ class SessionLoadResult(WireModel):
     entry_ids: list[str]
     pending_steering: int = 0
     pending_follow_up: int = 0
+
+
+# agent/compact ---------------------------------------------------------------------------------
+
+
+class CompactParams(SessionParams):
+    instructions: str | None = None
+
+
+class CompactResult(WireModel):
+    compacted: bool
+    summary: str | None = None
+    tokens_before: int
+    tokens_after: int
+    message_count: int

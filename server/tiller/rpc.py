@@ -24,10 +24,13 @@ from pygls.server import JsonRPCServer
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.agent import Agent
+from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
-from tiller.loop import RunResult
+from tiller.loop import RunResult, model_context
 from tiller.protocol import (
+    CompactParams,
+    CompactResult,
     GetMessagesResult,
     GetStateResult,
     InitializeParams,
@@ -251,6 +254,21 @@ class TillerServer:
             if params.follow_up is not None:
                 agent.follow_up_mode = params.follow_up
             return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
+
+        @m("agent/compact", CompactParams)
+        async def compact(params: CompactParams) -> CompactResult:
+            session = self.sessions.get(params.session_id)
+            agent = session.agent
+            before = estimate_tokens(model_context(agent.messages))
+            compacted = await agent.compact(params.instructions)
+            summary = agent.messages[0].content if compacted else None
+            return CompactResult(
+                compacted=compacted,
+                summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
+                tokens_before=before,
+                tokens_after=estimate_tokens(model_context(agent.messages)),
+                message_count=len(agent.messages),
+            )
 
         @m("models/list", SessionParams)
         async def models_list(params: SessionParams) -> ModelsListResult:

@@ -37,6 +37,7 @@ from tiller.types import (
     AgentEnd,
     AgentEvent,
     AgentStart,
+    CompactionEnd,
     MessageEnd,
     ThinkingLevel,
     ToolExecutionEnd,
@@ -147,6 +148,9 @@ class SessionManager:
             thinking=self.config.thinking,
             retry=self.config.retry,
             price=info.cost if info else None,
+            compaction=self.config.compaction,
+            context_window=info.context_window if info else None,
+            max_run_tokens=self.config.max_run_tokens,
         )
         session = Session(session_id, cwd, provider, model, session_log)
         session.agent = Agent(agent_config, self._emitter(session))
@@ -189,6 +193,7 @@ class SessionManager:
         session.agent.set_provider(
             self.provider_factory(provider, model), info.cost if info else None
         )
+        session.agent.config.context_window = info.context_window if info else None
         session.provider, session.model = provider, model
         self._append(session, "model_change", provider=provider, model=model)
 
@@ -224,6 +229,12 @@ class SessionManager:
         elif isinstance(event, ToolExecutionEnd):
             self._append(session, "tool_end", toolCallId=event.tool_call_id,
                          isError=event.is_error)
+        elif isinstance(event, CompactionEnd) and event.summary is not None:
+            removed = event.removed_count
+            first_kept = next((i for i in session.entry_ids[removed:] if i), None)
+            self._append(session, "compaction", summary=event.summary,
+                         firstKeptEntryId=first_kept, tokensBefore=event.tokens_before)
+            session.entry_ids[:removed] = [""]
         elif isinstance(event, AgentStart):
             self._append(session, "run_start")
         elif isinstance(event, AgentEnd):

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from pydantic import TypeAdapter
 
+from tiller.compaction import SUMMARY_PREFIX
 from tiller.errors import RequestError
 from tiller.types import (
     AssistantMessage,
@@ -268,7 +269,6 @@ INTERRUPTED_NOT_STARTED = (
     "Tool call not executed: Tiller restarted before this call ran. Re-issue it if still needed."
 )
 FAILED = ("error", "aborted")
-SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
 
 
 @dataclass

@@ -19,6 +19,8 @@ __all__ = [
     "AgentStart",
     "AssistantContent",
     "AssistantMessage",
+    "CompactionEnd",
+    "CompactionStart",
     "ImageContent",
     "Message",
     "MessageEnd",
@@ -100,8 +102,10 @@ AssistantContent = Annotated[
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
 """Why one assistant message ended. ``error`` and ``aborted`` end the run."""
 
-RunStopReason = Literal["stop", "length", "toolUse", "error", "aborted", "maxTurns"]
-"""Why a run ended: the last assistant message's reason, or ``maxTurns``."""
+RunStopReason = Literal[
+    "stop", "length", "toolUse", "error", "aborted", "maxTurns", "maxTokens"
+]
+"""Why a run ended: the last assistant message's reason, or a per-run limit."""
 
 
 ThinkingLevel = Literal["off", "low", "medium", "high"]
@@ -280,6 +284,29 @@ class RetryEnd(WireModel):
     attempt: int
 
 
+class CompactionStart(WireModel):
+    """The older part of the context is being summarized: ``reason`` is ``threshold`` (the
+    context neared the model's window), ``overflow`` (the provider said it was too long) or
+    ``manual`` (agent/compact)."""
+
+    type: Literal["compaction_start"] = "compaction_start"
+    reason: Literal["threshold", "overflow", "manual"]
+    tokens_before: int
+
+
+class CompactionEnd(WireModel):
+    """The compaction is over: ``removedCount`` messages were replaced by ``summary`` (one
+    user message), or ``errorMessage`` says why nothing changed."""
+
+    type: Literal["compaction_end"] = "compaction_end"
+    reason: Literal["threshold", "overflow", "manual"]
+    tokens_before: int
+    tokens_after: int | None = None
+    removed_count: int = 0
+    summary: str | None = None
+    error_message: str | None = None
+
+
 class AgentSettled(WireModel):
     """Nothing else will follow for this run: no retry, no queued message. The idle signal."""
 
@@ -299,6 +326,8 @@ AgentEvent = Annotated[
     | AgentEnd
     | RetryScheduled
     | RetryEnd
+    | CompactionStart
+    | CompactionEnd
     | AgentSettled,
     Field(discriminator="type"),
 ]

@@ -1,0 +1,177 @@
+"""Compaction: when the context outgrows the model's window, summarize the older part.
+
+``compact`` asks the model for a summary of everything before a cut point and replaces those
+messages, in place, with one user message carrying the summary. The cut never separates an
+assistant's tool calls from their results: the kept part starts at a user or assistant message.
+Token counts are estimates (~4 characters per token).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from tiller.providers.base import ModelRequest, StreamItem
+from tiller.types import (
+    AssistantMessage,
+    ImageContent,
+    Message,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+__all__ = [
+    "SUMMARY_PREFIX",
+    "CompactionOutcome",
+    "CompactionSettings",
+    "compact",
+    "estimate_tokens",
+    "find_cut",
+    "is_context_overflow",
+]
+
+SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
+SUMMARY_SYSTEM_PROMPT = (
+    "You write handover notes for a coding agent whose conversation is being compacted. "
+    "Summarize the conversation below so the agent can continue the work without it: the "
+    "user's goals and constraints, decisions made, files read or changed (with paths), commands "
+    "run and their outcomes, errors met, and what remains to do. Be specific and concise; use "
+    "short sections and bullet points. Do not address the user."
+)
+StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
+_OVERFLOW = re.compile(
+    r"context[^.]{0,40}(too long|length|exceed|window)|prompt is too long|maximum context",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """``reserve_tokens`` of the window stay free for the reply; ``keep_recent_tokens`` of the
+    newest messages are kept verbatim."""
+
+    enabled: bool = True
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+
+
+@dataclass
+class CompactionOutcome:
+    summary: str
+    removed: int
+    tokens_before: int
+    tokens_after: int
+
+
+def is_context_overflow(message: AssistantMessage) -> bool:
+    """Whether a failed model call says the context was too long for the model."""
+    return message.stop_reason == "error" and bool(
+        message.error_message and _OVERFLOW.search(message.error_message)
+    )
+
+
+def _chars(message: Message) -> int:
+    if isinstance(message, UserMessage) and isinstance(message.content, str):
+        return len(message.content)
+    total = 0
+    for block in message.content:
+        if isinstance(block, TextContent):
+            total += len(block.text)
+        elif isinstance(block, ThinkingContent):
+            total += len(block.thinking)
+        elif isinstance(block, ToolCall):
+            total += len(block.name) + len(json.dumps(block.arguments))
+        elif isinstance(block, ImageContent):
+            total += 4800  # ~1,200 tokens, a typical image
+    return total
+
+
+def estimate_tokens(messages: Sequence[Message]) -> int:
+    """The context's size in tokens, estimated at ~4 characters a token. (Reported usage is not
+    used: after a compaction it still counts the messages that were summarized away.)"""
+    return sum(_chars(m) for m in messages) // 4
+
+
+def find_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | None:
+    """The index of the first message to keep: at least ``keep_recent_tokens`` (estimated) are
+    kept, and the kept part starts at a user or assistant message. None if nothing older than
+    that can be summarized."""
+    kept = 0
+    for index in range(len(messages) - 1, 0, -1):
+        kept += _chars(messages[index]) // 4
+        if kept >= keep_recent_tokens and not isinstance(messages[index], ToolResultMessage):
+            return index
+    return None
+
+
+def _serialize(messages: Sequence[Message]) -> str:
+    """The transcript as plain text for the summarizer; long tool outputs are shortened."""
+    lines = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            text = message.content if isinstance(message.content, str) else " ".join(
+                b.text for b in message.content if isinstance(b, TextContent)
+            )
+            lines.append(f"[user]\n{text}")
+        elif isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, TextContent):
+                    lines.append(f"[assistant]\n{block.text}")
+                elif isinstance(block, ToolCall):
+                    lines.append(f"[tool call {block.name}] {json.dumps(block.arguments)[:2000]}")
+        else:
+            status = "error" if message.is_error else "result"
+            text = message.text
+            if len(text) > 2000:
+                text = text[:1000] + "\n[…]\n" + text[-1000:]
+            lines.append(f"[tool {status} {message.tool_name}]\n{text}")
+    return "\n\n".join(lines)
+
+
+async def summarize(
+    stream: StreamFn, older: Sequence[Message], instructions: str | None
+) -> tuple[str | None, str | None]:
+    """Ask the model for a summary of ``older``; returns (summary, None) or (None, error)."""
+    prompt = "Conversation to summarize:\n\n" + _serialize(older)
+    if instructions:
+        prompt += f"\n\nAdditional instructions for the summary: {instructions}"
+    request = ModelRequest(messages=[UserMessage(content=prompt)],
+                           system_prompt=SUMMARY_SYSTEM_PROMPT)
+    final: AssistantMessage | None = None
+    async for item in stream(request):
+        if isinstance(item, AssistantMessage):
+            final = item
+    if final is None or final.stop_reason in ("error", "aborted"):
+        return None, (final.error_message if final else None) or "the summary call failed"
+    summary = final.text.strip()
+    return (summary, None) if summary else (None, "the model returned an empty summary")
+
+
+async def compact(
+    messages: list[Message],
+    stream: StreamFn,
+    settings: CompactionSettings,
+    instructions: str | None = None,
+) -> CompactionOutcome | str:
+    """Summarize and replace the older part of ``messages`` in place.
+
+    Returns the outcome, or a string saying why nothing was compacted."""
+    cut = find_cut(messages, settings.keep_recent_tokens)
+    if cut is None:
+        cut = next((i for i in range(len(messages) - 1, 0, -1)
+                    if isinstance(messages[i], UserMessage)), None)
+    if cut is None:
+        return "nothing to compact: the conversation has no older part to summarize"
+    before = estimate_tokens(messages)
+    summary, error = await summarize(stream, messages[:cut], instructions)
+    if summary is None:
+        return f"compaction failed: {error}"
+    messages[:cut] = [UserMessage(content=SUMMARY_PREFIX + summary)]
+    return CompactionOutcome(summary, cut, before, estimate_tokens(messages))
+
+
