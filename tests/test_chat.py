@@ -193,7 +193,8 @@ def test_a_failed_run_exits_1_with_the_error(fake_openai: FakeOpenAI, tmp_path: 
 
 @pytest.mark.parametrize("json_mode", [False, True])
 def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) -> None:
-    done = run_chat(None, tmp_path, "-p", "hi", *(["--json"] if json_mode else []))
+    extra = ["--json"] if json_mode else []
+    done = run_chat(None, tmp_path, "--provider", "openai", "-p", "hi", *extra)
 
     assert done.returncode == 2
     assert "no API key: set OPENAI_API_KEY" in done.stderr and "--base-url" in done.stderr

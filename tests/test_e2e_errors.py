@@ -99,7 +99,7 @@ async def test_invalid_params_name_the_field(
 
 
 async def test_tiller_errors_have_documented_codes(tmp_path: Path) -> None:
-    async with spawn_tiller(None, tmp_path) as tiller:
+    async with spawn_tiller(None, tmp_path, "--provider", "openai") as tiller:
         for method, params, code in [
             ("agent/getState", {"sessionId": "nope"}, -32013),
             ("agent/continue", {}, -32012),

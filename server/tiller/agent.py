@@ -28,7 +28,7 @@ from tiller.loop import (
     run_compaction,
 )
 from tiller.providers.base import ModelCost, Provider
-from tiller.tools.base import Tool
+from tiller.tools.base import EditorFiles, Tool
 from tiller.tools.execute import AfterToolCall, BeforeToolCall
 from tiller.types import (
     AgentSettled,
@@ -63,6 +63,7 @@ class AgentConfig:
     compaction: CompactionSettings | None = None
     context_window: int | None = None
     max_run_tokens: int | None = None
+    files: EditorFiles | None = None
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
 
@@ -193,6 +194,7 @@ class Agent:
             compaction=config.compaction,
             context_window=config.context_window,
             max_run_tokens=config.max_run_tokens,
+            files=config.files,
             cwd=config.cwd,
             provider_name=provider.name,
             model_name=provider.model,

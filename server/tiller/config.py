@@ -9,6 +9,7 @@ environment variable that holds their key.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -19,6 +20,7 @@ from tiller import __version__
 from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
 from tiller.loop import RetryPolicy
+from tiller.permissions import PERMISSION_MODES, PermissionMode, PermissionRule
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
 from tiller.types import ThinkingLevel
@@ -27,6 +29,7 @@ __all__ = [
     "ServerConfig",
     "build_parser",
     "default_config_path",
+    "default_provider",
     "default_session_dir",
     "default_system_prompt",
     "load_config",
@@ -41,6 +44,9 @@ class ServerConfig:
     """Everything the server process is started with."""
 
     provider: str = "openai"
+    """The default provider: as configured, else ``default_provider`` picks one."""
+    provider_chosen: bool = False
+    """Whether the file, the environment or the command line named the provider."""
     model: str | None = None
     base_url: str | None = None
     cwd: Path = field(default_factory=Path.cwd)
@@ -51,6 +57,10 @@ class ServerConfig:
     max_run_tokens: int = 10_000_000
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
     thinking: ThinkingLevel = "off"
+    permission_mode: PermissionMode | None = None
+    """None: ``ask`` when the client can answer permission requests, else ``auto``."""
+    permission_timeout: float = 300.0
+    permission_rules: list[PermissionRule] = field(default_factory=list)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     providers: dict[str, ProviderSettings] = field(default_factory=lambda: dict(BUILTIN_PROVIDERS))
     models: list[ModelInfo] = field(default_factory=lambda: list(BUILTIN_MODELS))
@@ -103,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cwd", help="workspace root (default: the current directory)")
     add("--framing", choices=["auto", "lsp", "ndjson"], help="stdio framing (default: auto)")
     add("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
+    add("--permission-mode", choices=PERMISSION_MODES,
+        help="ask, acceptEdits, auto or readonly (default: ask if the client can answer)")
     add("--max-turns", type=int, help="per-run limit on model calls (default 50)")
     add("--max-run-tokens", type=int, help="per-run limit on tokens (default 10,000,000)")
     add("--max-retries", type=int, help="retries of a transient provider failure (default 3)")
@@ -126,7 +138,24 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> ServerConfig:
     if path.is_file():
         config = _apply_file(config, path)
     config = _apply_env(config, env)
-    return _apply_args(config, args)
+    config = _apply_args(config, args)
+    if not config.provider_chosen:
+        config = replace(config, provider=default_provider(env, config.base_url))
+    return config
+
+
+def default_provider(env: Mapping[str, str], base_url: str | None) -> str:
+    """With no provider configured: OpenAI when its key or a base URL is there, else Anthropic
+    when its key is, else the embedded local model when its extra is installed, else OpenAI
+    (whose error then says what to set)."""
+    if base_url or env.get("OPENAI_API_KEY") or env.get("OPENAI_BASE_URL"):
+        return "openai"
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic"
+    if importlib.util.find_spec("llama_cpp") is not None:
+        return "local"
+    return "openai"
+
 
 
 def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
@@ -136,13 +165,14 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
-             "compaction", "providers", "models"}
+             "compaction", "permissions", "providers", "models"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
     for key in ("provider", "model"):
         if key in data:
             updates[key] = _typed(data, key, str, where)
+    updates["provider_chosen"] = "provider" in data
     if "thinking" in data:
         updates["thinking"] = _thinking(data["thinking"], f"{where}: thinking")
     if "max_turns" in data:
@@ -155,6 +185,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         updates["retry"] = _retry(config.retry, data["retry"], where)
     if "compaction" in data:
         updates["compaction"] = _compaction(config.compaction, data["compaction"], where)
+    if "permissions" in data:
+        updates.update(_permissions(data["permissions"], f"{where}: permissions"))
     providers = dict(config.providers)
     for name, table in _typed(data, "providers", dict, where, default={}).items():
         providers[name] = _provider(name, table, providers.get(name), where)
@@ -170,6 +202,7 @@ def _apply_env(config: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
     updates: dict[str, Any] = {}
     if env.get("TILLER_PROVIDER"):
         updates["provider"] = env["TILLER_PROVIDER"]
+        updates["provider_chosen"] = True
     if env.get("TILLER_MODEL"):
         updates["model"] = env["TILLER_MODEL"]
     if env.get("TILLER_FRAMING"):
@@ -184,9 +217,11 @@ def _apply_env(config: ServerConfig, env: Mapping[str, str]) -> ServerConfig:
 
 def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
     updates: dict[str, Any] = {}
-    for name in ("provider", "model", "base_url", "framing", "thinking"):
+    for name in ("provider", "model", "base_url", "framing", "thinking", "permission_mode"):
         if getattr(args, name) is not None:
             updates[name] = getattr(args, name)
+    if args.provider is not None:
+        updates["provider_chosen"] = True
     if args.cwd:
         cwd = Path(args.cwd).expanduser().resolve()
         if not cwd.is_dir():
@@ -270,6 +305,36 @@ def _compaction(base: CompactionSettings, table: Any, where: str) -> CompactionS
         kind = bool if key == "enabled" else int
         values[key] = _typed(table, key, kind, f"{where}: compaction")
     return replace(base, **values)
+
+
+def _permissions(table: Any, where: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    if unknown := sorted(set(table) - {"mode", "timeout", "rules"}):
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
+    updates: dict[str, Any] = {}
+    if "mode" in table:
+        updates["permission_mode"] = _permission_mode(table["mode"], f"{where}.mode")
+    if "timeout" in table:
+        updates["permission_timeout"] = _positive(_number(table, "timeout", where), "timeout")
+    rules = []
+    for index, rule in enumerate(_typed(table, "rules", list, where, default=[])):
+        at = f"{where}.rules[{index}]"
+        if not isinstance(rule, dict) or rule.get("action") not in ("allow", "deny", "ask"):
+            raise ConfigError(f"{at}: needs action = allow, deny or ask")
+        if unknown := sorted(set(rule) - {"action", "tool", "path", "command"}):
+            raise ConfigError(f"{at}: unknown key(s) {', '.join(unknown)}")
+        rules.append(PermissionRule(rule["action"], rule.get("tool"), rule.get("path"),
+                                    rule.get("command")))
+    updates["permission_rules"] = rules
+    return updates
+
+
+def _permission_mode(value: Any, name: str) -> PermissionMode:
+    if value not in PERMISSION_MODES:
+        raise ConfigError(f"{name} must be one of {', '.join(PERMISSION_MODES)}, not {value!r}")
+    mode: PermissionMode = value
+    return mode
 
 
 def _provider(

@@ -24,7 +24,7 @@ from tiller.compaction import (
     is_context_overflow,
 )
 from tiller.providers.base import ModelCost, ModelRequest, StreamItem, ToolSpec
-from tiller.tools.base import Tool
+from tiller.tools.base import EditorFiles, Tool
 from tiller.tools.execute import (
     AfterToolCall,
     BeforeToolCall,
@@ -124,6 +124,7 @@ class LoopConfig:
     compaction: CompactionSettings | None = None
     context_window: int | None = None
     max_run_tokens: int | None = None
+    files: EditorFiles | None = None
     cwd: Any = None
     provider_name: str = ""
     model_name: str = ""
@@ -340,6 +341,7 @@ class _Run:
                 before=self.config.before_tool_call,
                 after=self.config.after_tool_call,
                 tool_timeout=self.config.tool_timeout,
+                files=self.config.files,
             )
         for result in batch.results:
             self.emit(MessageStart(message=result))

@@ -21,6 +21,9 @@ from tiller.types import (
 )
 
 __all__ = [
+    "SetPermissionModeResult",
+    "SetPermissionModeParams",
+    "PermissionMode",
     "CompactResult",
     "CompactParams",
     "SessionLoadResult",
@@ -89,11 +92,15 @@ class InitializeResult(WireModel):
 # session/new -----------------------------------------------------------------------------------
 
 
+PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
+
+
 class SessionNewParams(WireModel):
     cwd: str | None = None
     provider: str | None = None
     model: str | None = None
     system_prompt: str | None = None
+    permission_mode: PermissionMode | None = None
 
 
 class SessionNewResult(WireModel):
@@ -141,6 +148,7 @@ class GetStateResult(WireModel):
     steering_mode: QueueMode
     follow_up_mode: QueueMode
     thinking_level: ThinkingLevel
+    permission_mode: PermissionMode
     usage: Usage
 
 
@@ -267,3 +275,11 @@ class CompactResult(WireModel):
     tokens_before: int
     tokens_after: int
     message_count: int
+
+
+class SetPermissionModeParams(SessionParams):
+    mode: PermissionMode
+
+
+class SetPermissionModeResult(WireModel):
+    mode: PermissionMode

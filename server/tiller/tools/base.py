@@ -13,13 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from tiller.types import ImageContent, TextContent
 
-__all__ = ["Tool", "ToolContext", "ToolResult"]
+__all__ = ["EditorFiles", "Tool", "ToolContext", "ToolResult"]
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -39,13 +39,34 @@ class ToolResult:
         return cls(content=[TextContent(text=text)], details=details, is_error=is_error)
 
 
+class EditorFiles(Protocol):
+    """The editor's view of files, unsaved buffers included (``client/readTextFile`` and
+    ``client/writeTextFile``). ``can_read``/``can_write`` say which the client offers; without
+    one, tools use the disk for it. Both methods raise ``ToolError`` when the client fails."""
+
+    can_read: bool
+    can_write: bool
+
+    async def read_text(
+        self, path: Path, line: int | None = None, limit: int | None = None
+    ) -> str:
+        """The file's text as the editor has it; ``line`` (1-based) and ``limit`` select lines."""
+        ...
+
+    async def write_text(self, path: Path, content: str) -> None:
+        """Replace the file's content in the editor (its buffer, so the user can undo)."""
+        ...
+
+
 @dataclass
 class ToolContext:
-    """Where and for whom a tool runs. ``update`` emits a cumulative partial result."""
+    """Where and for whom a tool runs. ``update`` emits a cumulative partial result; ``files``
+    is the editor's file access, or None to use the disk only."""
 
     cwd: Path
     tool_call_id: str
     update: Callable[[Any], None] = field(default=lambda _partial: None)
+    files: EditorFiles | None = None
 
 
 class Tool(ABC, Generic[P]):

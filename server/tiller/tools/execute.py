@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
 from tiller.types import (
     AgentEvent,
     ImageContent,
@@ -127,7 +127,9 @@ class _BatchRunner:
         before: BeforeToolCall | None,
         after: AfterToolCall | None,
         timeout: float | None,
+        files: EditorFiles | None = None,
     ) -> None:
+        self.files = files
         self.calls = calls
         self.tools = {tool.name: tool for tool in tools}
         self.emit = emit
@@ -190,7 +192,7 @@ class _BatchRunner:
                 tool_call_id=call.id, tool_name=call.name, partial_result=partial
             ))
 
-        ctx = ToolContext(cwd=self.cwd, tool_call_id=call.id, update=update)
+        ctx = ToolContext(cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files)
         outcome: ToolResult | None = None
         try:
             with anyio.move_on_after(math.inf if self.timeout is None else self.timeout):
@@ -246,9 +248,12 @@ async def execute_tool_calls(
     before: BeforeToolCall | None = None,
     after: AfterToolCall | None = None,
     tool_timeout: float | None = None,
+    files: EditorFiles | None = None,
 ) -> ToolBatch:
     """Run a batch under ``abort``; calls cut short by it get an ``aborted`` error result."""
-    runner = _BatchRunner(calls, tools, emit, cwd or Path.cwd(), before, after, tool_timeout)
+    runner = _BatchRunner(
+        calls, tools, emit, cwd or Path.cwd(), before, after, tool_timeout, files
+    )
     sequential = any(
         (tool := runner.tools.get(call.name)) is not None and tool.sequential for call in calls
     )

@@ -1,0 +1,94 @@
+"""The editor as a resource: file access and permission questions over server-to-client requests.
+
+``ClientRequest`` sends one request to the client and awaits its answer (raising on an error
+response, a timeout, or cancellation after telling the client with ``$/cancelRequest``). The
+classes here adapt it to the interfaces the tools and the permission gate expect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tiller.errors import ToolError
+from tiller.permissions import OPTIONS, Outcome, PermissionRequest
+
+__all__ = ["ClientFiles", "ClientPermissions", "ClientRequest"]
+
+ClientRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
+"""``await request(method, params, timeout)``: the client's result; raises on failure."""
+
+
+@dataclass
+class ClientFiles:
+    """``EditorFiles`` through ``client/readTextFile`` and ``client/writeTextFile``."""
+
+    request: ClientRequest
+    session_id: str
+    can_read: bool
+    can_write: bool
+    timeout: float = 30.0
+
+    async def read_text(
+        self, path: Path, line: int | None = None, limit: int | None = None
+    ) -> str:
+        params: dict[str, Any] = {"sessionId": self.session_id, "path": str(path)}
+        if line is not None:
+            params["line"] = line
+        if limit is not None:
+            params["limit"] = limit
+        try:
+            result = await self.request("client/readTextFile", params, self.timeout)
+        except Exception as exc:
+            raise ToolError(f"the editor could not read {path}: {_describe(exc)}") from exc
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ToolError(f"the editor answered client/readTextFile for {path} without content")
+        return content
+
+    async def write_text(self, path: Path, content: str) -> None:
+        params = {"sessionId": self.session_id, "path": str(path), "content": content}
+        try:
+            await self.request("client/writeTextFile", params, self.timeout)
+        except Exception as exc:
+            raise ToolError(f"the editor could not write {path}: {_describe(exc)}") from exc
+
+
+@dataclass
+class ClientPermissions:
+    """Asks the user through ``client/requestPermission``; ``timeout`` seconds without an
+    answer, or an error answer, raise ToolError (the gate treats it as a rejection)."""
+
+    request: ClientRequest
+    session_id: str
+    timeout: float = 300.0
+
+    async def __call__(self, question: PermissionRequest) -> tuple[Outcome, str | None]:
+        params = {
+            "sessionId": self.session_id,
+            "toolCallId": question.tool_call_id,
+            "toolName": question.tool_name,
+            "args": question.args,
+            "preview": question.preview,
+            "reason": question.reason,
+            "options": list(OPTIONS),
+        }
+        try:
+            result = await self.request("client/requestPermission", params, self.timeout)
+        except TimeoutError as exc:
+            raise ToolError(f"no answer from the user within {self.timeout:g} seconds") from exc
+        except Exception as exc:
+            raise ToolError(f"the editor failed to ask: {_describe(exc)}") from exc
+        outcome = result.get("outcome") if isinstance(result, dict) else None
+        if outcome not in OPTIONS:
+            raise ToolError(f"the editor answered with an unknown outcome {outcome!r}")
+        reason = result.get("reason")
+        return outcome, reason if isinstance(reason, str) and reason else None
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    return getattr(exc, "message", None) or str(exc) or type(exc).__name__

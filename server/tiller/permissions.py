@@ -1,0 +1,222 @@
+"""Permission policy: which tool calls run, which wait for the user's answer, which are denied.
+
+``PermissionGate`` is the Agent's ``before_tool_call`` hook. Per session it applies, in order:
+the config file's rules, the session's remembered ``allowAlways``/``rejectAlways`` answers, then
+the mode:
+
+=============  ====================  ===========  ===========================  =================
+mode           write/edit in ws      bash         any path outside the ws      other reads in ws
+=============  ====================  ===========  ===========================  =================
+``ask``        ask                   ask          ask                          allow
+``acceptEdits``allow                 ask          deny                         allow
+``auto``       allow                 allow        allow                        allow
+``readonly``   deny                  deny         deny                         allow
+=============  ====================  ===========  ===========================  =================
+
+"Outside" means the real path (symlinks followed) is not under a workspace root. Asking goes
+through the injected ``ask`` (a ``client/requestPermission`` request); a client that cannot be
+asked, fails, or does not answer in time counts as a rejection. A rejection is an error tool
+result with the user's reason; the run goes on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from tiller.errors import ToolError
+from tiller.tools.base import EditorFiles
+from tiller.tools.edit import apply_edits
+from tiller.tools.execute import BeforeToolCallResult
+from tiller.tools.files import resolve_path, unified_diff
+from tiller.types import ToolCall
+
+__all__ = [
+    "OPTIONS",
+    "PERMISSION_MODES",
+    "PermissionGate",
+    "PermissionMode",
+    "PermissionRequest",
+    "PermissionRule",
+]
+
+PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
+PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "acceptEdits", "auto", "readonly")
+Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+Verdict = Literal["allow", "deny", "ask"]
+
+EDIT_TOOLS = frozenset({"write", "edit"})
+COMMAND_TOOLS = frozenset({"bash"})
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """A config-file rule; the first that matches decides. ``path`` is a glob against the
+    resolved path (relative globs are taken from the workspace root); ``command`` a prefix."""
+
+    action: Verdict
+    tool: str | None = None
+    path: str | None = None
+    command: str | None = None
+
+
+@dataclass(frozen=True)
+class PermissionRequest:
+    """What the user is asked about; ``preview`` is what the editor shows."""
+
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    preview: dict[str, Any]
+    reason: str
+
+
+Ask = Callable[[PermissionRequest], Awaitable[tuple[Outcome, str | None]]]
+
+
+@dataclass
+class PermissionGate:
+    """One session's policy, usable as ``before_tool_call``. ``ask`` is None when the client
+    cannot answer permission requests; ``waiting`` is told when a call waits for an answer."""
+
+    mode: PermissionMode
+    roots: Sequence[Path]
+    rules: Sequence[PermissionRule] = ()
+    ask: Ask | None = None
+    files: EditorFiles | None = None
+    waiting: Callable[[ToolCall], None] = field(default=lambda _call: None)
+    remembered: dict[tuple[str, str], bool] = field(default_factory=dict)
+
+    async def __call__(
+        self, call: ToolCall, args: dict[str, Any]
+    ) -> BeforeToolCallResult | None:
+        verdict, reason, key = self.decide(call.name, args)
+        if verdict == "allow":
+            return None
+        if verdict == "deny":
+            return BeforeToolCallResult(block=True, reason=reason)
+        if self.ask is None:
+            return BeforeToolCallResult(
+                block=True,
+                reason=f"{reason}, but the client cannot be asked (it did not declare the "
+                "permissions capability); change the permission mode to allow it",
+            )
+        return await self._ask_user(call, args, reason, key)
+
+    def decide(self, tool: str, args: dict[str, Any]) -> tuple[Verdict, str, str]:
+        """The verdict for a call, a sentence saying why, and the key a remembered answer for
+        it is stored under (the resolved path, or the command's first word)."""
+        path = self._path_of(tool, args)
+        command = str(args.get("command", "")) if tool in COMMAND_TOOLS else ""
+        key = command.split(maxsplit=1)[0] if command.strip() else str(path or "")
+        for rule in self.rules:
+            if self._matches(rule, tool, path, command):
+                return rule.action, f"a permission rule says {rule.action}", key
+        if (tool, key) in self.remembered:
+            allowed = self.remembered[(tool, key)]
+            return ("allow" if allowed else "deny"), "the user rejected this earlier", key
+        outside = path is not None and not self._inside(path)
+        return (*self._by_mode(tool, outside, path), key)
+
+    def _by_mode(self, tool: str, outside: bool, path: Path | None) -> tuple[Verdict, str]:
+        mode = self.mode
+        if mode == "auto":
+            return "allow", ""
+        where = f"{path} is outside the workspace" if outside else ""
+        if tool in EDIT_TOOLS:
+            action = f"'{tool}' changes {path}"
+            if mode == "readonly":
+                return "deny", f"{action} and the session is read-only"
+            if outside:
+                return ("ask" if mode == "ask" else "deny"), where
+            return ("ask" if mode == "ask" else "allow"), action
+        if tool in COMMAND_TOOLS:
+            if mode == "readonly":
+                return "deny", "running commands is not allowed in read-only mode"
+            return "ask", "'bash' runs a command"
+        if outside:
+            return ("ask" if mode == "ask" else "deny"), where
+        return "allow", ""
+
+    def _path_of(self, tool: str, args: dict[str, Any]) -> Path | None:
+        if tool in COMMAND_TOOLS or not self.roots:
+            return None
+        raw = args.get("path", "." if tool in ("ls", "find", "grep") else None)
+        if not isinstance(raw, str):
+            return None
+        return Path(os.path.realpath(resolve_path(raw, self.roots[0])))
+
+    def _inside(self, path: Path) -> bool:
+        return any(path.is_relative_to(os.path.realpath(root)) for root in self.roots)
+
+    def _matches(self, rule: PermissionRule, tool: str, path: Path | None, command: str) -> bool:
+        if rule.tool is not None and rule.tool != tool:
+            return False
+        if rule.command is not None and not command.startswith(rule.command):
+            return False
+        if rule.path is not None:
+            if path is None:
+                return False
+            pattern = rule.path if os.path.isabs(rule.path) else str(self.roots[0] / rule.path)
+            return fnmatch.fnmatch(str(path), pattern)
+        return True
+
+    async def _ask_user(
+        self, call: ToolCall, args: dict[str, Any], reason: str, key: str
+    ) -> BeforeToolCallResult | None:
+        assert self.ask is not None
+        request = PermissionRequest(
+            call.id, call.name, args, await self._preview(call.name, args), reason
+        )
+        self.waiting(call)
+        try:
+            outcome, user_reason = await self.ask(request)
+        except ToolError as exc:
+            return BeforeToolCallResult(block=True, reason=f"permission not granted: {exc}")
+        if outcome in ("allowAlways", "rejectAlways"):
+            self.remembered[(call.name, key)] = outcome == "allowAlways"
+        if outcome in ("allowOnce", "allowAlways"):
+            return None
+        because = f": {user_reason}" if user_reason else ""
+        return BeforeToolCallResult(block=True, reason=f"the user rejected this call{because}")
+
+    async def _preview(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """A unified diff for file changes, the command and cwd for bash, else the path."""
+        if tool in COMMAND_TOOLS:
+            return {"kind": "command", "command": args.get("command", ""),
+                    "cwd": str(self.roots[0]) if self.roots else ""}
+        path = self._path_of(tool, args)
+        if path is None:
+            return {"kind": "none"}
+        if tool in EDIT_TOOLS:
+            old = await self._current_text(path)
+            try:
+                if tool == "write":
+                    new = str(args.get("content", ""))
+                else:
+                    pairs = [(e.get("oldText", ""), e.get("newText", ""))
+                             for e in args.get("edits", []) if isinstance(e, dict)]
+                    new = apply_edits(old, pairs, path.name)
+                return {"kind": "diff", "path": str(path),
+                        "diff": unified_diff(old, new, str(args.get("path", path.name)))}
+            except ToolError:
+                pass  # the tool itself will report the bad edit; show the path
+        return {"kind": "path", "path": str(path)}
+
+    async def _current_text(self, path: Path) -> str:
+        if self.files is not None and self.files.can_read:
+            try:
+                return await self.files.read_text(path)
+            except ToolError:
+                return ""
+        try:
+            return await anyio.Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
