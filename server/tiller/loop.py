@@ -260,11 +260,13 @@ class _Run:
             return final
 
     async def maybe_compact(self) -> None:
-        """Compact when the context nears the window (``context_window - reserve_tokens``)."""
+        """Compact when the context nears the window: ``context_window`` minus the reserve
+        (``reserve_tokens``, at most a quarter of the window)."""
         settings, window = self.config.compaction, self.config.context_window
         if settings is None or not settings.enabled or window is None:
             return
-        if estimate_tokens(model_context(self.context)) > window - settings.reserve_tokens:
+        reserve = min(settings.reserve_tokens, window // 4)  # small windows keep 3/4 usable
+        if estimate_tokens(model_context(self.context)) > window - reserve:
             await self.compact("threshold")
 
     async def compact(self, reason: Literal["threshold", "overflow"]) -> bool:

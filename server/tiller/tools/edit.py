@@ -5,11 +5,16 @@ overlap; then all replacements are applied at once, so one edit never sees anoth
 file keeps its UTF-8 BOM and its line endings: in a file whose every line ends in CRLF, the texts
 are matched and written with LF and the result converted back to CRLF. A file with mixed endings
 is matched as it is.
+
+When the editor offers its files (``ctx.files``), the edit is made to the text the user sees:
+the match runs against ``read_text`` (unsaved edits included) when the editor can read, else
+against the disk, and the result goes back through ``write_text`` (into the buffer, so the user
+can undo it) when the editor can write, else to the disk. A BOM is then the text's leading
+U+FEFF, kept as it was. The whole call holds the file's ``path_lock``.
 """
 
 from __future__ import annotations
 
-import codecs
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,8 +22,14 @@ import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
-from tiller.tools.files import first_changed_line, mutation_lock, resolve_path, unified_diff
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.files import (
+    first_changed_line,
+    mutation_lock,
+    path_lock,
+    resolve_path,
+    unified_diff,
+)
 
 __all__ = ["EditParams", "EditTool", "Replacement"]
 
@@ -45,8 +56,12 @@ class EditParams(BaseModel):
 
 @dataclass
 class _Edited:
+    """The text before and after (BOM dropped, CRLF as LF: what the diff shows) and
+    ``output``, the complete new text to store (BOM and CRLF restored)."""
+
     old: str
     new: str
+    output: str
 
 
 def _occurrences(content: str, needle: str) -> list[int]:
@@ -94,30 +109,71 @@ def apply_edits(content: str, edits: list[tuple[str, str]], name: str) -> str:
     return "".join(pieces)
 
 
+def _transform(text: str, edits: list[Replacement], name: str) -> _Edited:
+    """Apply ``edits`` to ``text`` (a whole file; a leading U+FEFF is its BOM), keeping the BOM
+    and, in an all-CRLF text, the CRLF endings. ToolError for a bad edit or no change."""
+    bom = text.startswith("\ufeff")
+    if bom:
+        text = text[1:]
+    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
+    pairs = [(edit.old_text, edit.new_text) for edit in edits]
+    if crlf:
+        text = text.replace("\r\n", "\n")
+        pairs = [(old.replace("\r\n", "\n"), new.replace("\r\n", "\n")) for old, new in pairs]
+    new_text = apply_edits(text, pairs, name)
+    if new_text == text:
+        raise ToolError(f"No changes made to {name}: every newText is the same as its oldText")
+    output = new_text.replace("\n", "\r\n") if crlf else new_text
+    return _Edited(text, new_text, ("\ufeff" if bom else "") + output)
+
+
+def _read_disk_text(path: Path) -> str:
+    """The file's text (a BOM becomes a leading U+FEFF); ToolError if it is missing, a directory
+    or not UTF-8. The caller holds ``mutation_lock``."""
+    if not path.exists():
+        raise ToolError(f"File not found: {path}")
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory, not a file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ToolError(f"{path} is not valid UTF-8 text; edit cannot change it") from exc
+
+
 def _edit_file(path: Path, edits: list[Replacement], name: str) -> _Edited:
-    """Apply ``edits`` to the file at ``path`` under the mutation lock, keeping BOM and CRLF."""
+    """Apply ``edits`` to the file at ``path`` on disk under the mutation lock (worker thread)."""
     with mutation_lock:
-        if not path.exists():
-            raise ToolError(f"File not found: {path}")
-        if path.is_dir():
-            raise ToolError(f"{path} is a directory, not a file")
-        raw = path.read_bytes()
-        bom = raw.startswith(codecs.BOM_UTF8)
-        try:
-            text = raw[len(codecs.BOM_UTF8) if bom else 0 :].decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ToolError(f"{path} is not valid UTF-8 text; edit cannot change it") from exc
-        crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
-        pairs = [(edit.old_text, edit.new_text) for edit in edits]
-        if crlf:
-            text = text.replace("\r\n", "\n")
-            pairs = [(old.replace("\r\n", "\n"), new.replace("\r\n", "\n")) for old, new in pairs]
-        new_text = apply_edits(text, pairs, name)
-        if new_text == text:
-            raise ToolError(f"No changes made to {name}: every newText is the same as its oldText")
-        output = new_text.replace("\n", "\r\n") if crlf else new_text
-        path.write_bytes((codecs.BOM_UTF8 if bom else b"") + output.encode("utf-8"))
-        return _Edited(text, new_text)
+        edited = _transform(_read_disk_text(path), edits, name)
+        path.write_bytes(edited.output.encode("utf-8"))
+        return edited
+
+
+def _locked_read(path: Path) -> str:
+    with mutation_lock:
+        return _read_disk_text(path)
+
+
+def _locked_write(path: Path, text: str) -> None:
+    with mutation_lock:
+        path.write_bytes(text.encode("utf-8"))
+
+
+async def _edit_via_editor(
+    files: EditorFiles, path: Path, edits: list[Replacement], name: str
+) -> _Edited:
+    """Apply ``edits`` to the editor's text (or the disk's, if it cannot read) and store the
+    result through the editor (or on disk, if it cannot write). The caller holds the file's
+    ``path_lock``; the editor's ToolError passes through."""
+    if files.can_read:
+        text = await files.read_text(path)
+    else:
+        text = await anyio.to_thread.run_sync(_locked_read, path)
+    edited = _transform(text, edits, name)
+    if files.can_write:
+        await files.write_text(path, edited.output)
+    else:
+        await anyio.to_thread.run_sync(_locked_write, path, edited.output)
+    return edited
 
 
 class EditTool(Tool[EditParams]):
@@ -131,10 +187,18 @@ class EditTool(Tool[EditParams]):
     Params = EditParams
 
     async def execute(self, params: EditParams, ctx: ToolContext) -> ToolResult:
-        """Apply the edits; ToolError for a missing file, a bad edit or no change at all."""
+        """Apply the edits; ToolError for a missing file, a bad edit, no change at all, or the
+        editor's failure."""
         path = resolve_path(params.path, ctx.cwd)
+        files = ctx.files
         try:
-            edited = await anyio.to_thread.run_sync(_edit_file, path, params.edits, params.path)
+            async with path_lock(path):
+                if files is not None and (files.can_read or files.can_write):
+                    edited = await _edit_via_editor(files, path, params.edits, params.path)
+                else:
+                    edited = await anyio.to_thread.run_sync(
+                        _edit_file, path, params.edits, params.path
+                    )
         except OSError as exc:
             raise ToolError(f"Could not edit {path}: {exc.strerror or exc}") from exc
         count = len(params.edits)

@@ -1,7 +1,13 @@
-"""Filesystem helpers shared by the file tools: path resolution, diffs, the mutation lock.
+"""Filesystem helpers shared by the file tools: path resolution, diffs, the mutation locks.
 
-``write`` and ``edit`` run their read-modify-write under ``mutation_lock`` (in a worker thread),
-so two calls of one parallel batch that touch the same file cannot lose each other's changes.
+``write`` and ``edit`` serialise their read-modify-write of one file in two layers, so two calls
+of one parallel batch (or of two sessions) that touch the same file cannot lose each other's
+changes:
+
+* ``path_lock(path)`` is an async lock per file, held across the whole call, awaits included
+  (the editor's ``client/readTextFile`` and ``client/writeTextFile`` are requests to await);
+* ``mutation_lock`` is a threading lock, held by a worker thread while it reads, changes or
+  writes the file on disk. It is never held across an await.
 """
 
 from __future__ import annotations
@@ -9,12 +15,45 @@ from __future__ import annotations
 import difflib
 import os
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-__all__ = ["first_changed_line", "mutation_lock", "resolve_path", "unified_diff"]
+import anyio
+
+__all__ = ["first_changed_line", "mutation_lock", "path_lock", "resolve_path", "unified_diff"]
 
 mutation_lock = threading.Lock()
-"""Held while a tool reads, changes and writes back a file."""
+"""Held while a worker thread reads, changes and writes back a file on disk."""
+
+_path_locks: dict[str, tuple[anyio.Lock, int]] = {}
+"""Lock and number of holders or waiters, per normalised path; an entry goes when unused."""
+
+
+def _lock_key(path: Path) -> str:
+    """``path`` with ``.`` and ``..`` collapsed (string work only; no filesystem access)."""
+    return os.path.normpath(path)
+
+
+@asynccontextmanager
+async def path_lock(path: Path) -> AsyncIterator[None]:
+    """Hold the async lock of ``path`` (absolute; compared after ``normpath``) for the block.
+
+    Locks are created on first use and dropped when nobody holds or waits for them, so the
+    table only ever holds the files being changed right now. Used from the event loop only.
+    """
+    key = _lock_key(path)
+    lock, users = _path_locks.get(key) or (anyio.Lock(), 0)
+    _path_locks[key] = (lock, users + 1)
+    try:
+        async with lock:
+            yield
+    finally:
+        lock, users = _path_locks[key]
+        if users == 1:
+            del _path_locks[key]
+        else:
+            _path_locks[key] = (lock, users - 1)
 
 
 def resolve_path(path: str, cwd: Path) -> Path:

@@ -4,6 +4,13 @@ Text is streamed from disk line by line, so only the requested window (a little 
 limits) is held in memory; every line is counted for the "of N" in the notice. Images (PNG, JPEG,
 GIF, WebP, recognised by magic bytes or extension) come back as base64 image content. Other
 binary files are refused.
+
+When the editor can read files (``ctx.files.can_read``), text comes from its buffer instead,
+unsaved edits included: the whole text is fetched with ``read_text`` and cut into the same
+window, with the same notices and details, as the disk would give for that text. The disk still
+decides what the file is: a directory, an image or a binary file is handled as without the
+editor (its API is text only). A path missing on disk is asked of the editor all the same (it
+may be an unsaved buffer); the editor's ToolError is the answer when it has no such file.
 """
 
 from __future__ import annotations
@@ -11,15 +18,16 @@ from __future__ import annotations
 import base64
 import codecs
 import shlex
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
 from tiller.tools.files import resolve_path
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -41,6 +49,8 @@ _IMAGE_EXTENSIONS = {
     ".gif": "image/gif",
     ".webp": "image/webp",
 }
+
+_Line = TypeVar("_Line", str, bytes)
 
 
 class ReadParams(BaseModel):
@@ -89,24 +99,56 @@ def _looks_binary(head: bytes) -> bool:
         return odd > len(head) * 0.3
 
 
-def _read_window(path: Path, offset: int, limit: int | None) -> _TextWindow:
-    """Lines ``offset``.. of the file, stopping once the output limits are exceeded."""
-    kept: list[bytes] = []
+def _select(
+    lines: Iterable[_Line], offset: int, limit: int | None, size: Callable[[_Line], int]
+) -> tuple[list[_Line], int]:
+    """Lines ``offset``.. (at most ``limit``) of ``lines``, stopping once the output limits are
+    exceeded, and the number of all lines. ``size`` is a line's length in UTF-8 bytes."""
+    kept: list[_Line] = []
     kept_bytes = 0
     total = 0
     last = None if limit is None else offset + limit - 1
+    for number, line in enumerate(lines, start=1):
+        total = number
+        if number < offset or (last is not None and number > last):
+            continue
+        if len(kept) <= DEFAULT_MAX_LINES and kept_bytes <= DEFAULT_MAX_BYTES:
+            kept.append(line)
+            kept_bytes += size(line)
+    return kept, total
+
+
+def _read_window(path: Path, offset: int, limit: int | None) -> _TextWindow:
+    """The window of the file on disk, streamed (run in a worker thread)."""
     with path.open("rb") as file:
-        for number, line in enumerate(file, start=1):
-            total = number
-            if number < offset or (last is not None and number > last):
-                continue
-            if len(kept) <= DEFAULT_MAX_LINES and kept_bytes <= DEFAULT_MAX_BYTES:
-                kept.append(line)
-                kept_bytes += len(line)
+        kept, total = _select(file, offset, limit, len)
     data = b"".join(kept)
     if offset == 1 and data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
     return _TextWindow(data.decode("utf-8", errors="replace"), total)
+
+
+def _split_lines_keeping_ends(text: str) -> Iterator[str]:
+    """The lines of ``text`` as a binary file yields them: split after each ``\n`` only."""
+    start = 0
+    while (end := text.find("\n", start)) != -1:
+        yield text[start : end + 1]
+        start = end + 1
+    if start < len(text):
+        yield text[start:]
+
+
+def _utf8_size(line: str) -> int:
+    return len(line.encode("utf-8", errors="surrogatepass"))
+
+
+def _text_window(text: str, offset: int, limit: int | None) -> _TextWindow:
+    """The window of ``text`` that ``_read_window`` gives for a file holding that text."""
+    kept, total = _select(_split_lines_keeping_ends(text), offset, limit, _utf8_size)
+    window = "".join(kept)
+    if offset == 1 and window.startswith("\ufeff"):
+        window = window[1:]
+    return _TextWindow(window, total)
 
 
 def _notice(cut: Truncation, path: str, first: int, total: int) -> str | None:
@@ -137,12 +179,15 @@ class ReadTool(Tool[ReadParams]):
     Params = ReadParams
 
     async def execute(self, params: ReadParams, ctx: ToolContext) -> ToolResult:
-        """Read ``params.path``; ToolError for a missing file, a directory, a binary file or an
-        offset past the end."""
+        """Read ``params.path`` (text from the editor when it can read); ToolError for a missing
+        file, a directory, a binary file, an offset past the end, or the editor's failure."""
         path = resolve_path(params.path, ctx.cwd)
         offset = params.offset or 1
         try:
-            loaded = await anyio.to_thread.run_sync(_load, path, offset, params.limit)
+            if ctx.files is not None and ctx.files.can_read:
+                loaded = await _load_from_editor(ctx.files, path, offset, params.limit)
+            else:
+                loaded = await anyio.to_thread.run_sync(_load, path, offset, params.limit)
         except OSError as exc:
             raise ToolError(f"Could not read {path}: {exc.strerror or exc}") from exc
         if isinstance(loaded, _Image):
@@ -150,8 +195,9 @@ class ReadTool(Tool[ReadParams]):
         return _text_result(params, path, offset, loaded)
 
 
-def _load(path: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
-    """Everything read does on disk (run in a worker thread)."""
+def _probe(path: Path) -> _Image | None:
+    """What the file on disk is: its image, or None for text; ToolError for a missing file, a
+    directory, an image over the limit or a binary file. Run in a worker thread."""
     if not path.exists():
         raise ToolError(f"File not found: {path}")
     if path.is_dir():
@@ -169,7 +215,40 @@ def _load(path: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
         return _Image(path.read_bytes(), mime)
     if _looks_binary(head):
         raise ToolError(f"{path} is a binary file and cannot be read as text")
-    return _read_window(path, offset, limit)
+    return None
+
+
+def _load(path: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
+    """Everything read does on disk (run in a worker thread)."""
+    image = _probe(path)
+    return image if image is not None else _read_window(path, offset, limit)
+
+
+def _probe_for_editor(path: Path) -> _Image | None:
+    """``_probe``, except that a file the disk does not have or cannot open is left to the
+    editor (None): it may be an unsaved buffer, or one the editor can still read."""
+    try:
+        if not path.exists():
+            return None
+        return _probe(path)
+    except OSError:
+        return None
+
+
+async def _load_from_editor(
+    files: EditorFiles, path: Path, offset: int, limit: int | None
+) -> _TextWindow | _Image:
+    """An image from the disk, else the window of the editor's whole text of ``path``.
+
+    Raises the disk's ToolError for a directory or a binary file and the editor's ToolError when
+    the editor cannot read the file. The window is cut here, not by the editor, so that the line
+    count and the notices are exactly those of a disk read.
+    """
+    image = await anyio.to_thread.run_sync(_probe_for_editor, path)
+    if image is not None:
+        return image
+    text = await files.read_text(path)
+    return _text_window(text, offset, limit)
 
 
 def _text_result(params: ReadParams, path: Path, offset: int, window: _TextWindow) -> ToolResult:
