@@ -229,3 +229,36 @@ async def test_escapes_from_the_workspace(
     else:
         assert [q["toolCallId"] for q in asked] == ["r1", "r2", "r3", "w1"]
         assert asked[1]["preview"] == {"kind": "path", "path": str(tmp_path / "secret.txt")}
+
+
+async def test_unsaved_buffers_are_read_and_written_through_the_client(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    (tmp_path / "app.py").write_text("print('saved on disk')\n")
+    buffers = {str(tmp_path.resolve() / "app.py"): "print('unsaved in the editor')\n"}
+    writes: list[dict[str, Any]] = []
+
+    async def read_text(params: dict[str, Any]) -> dict[str, Any]:
+        return {"content": buffers[params["path"]]}
+
+    async def write_text(params: dict[str, Any]) -> dict[str, Any]:
+        writes.append(params)
+        buffers[params["path"]] = params["content"]
+        return {}
+
+    fake_openai.enqueue(
+        tool_call_reply([("r1", "read", {"path": "app.py"})]),
+        tool_call_reply([("e1", "edit", {"path": "app.py", "edits": [
+            {"oldText": "unsaved in the editor", "newText": "edited in the editor"}]})]),
+        text_reply("done"),
+    )
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        tiller.on_request("client/readTextFile", read_text)
+        tiller.on_request("client/writeTextFile", write_text)
+        await init(tiller, {"fs": {"readTextFile": True, "writeTextFile": True}})
+        result = await tiller.request("agent/prompt", {"message": "fix app.py"})
+
+    assert result["stopReason"] == "stop"
+    assert "unsaved in the editor" in tool_results(fake_openai, 1)[0]
+    assert [w["content"] for w in writes] == ["print('edited in the editor')\n"]
+    assert (tmp_path / "app.py").read_text() == "print('saved on disk')\n"  # disk untouched
