@@ -104,9 +104,9 @@ def kill_quietly(pid: int) -> None:
 # Truncation
 
 
-def test_default_tools_are_fresh_instances_of_the_four_tools() -> None:
+def test_default_tools_are_fresh_instances_of_every_tool() -> None:
     first, second = default_tools(), default_tools()
-    assert [tool.name for tool in first] == ["read", "write", "edit", "bash"]
+    assert [tool.name for tool in first] == ["read", "write", "edit", "bash", "grep", "find", "ls"]
     assert all(a is not b for a, b in zip(first, second, strict=True))
     assert not BashTool.sequential
     schema = EditTool().parameters_schema()

@@ -7,12 +7,18 @@ from typing import Any
 from tiller.tools.base import Tool, ToolContext, ToolResult
 from tiller.tools.bash import BashTool
 from tiller.tools.edit import EditTool
+from tiller.tools.find import FindTool
+from tiller.tools.grep import GrepTool
+from tiller.tools.ls import LsTool
 from tiller.tools.read import ReadTool
 from tiller.tools.write import WriteTool
 
 __all__ = [
     "BashTool",
     "EditTool",
+    "FindTool",
+    "GrepTool",
+    "LsTool",
     "ReadTool",
     "Tool",
     "ToolContext",
@@ -23,5 +29,5 @@ __all__ = [
 
 
 def default_tools() -> list[Tool[Any]]:
-    """Fresh instances of the core coding tools: read, write, edit, bash."""
-    return [ReadTool(), WriteTool(), EditTool(), BashTool()]
+    """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls."""
+    return [ReadTool(), WriteTool(), EditTool(), BashTool(), GrepTool(), FindTool(), LsTool()]
