@@ -9,8 +9,11 @@ framing and message validation live in ``transport``.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import itertools
 import logging
+import sys
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -115,6 +118,22 @@ class TillerServer:
         if agent is not None and agent.is_running:
             agent.abort()
 
+    def _warm_up_provider_sdk(self) -> None:
+        """Import the default provider's SDK in a worker thread while the client gets ready,
+        so the first prompt does not pay for it (~0.5 s for openai; see bench/)."""
+        settings = self.config.providers.get(self.config.provider)
+        module = settings.type if settings else None
+        if module not in ("openai", "anthropic") or module in sys.modules:
+            return
+
+        def load() -> None:
+            try:
+                importlib.import_module(str(module))
+            except ImportError:
+                log.debug("warm-up import of %s failed", module, exc_info=True)
+
+        threading.Thread(target=load, name="tiller-warm-up", daemon=True).start()
+
     async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Send a server-to-client request and await the answer. An error answer raises its
         JsonRpcException; no answer within ``timeout`` raises TimeoutError. On timeout or
@@ -181,6 +200,7 @@ class TillerServer:
         async def initialize(params: InitializeParams) -> InitializeResult:
             self.client_capabilities = params.capabilities
             self.sessions.set_client(params.capabilities, self.client_request)
+            self._warm_up_provider_sdk()
             return InitializeResult(
                 server_info=ServerInfo(name="tiller", version=__version__),
                 protocol_version=PROTOCOL_VERSION,
