@@ -27,18 +27,22 @@ The ``anthropic`` SDK is imported on first use, never at module import (it costs
 
 from __future__ import annotations
 
-import email.utils
 import re
-import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from tiller.providers.base import ModelRequest, Provider, StreamItem
+from tiller.providers.base import (
+    ModelRequest,
+    Provider,
+    StreamItem,
+    display_url,
+    redact,
+    retry_after_seconds,
+)
 from tiller.providers.openai import parse_tool_arguments
 from tiller.types import (
     AssistantContent,
@@ -191,16 +195,10 @@ class AnthropicProvider(Provider):
 
     def _display_url(self) -> str:
         """The base URL for messages, without credentials in it."""
-        raw = str(self._client.base_url) if self._client else (self._base_url or "")
-        parts = urlsplit(raw.rstrip("/"))
-        netloc = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
 
     def _redact(self, text: str) -> str:
-        """``text`` with the API key replaced, should a server echo it back."""
-        if self._api_key and len(self._api_key) >= 4:
-            text = text.replace(self._api_key, "***")
-        return text
+        return redact(text, self._api_key)
 
     def _describe_failure(self, exc: Exception, *, started: bool) -> _Failure:
         """A user-actionable failure for an exception raised while calling or streaming.
@@ -282,25 +280,8 @@ def _status_failure(exc: APIStatusError) -> _Failure:
         hint = _ERROR_HINTS[529]
     else:
         hint = _ERROR_HINTS.get(status) or (RETRY_HINT if retryable else "")
-    retry_after = _retry_after(exc.response.headers) if retryable else None
+    retry_after = retry_after_seconds(exc.response.headers) if retryable else None
     return _Failure(f"{message} ({hint})" if hint else message, retryable, retry_after)
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms``, else ``retry-after`` (seconds, possibly a float,
-    or an HTTP date); None when absent or unreadable."""
-    try:
-        if milliseconds := headers.get("retry-after-ms"):
-            return max(float(milliseconds) / 1000, 0.0)
-        if not (value := headers.get("retry-after")):
-            return None
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
 
 
 # ---------------------------------------------------------------------------------------------

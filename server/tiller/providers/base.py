@@ -11,14 +11,27 @@ library's cancellation; the loop turns it into ``"aborted"``.
 
 from __future__ import annotations
 
+import email.utils
+import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
 
-__all__ = ["ModelCost", "ModelInfo", "ModelRequest", "Provider", "StreamItem", "ToolSpec"]
+__all__ = [
+    "ModelCost",
+    "ModelInfo",
+    "ModelRequest",
+    "Provider",
+    "StreamItem",
+    "ToolSpec",
+    "display_url",
+    "redact",
+    "retry_after_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -86,4 +99,41 @@ class Provider(ABC):
 
     async def aclose(self) -> None:
         """Release connections. Default: nothing to release."""
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers every HTTP provider needs
+
+
+def display_url(raw: str) -> str:
+    """A base URL fit for an error message: no credentials, query or fragment."""
+    parts = urlsplit(raw.rstrip("/"))
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` (an API key) replaced by ``***``, should a server echo it."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text
+
+
+def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, else ``retry-after`` (seconds, possibly a float,
+    or an HTTP date); None when absent or unreadable."""
+    if headers is None:
+        return None
+    try:
+        if milliseconds := headers.get("retry-after-ms"):
+            return max(float(milliseconds) / 1000, 0.0)
+        if not (value := headers.get("retry-after")):
+            return None
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(when.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
         return None

@@ -16,19 +16,23 @@ The ``openai`` SDK is imported on first use, never at module import (it costs ~3
 
 from __future__ import annotations
 
-import email.utils
 import json
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from tiller.providers.base import ModelRequest, Provider, StreamItem
+from tiller.providers.base import (
+    ModelRequest,
+    Provider,
+    StreamItem,
+    display_url,
+    redact,
+    retry_after_seconds,
+)
 from tiller.types import (
     AssistantContent,
     AssistantMessage,
@@ -158,16 +162,10 @@ class OpenAIProvider(Provider):
 
     def _display_url(self) -> str:
         """The base URL for messages, without credentials in it."""
-        raw = str(self._client.base_url) if self._client else (self._base_url or "")
-        parts = urlsplit(raw.rstrip("/"))
-        netloc = parts.netloc.rpartition("@")[2]
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
 
     def _redact(self, text: str) -> str:
-        """``text`` with the API key replaced, should a server echo it back."""
-        if self._api_key and len(self._api_key) >= 4:
-            text = text.replace(self._api_key, "***")
-        return text
+        return redact(text, self._api_key)
 
     def _describe_failure(self, exc: Exception, *, started: bool) -> str:
         """A user-actionable message for an exception raised while calling or streaming."""
@@ -209,23 +207,8 @@ def _is_transient(exc: Exception) -> bool:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    """Seconds from the response's ``retry-after-ms`` or ``retry-after`` header, if any."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        if (millis := headers.get("retry-after-ms")) is not None:
-            return max(float(millis) / 1000, 0.0)
-        if (value := headers.get("retry-after")) is None:
-            return None
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            moment = email.utils.parsedate_to_datetime(value)
-            return max((moment - datetime.now(moment.tzinfo)).total_seconds(), 0.0)
-    except (TypeError, ValueError):
-        return None
+    """Seconds from the failed response's ``retry-after-ms`` or ``retry-after`` header."""
+    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
 
 
 def _status_error_message(status: int, body: object, fallback: str) -> str:
