@@ -1,8 +1,9 @@
 """``tiller chat``: the real command, run as a subprocess against the loopback OpenAI server.
 
 One-shot mode runs with pipes; interactive mode runs on a pseudo-terminal (``Terminal``), which
-the tests type into and read from until a marker appears, never sleeping to synchronize.
-The renderer's styling rules are checked in-process at the end.
+the tests type into and read from until a marker appears, never sleeping to synchronize:
+steering, follow-ups, Ctrl-C, permission questions and ``--resume``. Sessions are saved under
+the test's directory. The renderer's styling rules are checked in-process at the end.
 """
 
 from __future__ import annotations
@@ -23,16 +24,21 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
+from fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, roles
-from tiller.chat import Renderer
+from tiller.chat import Renderer, build_parser, server_args
+from tiller.chat_render import ASK_PROMPT
 
 DEADLINE = 30.0
 """Seconds before a test gives up waiting for output; only ever reached by a failing test."""
 
 
 def chat_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
+    """``tiller chat`` in workspace ``cwd``, saving sessions under ``cwd/.sessions`` unless
+    ``args`` say otherwise."""
     argv = [sys.executable, "-m", "tiller", "chat", "--cwd", str(cwd), *args]
+    if "--session-dir" not in args and "--no-session" not in args:
+        argv += ["--session-dir", str(cwd / ".sessions")]
     return argv if fake is None else [*argv, "--base-url", fake.url]
 
 
@@ -232,7 +238,7 @@ def test_typing_while_a_tool_runs_steers(
         tool_call_reply([("call_wait", "bash", {"command": "cat release"})]),
         text_reply("Steered answer."),
     )
-    terminal = terminal_factory(fake_openai)
+    terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
     terminal.expect("> ")
     terminal.type("do the work\n")
     terminal.expect('⚙ bash {"command": "cat release"}')
@@ -296,6 +302,183 @@ def test_ctrl_c_aborts_the_run_then_quits_at_the_prompt(
 
 
 # ---------------------------------------------------------------------------------------------
+# Permission questions, on a pseudo-terminal
+
+
+def write_call(path: str, content: str) -> Reply:
+    return tool_call_reply([("call_w", "write", {"path": path, "content": content})])
+
+
+def tool_messages(fake: FakeOpenAI, request_index: int) -> list[str]:
+    return [m["content"] for m in fake.requests[request_index]["messages"] if m["role"] == "tool"]
+
+
+def test_yes_at_the_question_lets_the_write_run(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    (tmp_path / "notes.txt").write_text("old line\n")
+    fake_openai.enqueue(write_call("notes.txt", "new line\n"), text_reply("Written."))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("edit the notes\n")
+    terminal.expect("⚙ write")  # the events before the question are shown before it
+    terminal.expect(f"? 'write' changes {(tmp_path / 'notes.txt').resolve()}")
+    terminal.expect("  -old line")
+    terminal.expect("  +new line")
+    terminal.expect(ASK_PROMPT)
+    assert (tmp_path / "notes.txt").read_text() == "old line\n"  # it waits for the answer
+    terminal.type("y\n")
+    terminal.expect("✓ write")
+    terminal.expect("Written.")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert (tmp_path / "notes.txt").read_text() == "new line\n"
+    assert "steering queued" not in terminal.output  # the answer was not a message
+
+
+def test_no_at_the_question_rejects_with_a_reason(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(
+        tool_call_reply([("call_b", "bash", {"command": "touch hacked"})]),
+        text_reply("Left it alone."),
+    )
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("do it\n")
+    terminal.expect("? 'bash' runs a command")
+    terminal.expect("  $ touch hacked")
+    terminal.expect(f"  in {tmp_path.resolve()}")
+    terminal.expect(ASK_PROMPT)
+    terminal.type("maybe\n")  # not an answer: asked again
+    terminal.expect("answer y (allow once)")
+    terminal.expect(ASK_PROMPT)
+    terminal.type("n\n")
+    terminal.expect("reason (optional): ")
+    terminal.type("not in my repo\n")
+    terminal.expect("✗ bash")
+    terminal.expect("Left it alone.")
+    terminal.expect("> ")
+    terminal.type("/quit\n")
+
+    assert terminal.wait() == 0
+    assert not (tmp_path / "hacked").exists()
+    [rejection] = tool_messages(fake_openai, 1)
+    assert "the user rejected this call: not in my repo" in rejection
+
+
+def test_ctrl_c_at_the_question_rejects_and_aborts(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(write_call("new.txt", "data\n"))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("write it\n")
+    terminal.expect(ASK_PROMPT)
+    terminal.type("\x03")
+    terminal.expect("✗ rejected; aborting")
+    terminal.expect("✗ aborted")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert not (tmp_path / "new.txt").exists()
+    assert len(fake_openai.requests) == 1
+
+
+def test_a_question_the_server_stops_waiting_for_is_dropped(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    config = tmp_path / "tiller.toml"
+    config.write_text("[permissions]\ntimeout = 1\n")  # passed through with --config
+    fake_openai.enqueue(write_call("new.txt", "data\n"), text_reply("No answer, then."))
+    terminal = terminal_factory(fake_openai, "--config", str(config))
+    terminal.expect("> ")
+    terminal.type("write it\n")
+    terminal.expect(ASK_PROMPT)
+    terminal.expect("✗ the server stopped waiting for an answer")
+    terminal.expect("No answer, then.")
+    terminal.expect("> ")
+    fake_openai.enqueue(text_reply("A new run."))
+    terminal.type("y\n")  # too late for the question: an ordinary prompt now
+    terminal.expect("A new run.")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert not (tmp_path / "new.txt").exists()
+    assert fake_openai.requests[2]["messages"][-1] == {"role": "user", "content": "y"}
+
+
+def test_print_mode_never_asks(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(write_call("out.txt", "done\n"), text_reply("Wrote it."))
+    done = run_chat(fake_openai, tmp_path, "-p", "write the file")
+
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out.txt").read_text() == "done\n"  # auto: nobody to ask
+    assert "Allow?" not in done.stdout + done.stderr
+
+
+def test_print_mode_with_a_permission_mode_denies(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(write_call("out.txt", "done\n"), text_reply("Could not."))
+    done = run_chat(fake_openai, tmp_path, "-p", "write the file", "--permission-mode", "readonly")
+
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "out.txt").exists()
+    assert "Allow?" not in done.stdout + done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming, and the options passed to the server
+
+
+def test_resume_shows_the_history_and_continues_it(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(text_reply("First answer,\nover two lines."))
+    assert run_chat(fake_openai, tmp_path, "-p", "remember the word kiwi").returncode == 0
+    fake_openai.enqueue(text_reply("The word was kiwi."))
+    terminal = terminal_factory(fake_openai, "--resume")
+    terminal.expect("> remember the word kiwi")
+    terminal.expect("First answer,")
+    terminal.expect("over two lines.")
+    terminal.expect("↻ resumed session")
+    terminal.expect("2 messages")
+    terminal.expect("> ")
+    terminal.type("which word?\n")
+    terminal.expect("The word was kiwi.")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert roles(fake_openai.requests[1]) == ["system", "user", "assistant", "user"]
+
+
+def test_resume_with_nothing_saved_fails(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    done = run_chat(fake_openai, tmp_path, "--resume", "-p", "hi")
+
+    assert done.returncode == 1
+    assert f"no saved session to resume in {tmp_path}" in done.stderr
+
+
+def test_server_options_are_passed_through() -> None:
+    options = build_parser().parse_args([
+        "--config", "c.toml", "--thinking", "high", "--permission-mode", "acceptEdits",
+        "--max-turns", "7", "--session-dir", "s", "--no-session", "--model", "m",
+    ])
+
+    assert server_args(options) == [
+        "--model", "m", "--config", "c.toml", "--thinking", "high",
+        "--permission-mode", "acceptEdits", "--max-turns", "7", "--session-dir", "s",
+        "--no-session",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
 # The renderer, in-process
 
 
@@ -336,3 +519,15 @@ def test_a_failing_tool_and_the_usage_line() -> None:
 
     assert out.getvalue() == '⚙ read {"path": "x"}\n✗ read\n  no such file: x\n'
     assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"
+
+
+def test_a_permission_question_colours_its_diff() -> None:
+    out = FakeTerminal()
+    renderer = Renderer(out, io.StringIO(), {})
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n"
+    renderer.permission({"reason": "'write' changes x", "toolName": "write",
+                         "preview": {"kind": "diff", "path": "x", "diff": diff}})
+
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "\x1b[1;33m? 'write' changes x\x1b[0m"
+    assert lines[4:] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]

@@ -1,245 +1,66 @@
 """``tiller chat``: talk to the agent from a terminal.
 
-It spawns a server (``python -m tiller`` with the pass-through options ``--provider``,
-``--model``, ``--base-url`` and ``--cwd``) in a session of its own, so that a Ctrl-C typed in the
-terminal reaches only this process, and drives it with ``TillerClient``. Three modes:
+It spawns a server (``python -m tiller`` with the pass-through options: ``--provider``,
+``--model``, ``--base-url``, ``--cwd``, ``--config``, ``--thinking``, ``--permission-mode``,
+``--max-turns``, ``--session-dir``, ``--no-session``) in a session of its own, so that a Ctrl-C
+typed in the terminal reaches only this process, and drives it with ``TillerClient``. Modes:
 
 * interactive (stdin is a terminal, no ``-p``): ``> `` reads lines. A line typed while the agent
   runs steers it (agent/steer); a line starting with ``>>`` is queued for after it
   (agent/followUp); Ctrl-C aborts the run. At the prompt, Ctrl-C, Ctrl-D or ``/quit`` exits.
+  It declares the ``permissions`` capability, so the server's default mode is ``ask``: a tool
+  call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
+  ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
+  Nobody can be asked, so the server's default mode is ``auto``.
 * ``--json`` (one-shot only): each event's params as one JSON line, then ``{"type": "result"}``.
 
-Layers: ``Renderer`` and ``JsonRenderer`` turn events into output and know nothing of input;
-``Connection`` owns the server, the session and the task feeding events to a renderer;
-``OneShot`` and ``Repl`` are the two ways of driving it; ``main`` parses the command line.
+Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat_render``) turn events into output and
+know nothing of input; ``Connection`` owns the server, the session and the task feeding events
+to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving it; ``PermissionPrompt``
+(``tiller.chat_render`` too) answers the server's questions from the Repl's input; ``main``
+parses the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
 import math
 import os
-import shutil
 import signal
 import sys
-import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TextIO
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tiller import __version__
+from tiller.chat_render import (
+    OK_STOPS,
+    Event,
+    JsonRenderer,
+    Lines,
+    PermissionPrompt,
+    Renderer,
+    terminal_lines,
+)
 from tiller.client import RpcError, TillerClient
+from tiller.config import THINKING_LEVELS
 from tiller.errors import ProviderNotConfiguredError
+from tiller.permissions import PERMISSION_MODES
 from tiller.protocol import EVENT_METHOD
 from tiller.transport import Framing
 
 __all__ = ["Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main"]
 
-Event = dict[str, Any]
-Lines = MemoryObjectReceiveStream[str | None]
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
-OK_STOPS = frozenset({"stop", "toolUse", "length"})
-STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit"}
 CONFIG_ERROR_CODES = frozenset({ProviderNotConfiguredError.code})
+UNKNOWN_SESSION = -32013
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})
-RESULT_LINES = 6  # lines of a tool's result shown under its ✓/✗ line
-ARGS_CHARS = 200  # longest tool-argument JSON shown on a ⚙ line
-
-# ---------------------------------------------------------------------------------------------
-# Output
-
-
-class Style:
-    """ANSI styling for one stream: on only if it is a terminal and NO_COLOR is not set."""
-
-    CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33"}
-
-    def __init__(self, stream: TextIO, env: Mapping[str, str]) -> None:
-        self.enabled = stream.isatty() and not env.get("NO_COLOR")
-
-    def __call__(self, text: str, *styles: str) -> str:
-        if not self.enabled or not styles:
-            return text
-        return f"\x1b[{';'.join(self.CODES[s] for s in styles)}m{text}\x1b[0m"
-
-
-class Renderer:
-    """Renders events for a person. The transcript (text, thinking, tools) goes to ``out``;
-    status (errors, aborts, usage) to ``err``, so ``-p ... > answer.txt`` keeps only the answer.
-    On a terminal (``live``) a running tool's latest output line is shown on a status line."""
-
-    def __init__(self, out: TextIO, err: TextIO, env: Mapping[str, str]) -> None:
-        self.out, self.err = out, err
-        self.style, self.err_style = Style(out, env), Style(err, env)
-        self.live = out.isatty() and env.get("TERM") != "dumb"
-        self.block: str | None = None  # "text" or "thinking" while one streams
-        self.at_line_start = True
-        self.status_shown = False
-        self.prompt_open = False
-
-    def handle(self, event: Event) -> None:
-        handler = getattr(self, f"_on_{event.get('type')}", None)
-        if handler is not None:
-            handler(event)
-
-    def result(self, fields: Mapping[str, Any]) -> None:
-        """Nothing to add: ``agent_end`` was rendered already."""
-
-    def prompt(self) -> None:
-        self._end_line()
-        self.out.write(self.style("> ", "bold"))
-        self.out.flush()
-        self.at_line_start = self.prompt_open = True
-
-    def echo_prompt(self, text: str) -> None:
-        self._line(self.style("> ", "bold") + text)
-
-    def input_received(self) -> None:
-        """The person pressed Enter: the terminal's cursor is at the start of a line."""
-        self.at_line_start, self.prompt_open = True, False
-
-    def notice(self, text: str) -> None:
-        self._report(text, "dim")
-
-    def error(self, message: str) -> None:
-        self._report(f"✗ {message}", "red")
-
-    def close(self) -> None:
-        if self.prompt_open:
-            self.out.write("\n")
-        self._clear_status()
-        self.out.flush()
-
-    # ------------------------------------------------------------------ events
-
-    def _on_message_update(self, event: Event) -> None:
-        kind, delta = event.get("kind"), event.get("delta") or ""
-        if kind not in ("text", "thinking") or not delta:
-            return
-        if self.block != kind:
-            self._end_line()
-            self.block = kind
-        self._write(self.style(delta, "dim") if kind == "thinking" else delta, delta)
-
-    def _on_message_end(self, event: Event) -> None:
-        if event.get("message", {}).get("role") == "assistant":
-            self._end_line()
-            self.block = None
-
-    def _on_tool_execution_start(self, event: Event) -> None:
-        args = _clip(json.dumps(event.get("args") or {}, ensure_ascii=False), ARGS_CHARS)
-        self._line(f"{self.style('⚙ ' + event['toolName'], 'bold')} {self.style(args, 'dim')}")
-
-    def _on_tool_execution_update(self, event: Event) -> None:
-        lines = _text_of(event.get("partialResult")).rstrip().splitlines()
-        if not self.live or not lines:
-            return
-        self._clear_status()
-        self._end_line()
-        status = _clip(f"  … {lines[-1].strip()}", _columns() - 1)
-        self.out.write(self.style(status, "dim"))
-        self.out.flush()
-        self.status_shown = True
-
-    def _on_tool_execution_end(self, event: Event) -> None:
-        failed = bool(event.get("isError"))
-        mark = self.style("✗", "red") if failed else self.style("✓", "green")
-        self._line(f"{mark} {event['toolName']}")
-        lines = _text_of(event.get("result") or {}).rstrip().splitlines()
-        width = _columns() - 1
-        for line in lines[:RESULT_LINES]:
-            self._line(self.style(_clip("  " + line, width), "dim"))
-        if len(lines) > RESULT_LINES:
-            self._line(self.style(f"  … {len(lines) - RESULT_LINES} more lines", "dim"))
-
-    def _on_agent_end(self, event: Event) -> None:
-        reason, message = str(event.get("stopReason")), event.get("errorMessage")
-        if reason not in OK_STOPS:
-            label = STOP_LABELS.get(reason, reason)
-            self.error(f"{label}: {message}" if message else label)
-        elif reason == "length":
-            self._report("⚠ the reply was cut off at the output token limit", "yellow")
-        usage = event.get("usage") or {}
-        line = f"↳ {usage.get('inputTokens', 0):,} in · {usage.get('outputTokens', 0):,} out"
-        if usage.get("cacheReadTokens"):
-            line += f" · {usage['cacheReadTokens']:,} cached"
-        self._report(line, "dim")
-
-    # ------------------------------------------------------------------ writing
-
-    def _write(self, styled: str, plain: str) -> None:
-        self._clear_status()
-        self.out.write(styled)
-        self.out.flush()
-        if plain:
-            self.at_line_start = plain.endswith("\n")
-
-    def _line(self, styled: str) -> None:
-        self._end_line()
-        self._write(styled + "\n", "\n")
-
-    def _end_line(self) -> None:
-        if not self.at_line_start:
-            self._write("\n", "\n")
-
-    def _clear_status(self) -> None:
-        if self.status_shown:
-            self.status_shown = False
-            self.out.write("\r\x1b[2K")
-
-    def _report(self, text: str, *styles: str) -> None:
-        self._clear_status()
-        self._end_line()
-        self.err.write(self.err_style(text, *styles) + "\n")
-        self.err.flush()
-
-
-class JsonRenderer:
-    """``--json``: each event's params as one JSON line, then one ``{"type": "result"}`` line."""
-
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-
-    def handle(self, event: Event) -> None:
-        self._emit(event)
-
-    def result(self, fields: Mapping[str, Any]) -> None:
-        self._emit({"type": "result", **fields})
-
-    def _emit(self, value: Mapping[str, Any]) -> None:
-        self.out.write(json.dumps(value, ensure_ascii=False) + "\n")
-        self.out.flush()
-
-
-def _clip(text: str, width: int) -> str:
-    width = max(width, 8)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _columns() -> int:
-    return shutil.get_terminal_size((100, 24)).columns
-
-
-def _text_of(result: Any) -> str:
-    """The text of a tool result (``content`` blocks), or of a partial one (bash sends
-    ``{"output": ...}``)."""
-    if not isinstance(result, dict):
-        return result if isinstance(result, str) else ""
-    if isinstance(result.get("output"), str):
-        return str(result["output"])
-    blocks = result.get("content") or []
-    return "".join(b.get("text", "") if b.get("type") == "text" else "[image]" for b in blocks)
-
 
 # ---------------------------------------------------------------------------------------------
 # The server
@@ -279,19 +100,40 @@ class Connection:
             finally:
                 tg.cancel_scope.cancel()
 
-    async def start_session(self) -> None:
-        """Initialize and create the session: a missing API key fails here (-32014)."""
-        info = {"name": "tiller-chat", "version": __version__}
-        await self.call("initialize", {"clientInfo": info})
-        self.session_id = (await self.call("session/new", {}))["sessionId"]
+    async def start_session(
+        self, *, ask: bool = False, resume: str | None = None, cwd: str | None = None
+    ) -> dict[str, Any] | None:
+        """Initialize (declaring ``permissions`` if ``ask``: the Repl answers them), then create
+        the session (a missing API key fails here, -32014), or with ``resume`` load a saved one:
+        that id, or with "" the latest of workspace ``cwd`` (an absolute path). Returns what
+        session/load returned, None for a new session."""
+        params: dict[str, Any] = {"clientInfo": {"name": "tiller-chat", "version": __version__}}
+        if ask:
+            params["capabilities"] = {"permissions": True}
+        await self.call("initialize", params)
+        if resume is None:
+            self.session_id = (await self.call("session/new", {}))["sessionId"]
+            return None
+        if not resume:
+            listed = await self.call("session/list", {"cwd": cwd, "limit": 1})
+            if not listed["sessions"]:
+                raise RpcError(UNKNOWN_SESSION, f"no saved session to resume in {cwd}")
+            resume = str(listed["sessions"][0]["sessionId"])
+        loaded: dict[str, Any] = await self.call("session/load", {"sessionId": resume})
+        self.session_id = loaded["sessionId"]
+        return loaded
 
     async def run(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """agent/prompt or agent/continue: the result, once every event of the run is handled."""
         result: dict[str, Any] = await self.call(method, params)
-        target = len(self.client.received)
-        while self.handled < target and not self.closed.is_set():
-            await self._progress.wait()
+        await self.caught_up(len(self.client.received))
         return result
+
+    async def caught_up(self, count: int) -> None:
+        """Wait until the first ``count`` received messages were handed on (or the server is
+        gone), so that what follows is shown after them."""
+        while self.handled < count and not self.closed.is_set():
+            await self._progress.wait()
 
     async def abort(self) -> None:
         """Abort the active run; no error if it has just ended, or the server has gone."""
@@ -315,6 +157,45 @@ class Connection:
         with anyio.move_on_after(5):
             await self.client.process.wait()
         raise ServerExited(self.client.process.returncode)
+
+    def answer_requests(
+        self, method: str, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> None:
+        """Answer the server's ``method`` requests with ``handler``, each called once the events
+        sent before the request were handed on, and cancelled if the server sends
+        ``$/cancelRequest`` for it (it stopped waiting: the answer would be ignored)."""
+
+        async def answer(params: dict[str, Any]) -> dict[str, Any] | None:
+            msg_id, index = self._request_of(params)
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._cancel_on_withdrawal, msg_id, index, scope)
+                    await self.caught_up(index)
+                    result = await handler(params)
+                    tg.cancel_scope.cancel()
+                    return result
+            return None
+
+        self.client.on_request(method, answer)
+
+    def _request_of(self, params: Any) -> tuple[Any, int]:
+        """The id and the index in ``received`` of the request that carried ``params``."""
+        received = self.client.received
+        for index in range(len(received) - 1, -1, -1):
+            if received[index].get("params") is params:
+                return received[index].get("id"), index
+        return None, len(received)
+
+    async def _cancel_on_withdrawal(
+        self, msg_id: Any, start: int, scope: anyio.CancelScope
+    ) -> None:
+        def withdraws(message: dict[str, Any]) -> bool:
+            params = message.get("params") or {}
+            return message.get("method") == "$/cancelRequest" and params.get("id") == msg_id
+
+        with suppress(EOFError):  # the server is gone: nobody waits for the answer either
+            await self.client.wait_for(withdraws, start=start, timeout=math.inf)
+        scope.cancel()
 
     async def _pump(self) -> None:
         """Hand each event on, in order; at the server's end of output, fail pending calls."""
@@ -371,10 +252,18 @@ class OneShot:
 class Repl:
     """The interactive loop over ``lines`` (None at end of input). A line starts a run when the
     agent is idle; while it runs, a line steers it and ``>>`` queues a follow-up. Lines queued
-    too late for the run they were meant for are delivered by agent/continue."""
+    too late for the run they were meant for are delivered by agent/continue. While a
+    permission question waits, the next line is its answer instead."""
 
-    def __init__(self, connection: Connection, renderer: Renderer, lines: Lines) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        renderer: Renderer,
+        lines: Lines,
+        permissions: PermissionPrompt,
+    ) -> None:
         self.connection, self.renderer, self.lines = connection, renderer, lines
+        self.permissions = permissions
         self.running: anyio.Event | None = None  # set when the active run ends
         self.aborting = False
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"
@@ -397,18 +286,22 @@ class Repl:
         return EXIT_OK
 
     async def interrupt(self) -> None:
-        """Ctrl-C: abort the run; at the prompt (or a second time) quit."""
+        """Ctrl-C: abort the run (rejecting the question asked, if any); at the prompt (or a
+        second time) quit."""
         if self.running is None or self.aborting:
             self.scope.cancel()
             return
         self.aborting = True
-        self.renderer.notice("✗ aborting (Ctrl-C again to quit)")
+        rejected = "rejected; " if self.permissions.interrupt() else ""
+        self.renderer.notice(f"✗ {rejected}aborting (Ctrl-C again to quit)")
         await self.connection.abort()
 
     async def _read(self, tg: TaskGroup) -> None:
         """Handle lines until a quit; at end of input, let the active run finish first."""
         try:
             async for line in self.lines:
+                if self.permissions.take(line):
+                    continue
                 if line is None:
                     if self.running is not None:
                         await self.running.wait()
@@ -484,41 +377,6 @@ class Repl:
             self.renderer.prompt()
 
 
-@asynccontextmanager
-async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
-    """Lines typed on ``fd``, then None at end of input. A daemon thread reads them, so a read
-    still blocked when we exit holds nothing up."""
-    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
-    token = anyio.lowlevel.current_token()
-
-    def deliver(item: str | None) -> bool:
-        try:
-            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
-        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False  # we are exiting
-        return True
-
-    def read_lines() -> None:
-        pending = b""
-        while True:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                data = b""
-            if not data:
-                if pending:
-                    deliver(pending.decode(errors="replace"))
-                deliver(None)
-                return
-            *lines, pending = (pending + data).split(b"\n")
-            if not all(deliver(line.decode(errors="replace")) for line in lines):
-                return
-
-    threading.Thread(target=read_lines, name="tiller-chat-input", daemon=True).start()
-    with receive:
-        yield receive
-
-
 async def _interruptible(
     mode: OneShot | Repl, signals: AsyncIterator[int], body: Awaitable[int]
 ) -> int:
@@ -551,19 +409,36 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
         async with Connection.open(server_args(options), sink.handle) as connection:
             try:
-                await connection.start_session()
-                if one_shot is not None:
-                    once = OneShot(connection, sink)
-                    return await _interruptible(once, signals, once.run(one_shot))
-                assert isinstance(sink, Renderer)
-                async with terminal_lines() as lines:
-                    repl = Repl(connection, sink, lines)
-                    return await _interruptible(repl, signals, repl.run(options.prompt))
+                if one_shot is None:
+                    assert isinstance(sink, Renderer)
+                    return await _interactive(connection, sink, signals, options)
+                await connection.start_session(resume=options.resume, cwd=workspace(options))
+                once = OneShot(connection, sink)
+                return await _interruptible(once, signals, once.run(one_shot))
             except RpcError as exc:
                 status = EXIT_CONFIG if exc.code in CONFIG_ERROR_CODES else EXIT_FAILED
                 return _fail(sink, exc.message, status, exc.code)
             except ServerExited as exc:
                 return _fail(sink, str(exc), EXIT_CONFIG if exc.code == 2 else EXIT_FAILED)
+
+
+async def _interactive(
+    connection: Connection,
+    renderer: Renderer,
+    signals: AsyncIterator[int],
+    options: argparse.Namespace,
+) -> int:
+    """The Repl, answering permission questions; a resumed session's history is shown first."""
+    permissions = PermissionPrompt(renderer)
+    connection.answer_requests("client/requestPermission", permissions.ask)
+    loaded = await connection.start_session(
+        ask=True, resume=options.resume, cwd=workspace(options)
+    )
+    if loaded is not None:
+        renderer.resumed(loaded)
+    async with terminal_lines() as lines:
+        repl = Repl(connection, renderer, lines, permissions)
+        return await _interruptible(repl, signals, repl.run(options.prompt))
 
 
 def _fail(sink: Renderer | JsonRenderer, message: str, status: int, code: int | None = None) -> int:
@@ -582,6 +457,7 @@ interactive keys:
   a line while the agent works   steer it (delivered after the running tools)
   >> a line                      queue it as a follow-up, for when the agent would stop
   Ctrl-C                         abort the run; at the prompt, quit
+  y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
   Ctrl-D or /quit                quit
 
 exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""
@@ -599,21 +475,40 @@ def build_parser() -> argparse.ArgumentParser:
     add("prompt", nargs="?", metavar="PROMPT", help="the first message")
     add("-p", "--print", dest="once", metavar="PROMPT", help="run PROMPT once, print, exit")
     add("--json", action="store_true", help="with -p or piped stdin: events as JSON lines")
+    add("--resume", nargs="?", const="", metavar="SESSION_ID",
+        help="continue a saved session: SESSION_ID, or the workspace's latest")
     server = parser.add_argument_group("server options (passed to tiller)").add_argument
     server("--provider", help="model provider (default: openai)")
     server("--model", help="model name")
     server("--base-url", help="provider base URL, e.g. a local server's")
     server("--cwd", help="workspace root (default: the current directory)")
+    server("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
+    server("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
+    server("--permission-mode", choices=PERMISSION_MODES,
+           help="default: ask when interactive, auto with -p or piped stdin")
+    server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
+    server("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
+    server("--no-session", action="store_true", help="keep sessions in memory only")
     return parser
 
 
+SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",
+                  "permission_mode", "max_turns", "session_dir")
+
+
 def server_args(options: argparse.Namespace) -> list[str]:
+    """The server's command line: the pass-through options that were given."""
     args = []
-    for name in ("provider", "model", "base_url", "cwd"):
+    for name in SERVER_OPTIONS:
         value = getattr(options, name)
         if value is not None:
-            args += ["--" + name.replace("_", "-"), value]
-    return args
+            args += ["--" + name.replace("_", "-"), str(value)]
+    return [*args, "--no-session"] if options.no_session else args
+
+
+def workspace(options: argparse.Namespace) -> str:
+    """The workspace root as an absolute path (the server's cwd is this process's)."""
+    return os.path.abspath(os.path.expanduser(options.cwd or "."))
 
 
 def one_shot_prompt(options: argparse.Namespace, stdin: TextIO) -> str | None:

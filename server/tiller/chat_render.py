@@ -1,0 +1,435 @@
+"""The terminal side of ``tiller chat``: what it shows, and the lines it reads.
+
+``Renderer`` is for a person: the transcript (text, thinking, tools, questions) goes to ``out``,
+status (errors, aborts, usage) to ``err``, styled only on a terminal without NO_COLOR.
+``JsonRenderer`` is ``--json``: each event as one JSON line. ``terminal_lines`` reads typed
+lines; ``PermissionPrompt`` asks permission questions with a Renderer and takes their answers
+from those lines. None of them speaks JSON-RPC: ``tiller.chat`` does, and decides what to show.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import threading
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+__all__ = [
+    "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
+    "terminal_lines",
+]
+
+Event = dict[str, Any]
+Lines = MemoryObjectReceiveStream[str | None]
+OK_STOPS = frozenset({"stop", "toolUse", "length"})
+STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit"}
+RESULT_LINES = 6  # lines of a tool's result shown under its ✓/✗ line
+ARGS_CHARS = 200  # longest tool-argument JSON shown on a ⚙ line
+DIFF_LINES = 80  # lines of a permission question's diff shown before "… N more lines"
+HISTORY_LINES = 3  # lines of each resumed message shown
+ASK_PROMPT = "Allow? [y]es / [a]lways / [n]o / ne[v]er "
+ANSWERS = {
+    "y": "allowOnce", "yes": "allowOnce", "a": "allowAlways", "always": "allowAlways",
+    "n": "rejectOnce", "no": "rejectOnce", "v": "rejectAlways", "never": "rejectAlways",
+}
+
+
+class Style:
+    """ANSI styling for one stream: on only if it is a terminal and NO_COLOR is not set."""
+
+    CODES = {"dim": "2", "bold": "1", "red": "31", "green": "32", "yellow": "33", "cyan": "36"}
+
+    def __init__(self, stream: TextIO, env: Mapping[str, str]) -> None:
+        self.enabled = stream.isatty() and not env.get("NO_COLOR")
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.enabled or not styles:
+            return text
+        return f"\x1b[{';'.join(self.CODES[s] for s in styles)}m{text}\x1b[0m"
+
+
+class Renderer:
+    """Renders events for a person. The transcript (text, thinking, tools) goes to ``out``;
+    status (errors, aborts, usage) to ``err``, so ``-p ... > answer.txt`` keeps only the answer.
+    On a terminal (``live``) a running tool's latest output line is shown on a status line."""
+
+    def __init__(self, out: TextIO, err: TextIO, env: Mapping[str, str]) -> None:
+        self.out, self.err = out, err
+        self.style, self.err_style = Style(out, env), Style(err, env)
+        self.live = out.isatty() and env.get("TERM") != "dumb"
+        self.block: str | None = None  # "text" or "thinking" while one streams
+        self.at_line_start = True
+        self.status_shown = False
+        self.prompt_open = False  # "> " or a question waits for a typed line
+
+    def handle(self, event: Event) -> None:
+        handler = getattr(self, f"_on_{event.get('type')}", None)
+        if handler is not None:
+            handler(event)
+
+    def result(self, fields: Mapping[str, Any]) -> None:
+        """Nothing to add: ``agent_end`` was rendered already."""
+
+    def prompt(self) -> None:
+        self._end_line()
+        self.out.write(self.style("> ", "bold"))
+        self.out.flush()
+        self.at_line_start = self.prompt_open = True
+
+    def echo_prompt(self, text: str) -> None:
+        self._line(self.style("> ", "bold") + text)
+
+    def input_received(self) -> None:
+        """The person pressed Enter: the terminal's cursor is at the start of a line."""
+        self.at_line_start, self.prompt_open = True, False
+
+    def notice(self, text: str) -> None:
+        self._report(text, "dim")
+
+    def error(self, message: str) -> None:
+        self._report(f"✗ {message}", "red")
+
+    def close(self) -> None:
+        if self.prompt_open:
+            self.out.write("\n")
+        self._clear_status()
+        self.out.flush()
+
+    # ------------------------------------------------------------------ questions, history
+
+    def permission(self, params: Mapping[str, Any]) -> None:
+        """The body of a ``client/requestPermission`` question: its reason, then its preview
+        (a diff coloured +/-, a command and its cwd, or a path)."""
+        reason = params.get("reason") or f"{params.get('toolName')} needs permission"
+        self._line(self.style(f"? {reason}", "bold", "yellow"))
+        for line in self._preview(params.get("preview") or {}, params.get("args")):
+            self._line(line)
+
+    def ask(self, question: str) -> None:
+        """Show ``question`` with the cursor after it, waiting for a typed line."""
+        self._clear_status()
+        self._end_line()
+        self.out.write(self.style(question, "bold"))
+        self.out.flush()
+        self.at_line_start, self.prompt_open = False, True
+
+    def question_dropped(self) -> None:
+        """The question on screen will get no typed answer: the next output starts a line."""
+        self.prompt_open = False
+
+    def resumed(self, loaded: Mapping[str, Any]) -> None:
+        """A resumed session (a session/load result): its history, then a summary line."""
+        self.history(loaded.get("messages") or [])
+        queued = loaded.get("pendingSteering", 0) + loaded.get("pendingFollowUp", 0)
+        waiting = f" · {queued} queued for the next run" if queued else ""
+        count = len(loaded.get("messages") or [])
+        self.notice(f"↻ resumed session {loaded.get('sessionId')} · {count} messages{waiting}")
+
+    def history(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """A conversation, compactly: each message's first lines, a line per tool call and per
+        result."""
+        width = _columns() - 1
+        for message in messages:
+            role, content = message.get("role"), message.get("content")
+            if role == "user":
+                lines = _text_of({"content": content}).strip().splitlines() or [""]
+                self._line(self.style("> ", "bold") + _clip(lines[0], width - 2))
+                self._more(lines, 1, width)
+            elif role == "assistant":
+                self._history_reply(content if isinstance(content, list) else [], width)
+            elif role == "toolResult":
+                failed = bool(message.get("isError"))
+                mark = self.style("✗", "red") if failed else self.style("✓", "green")
+                self._line(f"{mark} {message.get('toolName')}")
+
+    def _history_reply(self, blocks: Sequence[Mapping[str, Any]], width: int) -> None:
+        for block in blocks:
+            if block.get("type") == "text":
+                lines = str(block.get("text", "")).strip().splitlines()
+                for line in lines[:HISTORY_LINES]:
+                    self._line(_clip(line, width))
+                self._more(lines, HISTORY_LINES, width)
+            elif block.get("type") == "toolCall":
+                args = json.dumps(block.get("arguments") or {}, ensure_ascii=False)
+                name = self.style("⚙ " + str(block.get("name")), "bold")
+                self._line(f"{name} {self.style(_clip(args, width // 2), 'dim')}")
+
+    def _more(self, lines: Sequence[str], shown: int, width: int) -> None:
+        if len(lines) > shown:
+            self._line(self.style(_clip(f"  … {len(lines) - shown} more lines", width), "dim"))
+
+    def _preview(self, preview: Mapping[str, Any], args: Any) -> Iterator[str]:
+        kind = preview.get("kind")
+        if kind == "diff":
+            lines = str(preview.get("diff", "")).rstrip("\n").splitlines()
+            for line in lines[:DIFF_LINES]:
+                yield "  " + self.style(line, *_diff_style(line))
+            if len(lines) > DIFF_LINES:
+                yield self.style(f"  … {len(lines) - DIFF_LINES} more lines", "dim")
+        elif kind == "command":
+            yield "  " + self.style(f"$ {preview.get('command', '')}", "bold")
+            yield self.style(f"  in {preview.get('cwd', '')}", "dim")
+        elif kind == "path":
+            yield f"  {preview.get('path', '')}"
+        else:
+            yield self.style("  " + json.dumps(args or {}, ensure_ascii=False), "dim")
+
+    # ------------------------------------------------------------------ events
+
+    def _on_message_update(self, event: Event) -> None:
+        kind, delta = event.get("kind"), event.get("delta") or ""
+        if kind not in ("text", "thinking") or not delta:
+            return
+        if self.block != kind:
+            self._end_line()
+            self.block = kind
+        self._write(self.style(delta, "dim") if kind == "thinking" else delta, delta)
+
+    def _on_message_end(self, event: Event) -> None:
+        if event.get("message", {}).get("role") == "assistant":
+            self._end_line()
+            self.block = None
+
+    def _on_tool_execution_start(self, event: Event) -> None:
+        args = _clip(json.dumps(event.get("args") or {}, ensure_ascii=False), ARGS_CHARS)
+        self._line(f"{self.style('⚙ ' + event['toolName'], 'bold')} {self.style(args, 'dim')}")
+
+    def _on_tool_execution_update(self, event: Event) -> None:
+        lines = _text_of(event.get("partialResult")).rstrip().splitlines()
+        if not self.live or not lines or self.prompt_open:
+            return  # (a status line would land in the middle of the answer being typed)
+        self._clear_status()
+        self._end_line()
+        status = _clip(f"  … {lines[-1].strip()}", _columns() - 1)
+        self.out.write(self.style(status, "dim"))
+        self.out.flush()
+        self.status_shown = True
+
+    def _on_tool_execution_end(self, event: Event) -> None:
+        failed = bool(event.get("isError"))
+        mark = self.style("✗", "red") if failed else self.style("✓", "green")
+        self._line(f"{mark} {event['toolName']}")
+        lines = _text_of(event.get("result") or {}).rstrip().splitlines()
+        width = _columns() - 1
+        for line in lines[:RESULT_LINES]:
+            self._line(self.style(_clip("  " + line, width), "dim"))
+        if len(lines) > RESULT_LINES:
+            self._line(self.style(f"  … {len(lines) - RESULT_LINES} more lines", "dim"))
+
+    def _on_agent_end(self, event: Event) -> None:
+        reason, message = str(event.get("stopReason")), event.get("errorMessage")
+        if reason not in OK_STOPS:
+            label = STOP_LABELS.get(reason, reason)
+            self.error(f"{label}: {message}" if message else label)
+        elif reason == "length":
+            self._report("⚠ the reply was cut off at the output token limit", "yellow")
+        usage = event.get("usage") or {}
+        line = f"↳ {usage.get('inputTokens', 0):,} in · {usage.get('outputTokens', 0):,} out"
+        if usage.get("cacheReadTokens"):
+            line += f" · {usage['cacheReadTokens']:,} cached"
+        self._report(line, "dim")
+
+    # ------------------------------------------------------------------ writing
+
+    def _write(self, styled: str, plain: str) -> None:
+        self._clear_status()
+        self.out.write(styled)
+        self.out.flush()
+        if plain:
+            self.at_line_start = plain.endswith("\n")
+
+    def _line(self, styled: str) -> None:
+        self._end_line()
+        self._write(styled + "\n", "\n")
+
+    def _end_line(self) -> None:
+        if not self.at_line_start:
+            self._write("\n", "\n")
+
+    def _clear_status(self) -> None:
+        if self.status_shown:
+            self.status_shown = False
+            self.out.write("\r\x1b[2K")
+
+    def _report(self, text: str, *styles: str) -> None:
+        self._clear_status()
+        self._end_line()
+        self.err.write(self.err_style(text, *styles) + "\n")
+        self.err.flush()
+
+
+class JsonRenderer:
+    """``--json``: each event's params as one JSON line, then one ``{"type": "result"}`` line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def handle(self, event: Event) -> None:
+        self._emit(event)
+
+    def result(self, fields: Mapping[str, Any]) -> None:
+        self._emit({"type": "result", **fields})
+
+    def _emit(self, value: Mapping[str, Any]) -> None:
+        self.out.write(json.dumps(value, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
+class PermissionPrompt:
+    """Permission questions at the terminal, one at a time. ``ask`` shows a
+    ``client/requestPermission``'s reason and preview, then takes the next line the chat reads
+    (handed over with ``take``) as the answer: y/a/n/v for allowOnce/allowAlways/rejectOnce/
+    rejectAlways, and for a rejection an optional reason. Ctrl-C (``interrupt``) and the end of
+    input reject. Cancelling ``ask`` (the server stopped waiting) drops the question, saying so.
+    """
+
+    def __init__(self, renderer: Renderer) -> None:
+        self.renderer = renderer
+        self.turn = anyio.Lock()  # one question on screen at a time
+        self.end_of_input = False
+        self._typed: anyio.Event | None = None  # set when the question on screen has its line
+        self._line: str | None = None  # that line; None for Ctrl-C or the end of input
+
+    def take(self, line: str | None) -> bool:
+        """Give a line read from the terminal to the question waiting for one: True if it was
+        taken, False if it is the chat's. The end of input (None) rejects what waits and what
+        comes, and is the chat's too."""
+        if line is None:
+            self.end_of_input = True
+            self._give(None)
+            return False
+        if self._typed is not None:
+            self.renderer.input_received()
+        return self._give(line)
+
+    def interrupt(self) -> bool:
+        """Ctrl-C: reject the question waiting for a line; False if none waits."""
+        return self._give(None)
+
+    async def ask(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer to one question, ``{outcome, reason?}``, once its turn has come."""
+        async with self.turn:
+            try:
+                return await self._ask(params)
+            except anyio.get_cancelled_exc_class():
+                self.renderer.notice("✗ the server stopped waiting for an answer "
+                                     "(it timed out, or the run was aborted)")
+                raise
+
+    async def _ask(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        self.renderer.permission(params)
+        while True:
+            line = await self._read_line(ASK_PROMPT)
+            if line is None:
+                if self.end_of_input:
+                    self.renderer.notice("✗ rejected: no more input")
+                return {"outcome": "rejectOnce"}
+            outcome = ANSWERS.get(line.strip().lower())
+            if outcome is not None:
+                break
+            self.renderer.notice("answer y (allow once), a (always), n (reject once) or "
+                                 "v (never); Ctrl-C rejects and aborts the run")
+        answer: dict[str, Any] = {"outcome": outcome}
+        if outcome.startswith("reject"):
+            reason = (await self._read_line("reason (optional): ") or "").strip()
+            if reason:
+                answer["reason"] = reason
+        return answer
+
+    async def _read_line(self, question: str) -> str | None:
+        """Ask ``question`` and wait for the chat to hand over the next line."""
+        if self.end_of_input:
+            return None
+        self._typed = typed = anyio.Event()
+        self.renderer.ask(question)
+        try:
+            await typed.wait()
+        finally:
+            if self._typed is typed:  # dropped unanswered
+                self._typed = None
+                self.renderer.question_dropped()
+        return self._line
+
+    def _give(self, line: str | None) -> bool:
+        typed, self._typed = self._typed, None
+        if typed is None:
+            return False
+        self._line = line
+        typed.set()
+        return True
+
+
+@asynccontextmanager
+async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
+    """Lines typed on ``fd``, then None at end of input. A daemon thread reads them, so a read
+    still blocked when we exit holds nothing up."""
+    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
+    token = anyio.lowlevel.current_token()
+
+    def deliver(item: str | None) -> bool:
+        try:
+            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False  # we are exiting
+        return True
+
+    def read_lines() -> None:
+        pending = b""
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:
+                if pending:
+                    deliver(pending.decode(errors="replace"))
+                deliver(None)
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            if not all(deliver(line.decode(errors="replace")) for line in lines):
+                return
+
+    threading.Thread(target=read_lines, name="tiller-chat-input", daemon=True).start()
+    with receive:
+        yield receive
+
+
+
+
+def _diff_style(line: str) -> tuple[str, ...]:
+    if line.startswith(("+++", "---")):
+        return ("bold",)
+    if line.startswith("@@"):
+        return ("cyan",)
+    return {"+": ("green",), "-": ("red",)}.get(line[:1], ())
+
+
+def _clip(text: str, width: int) -> str:
+    width = max(width, 8)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _columns() -> int:
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+def _text_of(result: Any) -> str:
+    """The text of a tool result (``content`` blocks), or of a partial one (bash sends
+    ``{"output": ...}``); a message's ``content`` string is its text."""
+    if not isinstance(result, dict):
+        return result if isinstance(result, str) else ""
+    if isinstance(result.get("output"), str):
+        return str(result["output"])
+    blocks = result.get("content") or []
+    if isinstance(blocks, str):
+        return blocks
+    return "".join(b.get("text", "") if b.get("type") == "text" else "[image]" for b in blocks)
