@@ -1,0 +1,169 @@
+// @ts-check
+// The chat webview's script: applies the ChatOps the extension posts (see src/chatModel.ts) to
+// the DOM and posts the user's input back. Every `html` field arrives escaped by the extension's
+// Markdown renderer; everything else is set with textContent.
+(function () {
+  /** @type {{postMessage(message: unknown): void}} */
+  // @ts-ignore acquireVsCodeApi is injected by VS Code
+  const vscode = acquireVsCodeApi();
+
+  const transcript = /** @type {HTMLElement} */ (document.getElementById('transcript'));
+  const pending = /** @type {HTMLElement} */ (document.getElementById('pending'));
+  const form = /** @type {HTMLFormElement} */ (document.getElementById('composer'));
+  const input = /** @type {HTMLTextAreaElement} */ (document.getElementById('input'));
+  const send = /** @type {HTMLButtonElement} */ (document.getElementById('send'));
+  const steer = /** @type {HTMLButtonElement} */ (document.getElementById('steer'));
+  const followUp = /** @type {HTMLButtonElement} */ (document.getElementById('followUp'));
+  const stop = /** @type {HTMLButtonElement} */ (document.getElementById('stop'));
+
+  let running = false;
+
+  /** @param {boolean} value */
+  function setRunning(value) {
+    running = value;
+    document.body.classList.toggle('running', value);
+    send.disabled = value;
+    steer.disabled = !value;
+    followUp.disabled = !value;
+    stop.disabled = !value;
+  }
+
+  /** @param {'prompt' | 'steer' | 'followUp'} kind */
+  function submit(kind) {
+    const text = input.value.trim();
+    if (!text) {
+      return;
+    }
+    vscode.postMessage({ type: 'submit', kind, text });
+    input.value = '';
+  }
+
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    submit(running ? 'steer' : 'prompt');
+  });
+  input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      submit(running ? 'steer' : 'prompt');
+    }
+  });
+  steer.addEventListener('click', () => submit('steer'));
+  followUp.addEventListener('click', () => submit('followUp'));
+  stop.addEventListener('click', () => vscode.postMessage({ type: 'abort' }));
+
+  /** Keep the view pinned to the bottom unless the user scrolled up. */
+  function atBottom() {
+    const root = document.scrollingElement || document.documentElement;
+    return root.scrollHeight - root.scrollTop - root.clientHeight < 40;
+  }
+
+  /**
+   * @param {string} id
+   * @param {string} tag
+   * @param {string} className
+   * @returns {HTMLElement}
+   */
+  function element(id, tag, className) {
+    let node = document.getElementById(`op-${id}`);
+    if (!node) {
+      node = document.createElement(tag);
+      node.id = `op-${id}`;
+      node.className = className;
+      transcript.appendChild(node);
+    }
+    return node;
+  }
+
+  /** @param {any} op */
+  function toolCard(op) {
+    const card = /** @type {HTMLDetailsElement} */ (element(op.id, 'details', 'tool'));
+    if (!card.firstChild) {
+      card.innerHTML =
+        '<summary><span class="name"></span> <span class="summary"></span>' +
+        '<span class="status"></span></summary><pre class="args"></pre><pre class="output"></pre>';
+    }
+    card.className = `tool ${op.status}`;
+    /** @param {string} selector @param {string} text */
+    const set = (selector, text) => {
+      const node = card.querySelector(selector);
+      if (node) {
+        node.textContent = text;
+      }
+    };
+    set('.name', op.name);
+    set('.summary', op.summary);
+    /** @type {Record<string, string>} */
+    const labels = { streaming: '…', running: 'running', done: 'done', error: 'error' };
+    set('.status', labels[String(op.status)] || String(op.status));
+    set('.args', op.args);
+    set('.output', op.output);
+    if (op.status === 'error') {
+      card.open = true;
+    }
+  }
+
+  /** @param {any} op */
+  function apply(op) {
+    switch (op.op) {
+      case 'clear':
+        transcript.textContent = '';
+        pending.textContent = '';
+        break;
+      case 'user':
+        element(op.id, 'div', 'message user').innerHTML = op.html;
+        break;
+      case 'block':
+        if (op.kind === 'thinking') {
+          const box = /** @type {HTMLDetailsElement} */ (element(op.id, 'details', 'thinking'));
+          box.innerHTML = `<summary>Thinking</summary>${op.html}`;
+        } else {
+          element(op.id, 'div', 'message assistant').innerHTML = op.html;
+        }
+        break;
+      case 'tool':
+        toolCard(op);
+        break;
+      case 'discard':
+        for (const id of op.ids) {
+          document.getElementById(`op-${id}`)?.remove();
+        }
+        break;
+      case 'notice': {
+        const node = document.createElement('div');
+        node.className = `notice ${op.level}`;
+        node.textContent = op.text;
+        transcript.appendChild(node);
+        break;
+      }
+      case 'state':
+        setRunning(op.running);
+        break;
+      case 'pending':
+        pending.textContent = '';
+        for (const item of op.items) {
+          const li = document.createElement('li');
+          li.textContent = `${item.kind === 'steer' ? 'Steer' : 'Follow-up'}: ${item.text}`;
+          pending.appendChild(li);
+        }
+        break;
+    }
+  }
+
+  window.addEventListener('message', (event) => {
+    const message = event.data;
+    if (!message || message.type !== 'ops' || !Array.isArray(message.ops)) {
+      return;
+    }
+    const pinned = atBottom();
+    for (const op of message.ops) {
+      apply(op);
+    }
+    if (pinned) {
+      window.scrollTo(0, document.body.scrollHeight);
+    }
+  });
+
+  setRunning(false);
+  vscode.postMessage({ type: 'ready' });
+})();

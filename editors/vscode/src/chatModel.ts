@@ -1,0 +1,282 @@
+// Turns the `agent/event` stream into operations on the chat view (ChatOp), which the webview
+// applies to its DOM. Text deltas only mark their block dirty; `flush()` re-renders the dirty
+// blocks, so the host can coalesce a burst of deltas into one update. No `vscode` import.
+
+import { renderMarkdown } from './markdown';
+import type { AgentEvent, Message, ToolResultMessage } from './protocol';
+
+export type ToolStatus = 'streaming' | 'running' | 'done' | 'error';
+export type QueueKind = 'steer' | 'followUp';
+
+/** One change to the chat view. Every `html` field is safe to assign to innerHTML. */
+export type ChatOp =
+  | { op: 'clear' }
+  | { op: 'user'; id: string; html: string }
+  | { op: 'block'; id: string; kind: 'text' | 'thinking'; html: string }
+  | {
+      op: 'tool';
+      id: string;
+      name: string;
+      summary: string;
+      args: string;
+      status: ToolStatus;
+      output: string;
+    }
+  | { op: 'discard'; ids: string[] }
+  | { op: 'notice'; level: 'info' | 'error'; text: string }
+  | { op: 'state'; running: boolean }
+  | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> };
+
+/** Tool output shown in a card is the tail, at most this many characters. */
+export const MAX_TOOL_OUTPUT = 8000;
+
+interface Block {
+  id: string;
+  kind: 'text' | 'thinking';
+  text: string;
+}
+
+interface ToolCard {
+  id: string;
+  name: string;
+  args: string;
+  parsedArgs: Record<string, unknown> | undefined;
+  status: ToolStatus;
+  output: string;
+}
+
+export class ChatModel {
+  private messageCount = 0;
+  private assistant = 0; // number of the assistant message in progress
+  private blocks = new Map<number, Block>(); // by content index, for the message in progress
+  private toolsByIndex = new Map<number, string>(); // content index -> toolCallId
+  private tools = new Map<string, ToolCard>();
+  private dirty = new Set<string>(); // block ids and tool ids
+  private pending: Array<{ kind: QueueKind; text: string }> = [];
+  running = false;
+
+  /** The ops for `event`, after the ops of whatever was still dirty (so order is kept). */
+  apply(event: AgentEvent): ChatOp[] {
+    switch (event.type) {
+      case 'message_update':
+        this.update(event);
+        return [];
+      case 'agent_start':
+        this.running = true;
+        return [...this.flush(), { op: 'state', running: true }];
+      case 'message_start':
+        return [...this.flush(), ...this.messageStart(event.message)];
+      case 'message_end':
+        return [...this.messageEnd(event.message), ...this.flush()];
+      case 'tool_execution_start': {
+        const card = this.tool(event.toolCallId, event.toolName);
+        card.args = JSON.stringify(event.args, null, 2);
+        card.parsedArgs = event.args;
+        card.status = 'running';
+        this.dirty.add(card.id);
+        return this.flush();
+      }
+      case 'tool_execution_update': {
+        const card = this.tool(event.toolCallId, event.toolName);
+        const partial = event.partialResult;
+        if (typeof partial === 'object' && partial !== null && 'output' in partial) {
+          card.output = tail(String((partial as { output: unknown }).output));
+          this.dirty.add(card.id);
+        }
+        return [];
+      }
+      case 'tool_execution_end': {
+        const card = this.tool(event.toolCallId, event.toolName);
+        card.status = event.isError ? 'error' : 'done';
+        card.output = tail(resultText(event.result));
+        this.dirty.add(card.id);
+        return this.flush();
+      }
+      case 'retry_scheduled': {
+        const ids = [...[...this.blocks.values()].map((b) => b.id), ...this.toolsByIndex.values()];
+        for (const id of ids) {
+          this.dirty.delete(id);
+          this.tools.delete(id);
+        }
+        this.blocks.clear();
+        this.toolsByIndex.clear();
+        const seconds = Math.round(event.delayMs / 100) / 10;
+        return [
+          ...(ids.length > 0 ? [{ op: 'discard', ids } as ChatOp] : []),
+          {
+            op: 'notice',
+            level: 'info',
+            text: `Retrying (${event.attempt}/${event.maxAttempts}) in ${seconds}s: ${event.errorMessage}`,
+          },
+        ];
+      }
+      case 'agent_end': {
+        const ops = this.flush();
+        if (event.stopReason === 'error') {
+          ops.push({ op: 'notice', level: 'error', text: event.errorMessage ?? 'The run failed.' });
+        } else if (event.stopReason === 'aborted') {
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped.' });
+        } else if (event.stopReason === 'maxTurns') {
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped at the turn limit.' });
+        }
+        return ops;
+      }
+      case 'agent_settled':
+        this.running = false;
+        return [...this.flush(), { op: 'state', running: false }];
+      default:
+        return this.flush();
+    }
+  }
+
+  /** Ops re-rendering every block and card changed since the last flush. */
+  flush(): ChatOp[] {
+    const ops: ChatOp[] = [];
+    for (const block of this.blocks.values()) {
+      if (this.dirty.delete(block.id)) {
+        ops.push({ op: 'block', id: block.id, kind: block.kind, html: renderMarkdown(block.text) });
+      }
+    }
+    for (const card of this.tools.values()) {
+      if (this.dirty.delete(card.id)) {
+        ops.push(toolOp(card));
+      }
+    }
+    this.dirty.clear();
+    return ops;
+  }
+
+  /** A steering or follow-up message was accepted; it shows as pending until delivered. */
+  queued(kind: QueueKind, text: string): ChatOp[] {
+    this.pending.push({ kind, text });
+    return [{ op: 'pending', items: [...this.pending] }];
+  }
+
+  /** Steering and follow-up messages accepted but not delivered yet. */
+  pendingItems(): Array<{ kind: QueueKind; text: string }> {
+    return [...this.pending];
+  }
+
+  private update(event: Extract<AgentEvent, { type: 'message_update' }>): void {
+    switch (event.kind) {
+      case 'text':
+      case 'thinking': {
+        let block = this.blocks.get(event.index);
+        if (!block) {
+          block = { id: `a${this.assistant}-${event.index}`, kind: event.kind, text: '' };
+          this.blocks.set(event.index, block);
+        }
+        block.text += event.delta;
+        this.dirty.add(block.id);
+        return;
+      }
+      case 'toolCallStart': {
+        this.toolsByIndex.set(event.index, event.toolCallId);
+        this.dirty.add(this.tool(event.toolCallId, event.toolName).id);
+        return;
+      }
+      case 'toolCallArgs': {
+        const id = this.toolsByIndex.get(event.index);
+        const card = id === undefined ? undefined : this.tools.get(id);
+        if (card && card.status === 'streaming') {
+          card.args += event.delta;
+          this.dirty.add(card.id);
+        }
+        return;
+      }
+    }
+  }
+
+  private messageStart(message: Message): ChatOp[] {
+    if (message.role === 'user') {
+      const text =
+        typeof message.content === 'string'
+          ? message.content
+          : message.content.map((c) => (c.type === 'text' ? c.text : '[image]')).join('\n');
+      const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(text) }];
+      const delivered = this.pending.findIndex((p) => p.text === text);
+      if (delivered !== -1) {
+        this.pending.splice(delivered, 1);
+        ops.push({ op: 'pending', items: [...this.pending] });
+      }
+      return ops;
+    }
+    if (message.role === 'assistant') {
+      this.assistant = ++this.messageCount;
+      this.blocks = new Map();
+      this.toolsByIndex = new Map();
+    }
+    return [];
+  }
+
+  private messageEnd(message: Message): ChatOp[] {
+    if (message.role !== 'assistant') {
+      return [];
+    }
+    // The complete message is authoritative: it replaces whatever the deltas built.
+    message.content.forEach((content, index) => {
+      if (content.type === 'text' || content.type === 'thinking') {
+        const text = content.type === 'text' ? content.text : content.thinking;
+        const block = this.blocks.get(index) ?? { id: `a${this.assistant}-${index}`, kind: content.type, text };
+        if (block.text !== text || !this.blocks.has(index)) {
+          block.text = text;
+          this.blocks.set(index, block);
+          this.dirty.add(block.id);
+        }
+      } else if (content.type === 'toolCall') {
+        const card = this.tool(content.id, content.name);
+        this.toolsByIndex.set(index, content.id);
+        if (card.status === 'streaming') {
+          card.args = JSON.stringify(content.arguments, null, 2);
+          card.parsedArgs = content.arguments;
+          this.dirty.add(card.id);
+        }
+      }
+    });
+    if (message.stopReason === 'error' && message.errorMessage) {
+      return [{ op: 'notice', level: 'error', text: message.errorMessage }];
+    }
+    return [];
+  }
+
+  private tool(id: string, name: string): ToolCard {
+    let card = this.tools.get(id);
+    if (!card) {
+      card = { id, name, args: '', parsedArgs: undefined, status: 'streaming', output: '' };
+      this.tools.set(id, card);
+    }
+    return card;
+  }
+}
+
+function toolOp(card: ToolCard): ChatOp {
+  return {
+    op: 'tool',
+    id: card.id,
+    name: card.name,
+    summary: toolSummary(card.name, card.parsedArgs),
+    args: card.args,
+    status: card.status,
+    output: card.output,
+  };
+}
+
+/** A one-line description of a tool call for its card's title. */
+export function toolSummary(name: string, args: Record<string, unknown> | undefined): string {
+  if (!args) {
+    return '';
+  }
+  const pick = name === 'bash' ? args.command : args.path;
+  const text = typeof pick === 'string' ? pick : '';
+  const line = text.split('\n')[0] ?? '';
+  return line.length > 120 ? `${line.slice(0, 119)}…` : line;
+}
+
+/** The text of a tool result's content blocks (images as a placeholder). */
+export function resultText(result: ToolResultMessage): string {
+  return result.content.map((c) => (c.type === 'text' ? c.text : `[image ${c.mimeType}]`)).join('\n');
+}
+
+function tail(text: string): string {
+  return text.length > MAX_TOOL_OUTPUT ? `…${text.slice(-MAX_TOOL_OUTPUT)}` : text;
+}

@@ -1,0 +1,88 @@
+// The "Tiller" chat webview view: renders ChatOps posted by the extension and sends the user's
+// input back. The webview's own script is media/chat.js.
+
+import { randomBytes } from 'node:crypto';
+import * as vscode from 'vscode';
+
+import type { ChatOp } from './chatModel';
+import { parseFromWebview, type SubmitKind, type ToWebview } from './messages';
+
+export type { SubmitKind } from './messages';
+
+/** What the view needs from the extension. */
+export interface ChatHost {
+  readonly onOps: vscode.Event<ChatOp[]>;
+  /** Everything needed to rebuild the view from scratch (starts with a `clear`). */
+  snapshot(): ChatOp[];
+  submit(kind: SubmitKind, text: string): Promise<void>;
+  abort(): Promise<void>;
+}
+
+export class ChatViewProvider implements vscode.WebviewViewProvider {
+  static readonly viewType = 'tiller.chat';
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly host: ChatHost,
+  ) {}
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    const media = vscode.Uri.joinPath(this.extensionUri, 'media');
+    const webview = view.webview;
+    webview.options = { enableScripts: true, localResourceRoots: [media] };
+    webview.html = this.html(webview, media);
+    const post = (message: ToWebview): void => {
+      void webview.postMessage(message);
+    };
+    const subscriptions = [
+      this.host.onOps((ops) => post({ type: 'ops', ops })),
+      webview.onDidReceiveMessage((raw: unknown) => {
+        const message = parseFromWebview(raw);
+        if (message?.type === 'ready') {
+          post({ type: 'ops', ops: this.host.snapshot() });
+        } else if (message?.type === 'submit') {
+          void this.host.submit(message.kind, message.text);
+        } else if (message?.type === 'abort') {
+          void this.host.abort();
+        }
+      }),
+    ];
+    view.onDidDispose(() => subscriptions.forEach((s) => s.dispose()));
+  }
+
+  private html(webview: vscode.Webview, media: vscode.Uri): string {
+    const nonce = randomBytes(16).toString('base64');
+    const script = webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.js'));
+    const style = webview.asWebviewUri(vscode.Uri.joinPath(media, 'chat.css'));
+    const csp = [
+      "default-src 'none'",
+      `style-src ${webview.cspSource}`,
+      `img-src ${webview.cspSource} data:`,
+      `script-src 'nonce-${nonce}'`,
+    ].join('; ');
+    return `<!DOCTYPE html>
+<html lang="en">
+<head>
+  <meta charset="UTF-8">
+  <meta http-equiv="Content-Security-Policy" content="${csp}">
+  <meta name="viewport" content="width=device-width, initial-scale=1.0">
+  <link rel="stylesheet" href="${style.toString()}">
+  <title>Tiller</title>
+</head>
+<body>
+  <main id="transcript" aria-live="polite"></main>
+  <ul id="pending"></ul>
+  <form id="composer">
+    <textarea id="input" rows="3" placeholder="Ask Tiller… (Enter sends, Shift+Enter for a new line)"></textarea>
+    <div class="buttons">
+      <button type="submit" id="send">Send</button>
+      <button type="button" id="steer" title="Change direction after the current tool calls">Steer</button>
+      <button type="button" id="followUp" title="Queue for when the agent is done">Follow-up</button>
+      <button type="button" id="stop" class="danger">Stop</button>
+    </div>
+  </form>
+  <script nonce="${nonce}" src="${script.toString()}"></script>
+</body>
+</html>`;
+  }
+}

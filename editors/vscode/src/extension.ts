@@ -1,0 +1,277 @@
+// Extension entry point: starts `tiller` on demand, feeds its events to the chat view, and
+// registers the commands. Protocol logic lives in client.ts; rendering logic in chatModel.ts.
+
+import * as os from 'node:os';
+import * as vscode from 'vscode';
+
+import { ChatModel, type ChatOp } from './chatModel';
+import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
+import { TillerClient, isRpcError, serverArgs, type ClientHandlers } from './client';
+import { ErrorCode, type AgentEvent } from './protocol';
+import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
+
+const FLUSH_MS = 40; // coalesce streamed deltas into at most ~25 view updates a second
+const HISTORY_LIMIT = 5000; // ops kept to rebuild a re-created view
+
+interface Connected {
+  client: TillerClient;
+  sessionId: string;
+}
+
+class TillerController implements ChatHost, vscode.Disposable {
+  private readonly ops = new vscode.EventEmitter<ChatOp[]>();
+  readonly onOps = this.ops.event;
+  private readonly sessionCwds = new Map<string, string>();
+  private connected: Connected | undefined;
+  private starting: Promise<Connected> | undefined;
+  private model = new ChatModel();
+  private history: ChatOp[] = [];
+  private flushTimer: NodeJS.Timeout | undefined;
+  private promptsInFlight = 0;
+  private stale = false; // settings changed: restart the server when idle
+  readonly handlers: ClientHandlers;
+
+  constructor(
+    private readonly output: vscode.OutputChannel,
+    proposed: ProposedContentProvider,
+    private readonly version: string,
+  ) {
+    this.handlers = createHandlers({ proposed, sessionCwd: (id) => this.sessionCwds.get(id) });
+  }
+
+  get busy(): boolean {
+    return this.promptsInFlight > 0 || this.model.running;
+  }
+
+  settingsChanged(): void {
+    this.stale = true;
+  }
+
+  snapshot(): ChatOp[] {
+    return [{ op: 'clear' }, ...this.history, { op: 'state', running: this.busy }];
+  }
+
+  async submit(kind: SubmitKind, raw: string): Promise<void> {
+    const text = raw.trim();
+    if (!text) {
+      return;
+    }
+    try {
+      const { client, sessionId } = await this.connect();
+      if (kind === 'prompt' || !this.busy) {
+        await this.prompt(client, sessionId, text);
+      } else {
+        const send = kind === 'steer' ? client.steer.bind(client) : client.followUp.bind(client);
+        await send({ sessionId, message: text });
+        this.post(this.model.queued(kind, text));
+      }
+    } catch (error) {
+      if (isRpcError(error, ErrorCode.AgentBusy)) {
+        this.notice('error', 'Tiller is busy: use Steer, Follow-up or Stop.');
+      } else {
+        this.notice('error', errorText(error));
+      }
+    }
+  }
+
+  async abort(): Promise<void> {
+    const connected = this.connected;
+    if (!connected) {
+      return;
+    }
+    try {
+      await connected.client.abort({ sessionId: connected.sessionId });
+    } catch (error) {
+      if (!isRpcError(error, ErrorCode.NoActiveRun)) {
+        this.notice('error', errorText(error));
+      }
+    }
+  }
+
+  async newChat(): Promise<void> {
+    if (this.busy) {
+      await this.abort();
+    }
+    this.model = new ChatModel();
+    this.history = [];
+    this.ops.fire([{ op: 'clear' }]);
+    const connected = this.connected;
+    if (connected && !this.stale) {
+      const cwd = this.sessionCwds.get(connected.sessionId);
+      const { sessionId } = await connected.client.newSession(cwd ? { cwd } : {});
+      if (cwd) {
+        this.sessionCwds.set(sessionId, cwd);
+      }
+      this.connected = { client: connected.client, sessionId };
+    }
+  }
+
+  async dispose(): Promise<void> {
+    clearTimeout(this.flushTimer);
+    const client = this.connected?.client;
+    this.connected = undefined;
+    this.ops.dispose();
+    await client?.dispose();
+  }
+
+  // ------------------------------------------------------------------------------------------
+
+  private async prompt(client: TillerClient, sessionId: string, text: string): Promise<void> {
+    this.promptsInFlight++;
+    this.post([{ op: 'state', running: true }]);
+    try {
+      await client.prompt({ sessionId, message: text });
+    } finally {
+      this.promptsInFlight--;
+      if (!this.busy) {
+        this.post([...this.model.flush(), { op: 'state', running: false }]);
+      }
+    }
+  }
+
+  private async connect(): Promise<Connected> {
+    if (this.connected && this.stale && !this.busy) {
+      const old = this.connected.client;
+      this.connected = undefined;
+      void old.dispose();
+    }
+    if (this.connected && !this.connected.client.exited) {
+      return this.connected;
+    }
+    this.starting ??= this.start().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private async start(): Promise<Connected> {
+    const config = vscode.workspace.getConfiguration('tiller');
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
+    const command = config.get<string>('path', 'tiller') || 'tiller';
+    const args = serverArgs({
+      provider: config.get<string>('provider') || undefined,
+      model: config.get<string>('model') || undefined,
+      baseUrl: config.get<string>('baseUrl') || undefined,
+      extraArgs: config.get<string[]>('extraArgs', []),
+      cwd,
+    });
+    this.stale = false;
+    this.output.appendLine(`[tiller-vscode] starting: ${command} ${args.join(' ')}`);
+    const client = TillerClient.spawn({
+      command,
+      args,
+      cwd,
+      handlers: this.handlers,
+      clientInfo: { name: 'tiller-vscode', version: this.version },
+      onStderr: (text) => this.output.append(text),
+    });
+    client.onEvent((event) => this.onEvent(client, event));
+    client.onExit((info) => {
+      const how = info.error ? info.error.message : `exit code ${String(info.code ?? info.signal)}`;
+      this.output.appendLine(`[tiller-vscode] tiller stopped (${how})`);
+      if (this.connected?.client === client) {
+        this.connected = undefined;
+        if (info.error || info.code !== 0) {
+          this.notice('error', `Tiller stopped (${how}). See the "Tiller" output for its log.`);
+        }
+        this.model.running = false;
+        this.post([{ op: 'state', running: false }]);
+      }
+    });
+    try {
+      await client.initialize();
+      const { sessionId } = await client.newSession({ cwd });
+      this.sessionCwds.set(sessionId, cwd);
+      this.connected = { client, sessionId };
+      return this.connected;
+    } catch (error) {
+      void client.dispose();
+      throw error;
+    }
+  }
+
+  private onEvent(client: TillerClient, event: AgentEvent): void {
+    if (this.connected?.client !== client || event.sessionId !== this.connected.sessionId) {
+      return;
+    }
+    const ops = this.model.apply(event);
+    if (ops.length > 0) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = undefined;
+      this.post(ops);
+    } else {
+      this.flushTimer ??= setTimeout(() => {
+        this.flushTimer = undefined;
+        this.post(this.model.flush());
+      }, FLUSH_MS);
+    }
+  }
+
+  private notice(level: 'info' | 'error', text: string): void {
+    this.post([{ op: 'notice', level, text }]);
+  }
+
+  private post(ops: ChatOp[]): void {
+    if (ops.length === 0) {
+      return;
+    }
+    this.history.push(...ops);
+    if (this.history.length > HISTORY_LIMIT) {
+      this.history = this.history.slice(-HISTORY_LIMIT);
+    }
+    this.ops.fire(ops);
+  }
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+let controller: TillerController | undefined;
+
+export function activate(context: vscode.ExtensionContext): void {
+  const output = vscode.window.createOutputChannel('Tiller');
+  const proposed = new ProposedContentProvider();
+  const version = String((context.extension.packageJSON as { version?: unknown }).version ?? '0.0.0');
+  const tiller = new TillerController(output, proposed, version);
+  controller = tiller;
+
+  const ask = async (kind: SubmitKind, prompt: string): Promise<void> => {
+    const text = await vscode.window.showInputBox({ prompt, ignoreFocusOut: true });
+    if (text) {
+      await vscode.commands.executeCommand(`${ChatViewProvider.viewType}.focus`);
+      await tiller.submit(kind, text);
+    }
+  };
+
+  context.subscriptions.push(
+    output,
+    proposed,
+    { dispose: () => void tiller.dispose() },
+    vscode.workspace.registerTextDocumentContentProvider(ProposedContentProvider.scheme, proposed),
+    vscode.window.registerWebviewViewProvider(
+      ChatViewProvider.viewType,
+      new ChatViewProvider(context.extensionUri, tiller),
+      { webviewOptions: { retainContextWhenHidden: true } },
+    ),
+    vscode.commands.registerCommand('tiller.prompt', () => ask('prompt', 'Ask Tiller')),
+    vscode.commands.registerCommand('tiller.steer', () =>
+      ask('steer', 'Steer Tiller (delivered after the current tool calls)'),
+    ),
+    vscode.commands.registerCommand('tiller.followUp', () =>
+      ask('followUp', 'Follow-up for Tiller (delivered when it is done)'),
+    ),
+    vscode.commands.registerCommand('tiller.abort', () => tiller.abort()),
+    vscode.commands.registerCommand('tiller.newChat', () => tiller.newChat()),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('tiller')) {
+        tiller.settingsChanged();
+      }
+    }),
+  );
+}
+
+export async function deactivate(): Promise<void> {
+  await controller?.dispose();
+  controller = undefined;
+}

@@ -1,0 +1,30 @@
+// Messages between the chat webview (media/chat.js) and the extension. No `vscode` import.
+
+import type { ChatOp } from './chatModel';
+
+export type SubmitKind = 'prompt' | 'steer' | 'followUp';
+
+/** Messages the webview posts to the extension. */
+export type FromWebview = { type: 'ready' } | { type: 'submit'; kind: SubmitKind; text: string } | { type: 'abort' };
+
+/** Messages the extension posts to the webview. */
+export type ToWebview = { type: 'ops'; ops: ChatOp[] };
+
+export function parseFromWebview(message: unknown): FromWebview | undefined {
+  if (typeof message !== 'object' || message === null) {
+    return undefined;
+  }
+  const m = message as Record<string, unknown>;
+  if (m.type === 'ready' || m.type === 'abort') {
+    return { type: m.type };
+  }
+  if (
+    m.type === 'submit' &&
+    typeof m.text === 'string' &&
+    (m.kind === 'prompt' || m.kind === 'steer' || m.kind === 'followUp')
+  ) {
+    return { type: 'submit', kind: m.kind, text: m.text };
+  }
+  return undefined;
+}
+

@@ -1,0 +1,126 @@
+// What a permission request would change: the proposed content of a file, computed from the
+// tool's arguments or the server's unified diff. No `vscode` import (tested under Node).
+
+import type { RequestPermissionParams } from './protocol';
+
+/**
+ * The file content the tool call would leave behind, given the `current` content ('' for a new
+ * file), or undefined when it cannot be worked out (the caller then shows the diff text).
+ * Order of preference: `write`'s `content`, the server's unified diff, `edit`'s `edits`.
+ */
+export function proposedContent(params: RequestPermissionParams, current: string): string | undefined {
+  const { args, preview } = params;
+  if (params.toolName === 'write' && typeof args.content === 'string') {
+    return args.content;
+  }
+  if (preview.kind === 'diff') {
+    const patched = applyUnifiedDiff(current, preview.diff);
+    if (patched !== undefined) {
+      return patched;
+    }
+  }
+  if (params.toolName === 'edit' && Array.isArray(args.edits)) {
+    return applyEdits(current, args.edits);
+  }
+  return undefined;
+}
+
+/** `edit`'s replacements, each matched exactly once against the original, applied together. */
+export function applyEdits(original: string, edits: unknown[]): string | undefined {
+  const spans: Array<{ start: number; end: number; text: string }> = [];
+  for (const edit of edits) {
+    if (typeof edit !== 'object' || edit === null) {
+      return undefined;
+    }
+    const { oldText, newText } = edit as { oldText?: unknown; newText?: unknown };
+    if (typeof oldText !== 'string' || typeof newText !== 'string' || oldText === '') {
+      return undefined;
+    }
+    const start = original.indexOf(oldText);
+    if (start === -1 || original.indexOf(oldText, start + 1) !== -1) {
+      return undefined;
+    }
+    spans.push({ start, end: start + oldText.length, text: newText });
+  }
+  spans.sort((a, b) => a.start - b.start);
+  let out = '';
+  let cursor = 0;
+  for (const span of spans) {
+    if (span.start < cursor) {
+      return undefined; // overlapping edits
+    }
+    out += original.slice(cursor, span.start) + span.text;
+    cursor = span.end;
+  }
+  return out + original.slice(cursor);
+}
+
+const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+
+/**
+ * Apply a unified diff (as `difflib.unified_diff` writes it, with `\ No newline at end of file`
+ * markers) to `original`. Undefined if a context or removed line does not match.
+ */
+export function applyUnifiedDiff(original: string, diff: string): string | undefined {
+  if (diff === '') {
+    return original;
+  }
+  const source = splitKeepingEnds(original);
+  const out: string[] = [];
+  let cursor = 0; // index into source
+  const diffLines = diff.split('\n');
+  let i = 0;
+  while (i < diffLines.length && !HUNK.test(diffLines[i]!)) {
+    i++; // the ---/+++ header
+  }
+  if (i === diffLines.length) {
+    return undefined;
+  }
+  while (i < diffLines.length) {
+    const hunk = HUNK.exec(diffLines[i]!);
+    if (!hunk) {
+      if (diffLines[i] === '') {
+        i++;
+        continue;
+      }
+      return undefined;
+    }
+    const oldStart = Number(hunk[1]);
+    const oldCount = hunk[2] === undefined ? 1 : Number(hunk[2]);
+    const firstIndex = oldCount === 0 ? oldStart : oldStart - 1;
+    if (firstIndex < cursor || firstIndex > source.length) {
+      return undefined;
+    }
+    out.push(...source.slice(cursor, firstIndex));
+    cursor = firstIndex;
+    i++;
+    // Each body line with its end; a following "\ No newline" marker strips the "\n".
+    while (i < diffLines.length && /^[ +\-\\]/.test(diffLines[i]!) && !HUNK.test(diffLines[i]!)) {
+      const line = diffLines[i]!;
+      if (line.startsWith('\\')) {
+        i++;
+        continue;
+      }
+      const noNewline = diffLines[i + 1]?.startsWith('\\') ?? false;
+      const text = line.slice(1) + (noNewline ? '' : '\n');
+      if (line[0] === '+') {
+        out.push(text);
+      } else {
+        if (source[cursor] !== text) {
+          return undefined;
+        }
+        if (line[0] === ' ') {
+          out.push(text);
+        }
+        cursor++;
+      }
+      i++;
+    }
+  }
+  out.push(...source.slice(cursor));
+  return out.join('');
+}
+
+function splitKeepingEnds(text: string): string[] {
+  return text.match(/[^\n]*\n|[^\n]+$/g) ?? [];
+}

@@ -1,0 +1,275 @@
+// The Tiller wire protocol (protocol.md at the repository root) as TypeScript types.
+// No runtime code and no `vscode` import: shared by the client, the chat model and the tests.
+
+export const PROTOCOL_VERSION = 1;
+
+/** JSON-RPC error codes Tiller answers with (protocol.md, "Errors"). */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  AgentBusy: -32010,
+  NoActiveRun: -32011,
+  CannotContinue: -32012,
+  UnknownSession: -32013,
+  ProviderNotConfigured: -32014,
+  /** Answered by this client to a server request for a file that does not exist. */
+  ResourceNotFound: -32002,
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+export interface TextContent {
+  type: 'text';
+  text: string;
+}
+
+export interface ImageContent {
+  type: 'image';
+  data: string;
+  mimeType: string;
+}
+
+export interface ThinkingContent {
+  type: 'thinking';
+  thinking: string;
+}
+
+export interface ToolCallContent {
+  type: 'toolCall';
+  id: string;
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  cost?: number;
+}
+
+export type AssistantStopReason = 'stop' | 'length' | 'toolUse' | 'error' | 'aborted';
+export type RunStopReason = AssistantStopReason | 'maxTurns';
+
+export interface UserMessage {
+  role: 'user';
+  content: string | Array<TextContent | ImageContent>;
+  timestamp: number;
+}
+
+export interface AssistantMessage {
+  role: 'assistant';
+  content: Array<TextContent | ThinkingContent | ToolCallContent>;
+  provider?: string;
+  model?: string;
+  usage?: Usage;
+  stopReason?: AssistantStopReason;
+  errorMessage?: string;
+  timestamp: number;
+}
+
+export interface ToolResultMessage {
+  role: 'toolResult';
+  toolCallId: string;
+  toolName: string;
+  content: Array<TextContent | ImageContent>;
+  details?: unknown;
+  isError: boolean;
+  timestamp: number;
+}
+
+export type Message = UserMessage | AssistantMessage | ToolResultMessage;
+
+// ---------------------------------------------------------------------------------------------
+// Methods (client -> server)
+
+export interface ClientCapabilities {
+  permissions: boolean;
+  fs: { readTextFile: boolean; writeTextFile: boolean };
+}
+
+export interface InitializeParams {
+  clientInfo?: { name: string; version?: string };
+  capabilities?: ClientCapabilities | Record<string, unknown>;
+}
+
+export interface InitializeResult {
+  serverInfo: { name: string; version: string };
+  protocolVersion: number;
+  capabilities: Record<string, unknown>;
+}
+
+export type PermissionMode = 'ask' | 'acceptEdits' | 'auto' | 'readonly';
+
+export interface SessionNewParams {
+  cwd?: string;
+  provider?: string;
+  model?: string;
+  systemPrompt?: string;
+  /** Default `ask` for a client that declared `permissions` (this one does). */
+  permissionMode?: PermissionMode;
+}
+
+export interface SessionNewResult {
+  sessionId: string;
+}
+
+export interface SessionParams {
+  sessionId?: string;
+}
+
+export type UserInput = string | Array<TextContent | ImageContent>;
+
+export interface PromptParams extends SessionParams {
+  message: UserInput;
+}
+
+export interface RunResult {
+  stopReason: RunStopReason;
+  errorMessage?: string;
+  usage: Usage;
+}
+
+export interface QueueParams extends SessionParams {
+  message: UserInput;
+}
+
+export interface QueueResult {
+  queued: number;
+}
+
+export type QueueMode = 'one-at-a-time' | 'all';
+
+export interface AgentState {
+  sessionId: string;
+  isRunning: boolean;
+  provider: string;
+  model: string;
+  cwd: string;
+  messageCount: number;
+  pendingSteering: number;
+  pendingFollowUp: number;
+  steeringMode: QueueMode;
+  followUpMode: QueueMode;
+  thinkingLevel: 'off' | 'low' | 'medium' | 'high';
+  permissionMode?: PermissionMode;
+  usage: Usage;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `agent/event` notification
+
+export const EVENT_METHOD = 'agent/event';
+
+interface EventBase {
+  sessionId: string;
+  seq: number;
+}
+
+export type MessageUpdateEvent = EventBase & { type: 'message_update'; index: number } & (
+    | { kind: 'text'; delta: string }
+    | { kind: 'thinking'; delta: string }
+    | { kind: 'toolCallStart'; toolCallId: string; toolName: string }
+    | { kind: 'toolCallArgs'; delta: string }
+  );
+
+export type AgentEvent =
+  | (EventBase & { type: 'agent_start' })
+  | (EventBase & { type: 'turn_start' })
+  | (EventBase & { type: 'message_start'; message: Message })
+  | (EventBase & { type: 'message_end'; message: Message })
+  | MessageUpdateEvent
+  | (EventBase & {
+      type: 'tool_execution_start';
+      toolCallId: string;
+      toolName: string;
+      args: Record<string, unknown>;
+    })
+  | (EventBase & {
+      type: 'tool_execution_update';
+      toolCallId: string;
+      toolName: string;
+      partialResult: unknown;
+    })
+  | (EventBase & {
+      type: 'tool_execution_end';
+      toolCallId: string;
+      toolName: string;
+      result: ToolResultMessage;
+      isError: boolean;
+    })
+  | (EventBase & { type: 'turn_end'; message: AssistantMessage; toolResults: ToolResultMessage[] })
+  | (EventBase & { type: 'agent_end'; stopReason: RunStopReason; errorMessage?: string; usage: Usage })
+  | (EventBase & {
+      type: 'retry_scheduled';
+      attempt: number;
+      maxAttempts: number;
+      delayMs: number;
+      errorMessage: string;
+    })
+  | (EventBase & { type: 'retry_end'; success: boolean; attempt: number })
+  | (EventBase & { type: 'agent_settled' });
+
+export type AgentEventType = AgentEvent['type'];
+
+// ---------------------------------------------------------------------------------------------
+// Requests (server -> client)
+
+export const PermissionOptions = ['allowOnce', 'allowAlways', 'rejectOnce', 'rejectAlways'] as const;
+export type PermissionOption = (typeof PermissionOptions)[number];
+
+export type PermissionPreview =
+  | { kind: 'diff'; path: string; diff: string }
+  | { kind: 'command'; command: string; cwd: string }
+  | { kind: 'path'; path: string };
+
+export interface RequestPermissionParams {
+  sessionId: string;
+  toolCallId: string;
+  toolName: string;
+  args: Record<string, unknown>;
+  /** `{kind: "diff"}`: a unified diff against the editor's buffer; `path` is absolute. */
+  preview: PermissionPreview;
+  /** Why Tiller asks, e.g. "'write' changes /home/me/project/notes.txt". */
+  reason?: string;
+  options: PermissionOption[];
+}
+
+export interface RequestPermissionResult {
+  outcome: PermissionOption;
+  /** Told to the model with a rejection ("the user rejected this call: <reason>"). */
+  reason?: string;
+}
+
+export interface ReadTextFileParams {
+  sessionId: string;
+  path: string;
+  /** 1-based first line to return. */
+  line?: number;
+  /** How many lines to return. */
+  limit?: number;
+}
+
+export interface ReadTextFileResult {
+  content: string;
+}
+
+/** Replace the file's content in the editor's buffer (undoable; saving is the user's choice). */
+export interface WriteTextFileParams {
+  sessionId: string;
+  path: string;
+  content: string;
+}
+
+export type WriteTextFileResult = Record<string, never>;
+
+export const ServerRequest = {
+  requestPermission: 'client/requestPermission',
+  readTextFile: 'client/readTextFile',
+  writeTextFile: 'client/writeTextFile',
+} as const;

@@ -1,0 +1,125 @@
+// extension.ts, chatView.ts and vscodeHandlers.ts under Node: `require('vscode')` returns the
+// fake of fakeVscode.ts, the chat webview is a fake that records what it is posted, and the
+// server is the REAL tiller against the `extension` scenario's FakeOpenAI (tests/test_vscode.py):
+// a bash call (a modal command question), a write of a new file (a diff editor, then a modal),
+// and a final Markdown answer.
+
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import type * as vscodeTypes from 'vscode';
+
+import type { ChatOp } from '../src/chatModel';
+import type { ToWebview } from '../src/messages';
+import { Uri, createFakeVscode, installFakeVscode } from './fakeVscode';
+import { e2eSkip, scenario, str, tillerCommand, waitUntil, workdir } from './support';
+
+const EXTENSION_ROOT = path.resolve(__dirname, '..', '..');
+
+function shellQuote(word: string): string {
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+test('the chat view drives tiller: prompt, permission dialogs, diff preview, undoable write', {
+  ...e2eSkip(),
+  timeout: 60_000,
+  skip: e2eSkip().skip || (process.platform === 'win32' ? 'uses a shell wrapper' : false),
+}, async () => {
+  const s = scenario('extension');
+  const ws = path.join(workdir(), 'extension-ws');
+  fs.mkdirSync(ws, { recursive: true });
+  // tiller.path is one executable; TILLER_CMD may be "python -m tiller".
+  const wrapper = path.join(workdir(), 'tiller-wrapper.sh');
+  fs.writeFileSync(wrapper, `#!/bin/sh\nexec ${tillerCommand()!.map(shellQuote).join(' ')} "$@"\n`, { mode: 0o755 });
+  process.env.XDG_CONFIG_HOME = path.join(workdir(), 'xdg-config-extension');
+
+  const { vscode, recorded } = createFakeVscode({
+    workspaceFolder: ws,
+    settings: { 'tiller.path': wrapper, 'tiller.baseUrl': s.baseUrl, 'tiller.extraArgs': ['--no-session'] },
+    answer: (_message, items) => items[0], // "Allow"
+  });
+  installFakeVscode(vscode);
+  const extension = require('../src/extension') as typeof import('../src/extension');
+  const context = {
+    subscriptions: [] as Array<{ dispose(): unknown }>,
+    extensionUri: Uri.file(EXTENSION_ROOT),
+    extension: { packageJSON: { version: '0.1.0' } },
+  };
+  extension.activate(context as unknown as vscodeTypes.ExtensionContext);
+
+  try {
+    assert.deepEqual(
+      [...recorded.commands.keys()].sort(),
+      ['tiller.abort', 'tiller.followUp', 'tiller.newChat', 'tiller.prompt', 'tiller.steer'],
+    );
+    assert.ok(recorded.contentProviders.has('tiller-proposed'));
+    const provider = recorded.views.get('tiller.chat') as vscodeTypes.WebviewViewProvider;
+    assert.ok(provider, 'the chat view is registered');
+
+    // A fake webview view.
+    const posted: ChatOp[] = [];
+    let receive: (message: unknown) => void = () => undefined;
+    const webview = {
+      options: {},
+      html: '',
+      cspSource: 'vscode-webview:',
+      asWebviewUri: (uri: Uri) => uri,
+      postMessage: async (message: ToWebview) => {
+        posted.push(...message.ops);
+        return true;
+      },
+      onDidReceiveMessage: (listener: (message: unknown) => void) => {
+        receive = listener;
+        return { dispose: () => undefined };
+      },
+    };
+    const view = { webview, onDidDispose: () => ({ dispose: () => undefined }) };
+    await provider.resolveWebviewView(view as unknown as vscodeTypes.WebviewView, {} as never, {} as never);
+    assert.match(webview.html, /Content-Security-Policy" content="default-src 'none';[^"]*script-src 'nonce-[^']+'/);
+    assert.match(webview.html, /<script nonce="[^"]+" src="[^"]*media\/chat\.js"><\/script>/);
+
+    receive({ type: 'ready' });
+    assert.deepEqual(posted[0], { op: 'clear' });
+    receive({ type: 'submit', kind: 'prompt', text: 'make the file' });
+    await waitUntil(
+      () => posted.some((op) => op.op === 'block' && op.html.includes('<strong>done</strong>')) &&
+        posted.at(-1)?.op === 'state' && (posted.at(-1) as { running: boolean }).running === false,
+      'the run to end in the view',
+      30_000,
+    );
+
+    // The view got the user's message, two finished tool cards and the rendered answer.
+    assert.ok(posted.some((op) => op.op === 'user' && op.html === '<p>make the file</p>'));
+    const cards = posted.filter((op): op is Extract<ChatOp, { op: 'tool' }> => op.op === 'tool');
+    const final = new Map(cards.map((card) => [card.name, card]));
+    assert.equal(final.get('bash')?.status, 'done');
+    assert.ok(final.get('bash')?.output.includes(str(s, 'echoed')));
+    assert.equal(final.get('write')?.status, 'done');
+    assert.equal(final.get('write')?.summary, str(s, 'file'));
+
+    // Two modal questions: the command, then the write (after its diff was opened).
+    assert.equal(recorded.modals.length, 2);
+    assert.ok(recorded.modals.every((m) => m.options.modal === true));
+    assert.deepEqual(recorded.modals[0]!.items, ['Allow', 'Always Allow', 'Reject', 'Always Reject']);
+    assert.ok(recorded.modals[0]!.options.detail?.includes(str(s, 'command')));
+    const diff = recorded.executed.find((e) => e.command === 'vscode.diff');
+    assert.ok(diff, 'vscode.diff was opened');
+    const [left, right, title] = diff.args as [Uri, Uri, string];
+    assert.equal(left.scheme, 'tiller-proposed', 'a new file diffs against an empty document');
+    assert.equal(right.scheme, 'tiller-proposed');
+    assert.equal(right.fsPath, path.join(ws, str(s, 'file')));
+    assert.deepEqual(diff.contents.slice(0, 2), ['', str(s, 'content')]);
+    assert.match(title, /proposed write/);
+
+    // The write went into an (untitled) buffer through a WorkspaceEdit; the disk is untouched.
+    assert.equal(recorded.applied.length, 1);
+    const [edit] = recorded.applied[0]!.edits;
+    assert.equal(edit?.uri.scheme, 'untitled');
+    assert.equal(edit?.uri.fsPath, path.join(ws, str(s, 'file')));
+    assert.equal(edit?.text, str(s, 'content'));
+    assert.equal(fs.existsSync(path.join(ws, str(s, 'file'))), false);
+  } finally {
+    await extension.deactivate();
+  }
+});

@@ -1,0 +1,206 @@
+// A small stand-in for the `vscode` module (VS Code cannot run on these machines): just the API
+// the extension uses, recording what it is asked to do, so extension.ts, chatView.ts and
+// vscodeHandlers.ts can be driven under Node. `installFakeVscode()` makes `require('vscode')`
+// return it.
+
+import Module = require('node:module');
+import * as path from 'node:path';
+
+type Listener<T> = (value: T) => unknown;
+
+export class EventEmitter<T> {
+  private listeners: Array<Listener<T>> = [];
+  readonly event = (listener: Listener<T>): { dispose(): void } => {
+    this.listeners.push(listener);
+    return { dispose: () => (this.listeners = this.listeners.filter((l) => l !== listener)) };
+  };
+  fire(value: T): void {
+    for (const listener of [...this.listeners]) {
+      listener(value);
+    }
+  }
+  dispose(): void {
+    this.listeners = [];
+  }
+}
+
+export class Uri {
+  private constructor(
+    readonly scheme: string,
+    readonly path: string,
+    readonly query: string,
+  ) {}
+  static file(fsPath: string): Uri {
+    return new Uri('file', path.resolve(fsPath), '');
+  }
+  static from(c: { scheme: string; path?: string; query?: string }): Uri {
+    return new Uri(c.scheme, c.path ?? '', c.query ?? '');
+  }
+  static joinPath(base: Uri, ...segments: string[]): Uri {
+    return new Uri(base.scheme, path.posix.join(base.path, ...segments), base.query);
+  }
+  get fsPath(): string {
+    return this.path;
+  }
+  with(change: { scheme?: string; path?: string; query?: string }): Uri {
+    return new Uri(change.scheme ?? this.scheme, change.path ?? this.path, change.query ?? this.query);
+  }
+  toString(): string {
+    return `${this.scheme}://${this.path}${this.query ? `?${this.query}` : ''}`;
+  }
+}
+
+export class Position {
+  constructor(
+    readonly line: number,
+    readonly character: number,
+  ) {}
+}
+
+export class Range {
+  constructor(
+    readonly start: Position,
+    readonly end: Position,
+  ) {}
+}
+
+/** A text document: `offset` positions are encoded in `character` of line 0 (enough here). */
+export class TextDocument {
+  isDirty = false;
+  constructor(
+    readonly uri: Uri,
+    public text: string,
+  ) {}
+  getText(): string {
+    return this.text;
+  }
+  positionAt(offset: number): Position {
+    return new Position(0, offset);
+  }
+}
+
+export class WorkspaceEdit {
+  readonly edits: Array<{ uri: Uri; range: Range; text: string }> = [];
+  replace(uri: Uri, range: Range, text: string): void {
+    this.edits.push({ uri, range, text });
+  }
+}
+
+export interface Recorded {
+  commands: Map<string, (...args: unknown[]) => unknown>;
+  /** Each executed command, with the content of any virtual-document URI among its args. */
+  executed: Array<{ command: string; args: unknown[]; contents: Array<string | undefined> }>;
+  modals: Array<{ message: string; options: { modal?: boolean; detail?: string }; items: string[] }>;
+  applied: WorkspaceEdit[];
+  views: Map<string, unknown>;
+  contentProviders: Map<string, { provideTextDocumentContent(uri: Uri): string }>;
+  output: string[];
+}
+
+export interface FakeVscodeOptions {
+  workspaceFolder: string;
+  settings: Record<string, unknown>;
+  /** Which button the modal permission dialog "clicks" (undefined: dismissed). */
+  answer: (message: string, items: string[]) => string | undefined;
+}
+
+export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<string, unknown>; recorded: Recorded } {
+  const recorded: Recorded = {
+    commands: new Map(),
+    executed: [],
+    modals: [],
+    applied: [],
+    views: new Map(),
+    contentProviders: new Map(),
+    output: [],
+  };
+  const textDocuments: TextDocument[] = [];
+  const disposable = { dispose: () => undefined };
+  const vscode = {
+    EventEmitter,
+    Uri,
+    Position,
+    Range,
+    WorkspaceEdit,
+    window: {
+      createOutputChannel: () => ({
+        append: (text: string) => recorded.output.push(text),
+        appendLine: (text: string) => recorded.output.push(`${text}\n`),
+        dispose: () => undefined,
+      }),
+      registerWebviewViewProvider: (id: string, provider: unknown) => {
+        recorded.views.set(id, provider);
+        return disposable;
+      },
+      showInformationMessage: async (
+        message: string,
+        modalOptions: { modal?: boolean; detail?: string },
+        ...items: string[]
+      ) => {
+        recorded.modals.push({ message, options: modalOptions, items });
+        return options.answer(message, items);
+      },
+      showTextDocument: async () => undefined,
+      showInputBox: async () => undefined,
+    },
+    commands: {
+      registerCommand: (id: string, run: (...args: unknown[]) => unknown) => {
+        recorded.commands.set(id, run);
+        return disposable;
+      },
+      executeCommand: async (command: string, ...args: unknown[]) => {
+        const contents = args.map((arg) =>
+          arg instanceof Uri ? recorded.contentProviders.get(arg.scheme)?.provideTextDocumentContent(arg) : undefined,
+        );
+        recorded.executed.push({ command, args, contents });
+        return undefined;
+      },
+    },
+    workspace: {
+      workspaceFolders: [{ uri: Uri.file(options.workspaceFolder), name: 'ws', index: 0 }],
+      textDocuments,
+      getConfiguration: (section: string) => ({
+        get: <T>(key: string, fallback?: T): T | undefined =>
+          (options.settings[`${section}.${key}`] as T | undefined) ?? fallback,
+      }),
+      onDidChangeConfiguration: () => disposable,
+      registerTextDocumentContentProvider: (
+        scheme: string,
+        provider: { provideTextDocumentContent(uri: Uri): string },
+      ) => {
+        recorded.contentProviders.set(scheme, provider);
+        return disposable;
+      },
+      asRelativePath: (p: string) => path.relative(options.workspaceFolder, p),
+      openTextDocument: async (uri: Uri) => {
+        const fs = await import('node:fs');
+        const text = uri.scheme === 'file' ? fs.readFileSync(uri.fsPath, 'utf8') : '';
+        const doc = new TextDocument(uri, text);
+        textDocuments.push(doc);
+        return doc;
+      },
+      applyEdit: async (edit: WorkspaceEdit) => {
+        recorded.applied.push(edit);
+        for (const change of edit.edits) {
+          const doc = textDocuments.find((d) => d.uri.toString() === change.uri.toString());
+          if (!doc) {
+            return false;
+          }
+          doc.text = doc.text.slice(0, change.range.start.character) + change.text + doc.text.slice(change.range.end.character);
+          doc.isDirty = true;
+        }
+        return true;
+      },
+    },
+  };
+  return { vscode, recorded };
+}
+
+/** Make `require('vscode')` return `fake` in this process. */
+export function installFakeVscode(fake: Record<string, unknown>): void {
+  const loader = Module as unknown as { _load: (request: string, ...rest: unknown[]) => unknown };
+  const original = loader._load;
+  loader._load = function (request: string, ...rest: unknown[]): unknown {
+    return request === 'vscode' ? fake : original.call(this, request, ...rest);
+  };
+}

@@ -1,0 +1,222 @@
+// Pure modules: the Markdown renderer, the chat model, the permission preview, small helpers.
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+
+import { ChatModel, MAX_TOOL_OUTPUT, type ChatOp } from '../src/chatModel';
+import { parseFromWebview } from '../src/messages';
+import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
+import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
+import { applyEdits, applyUnifiedDiff, proposedContent } from '../src/preview';
+import type { AgentEvent, RequestPermissionParams } from '../src/protocol';
+
+// ---------------------------------------------------------------------------------------------
+// Markdown
+
+test('markdown escapes every HTML character outside markup', () => {
+  assert.equal(escapeHtml(`<a href="x">'&'</a>`), '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
+  const html = renderMarkdown('<script>alert(1)</script>\n\n<img src=x onerror=alert(1)>');
+  assert.doesNotMatch(html, /<script|<img/);
+  assert.match(html, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
+});
+
+test('markdown inline: code, strong, emphasis, strikethrough, safe links only', () => {
+  assert.equal(renderInline('`<b>` and **bold** and *em* and _em_ and ~~gone~~'),
+    '<code>&lt;b&gt;</code> and <strong>bold</strong> and <em>em</em> and <em>em</em> and <del>gone</del>');
+  assert.equal(renderInline('**`code` inside**'), '<strong><code>code</code> inside</strong>');
+  assert.equal(renderInline('[docs](https://example.com/a?b=1&c="2")'),
+    '<a href="https://example.com/a?b=1&amp;c=&quot;2&quot;">docs</a>');
+  assert.equal(renderInline('[x](javascript:alert(1))'), '[x](javascript:alert(1))');
+  assert.equal(renderInline('[click](javascript:alert)'), 'click (javascript:alert)');
+  assert.equal(renderInline('snake_case_name and a * b * c'), 'snake_case_name and a * b * c');
+  assert.equal(renderInline('half **bold'), 'half **bold', 'an unclosed marker streams as text');
+});
+
+test('markdown blocks: headings, fences, lists, quotes, tables, rules', () => {
+  assert.equal(renderMarkdown('# Title\nSome *text*.'), '<h1>Title</h1>\n<p>Some <em>text</em>.</p>');
+  assert.equal(
+    renderMarkdown('```ts\nconst a = 1 < 2;\n```\nafter'),
+    '<pre><code class="language-ts">const a = 1 &lt; 2;</code></pre>\n<p>after</p>',
+  );
+  assert.equal(renderMarkdown('- a\n- b **c**'), '<ul><li>a</li><li>b <strong>c</strong></li></ul>');
+  assert.equal(renderMarkdown('3. x\n4. y'), '<ol start="3"><li>x</li><li>y</li></ol>');
+  assert.equal(renderMarkdown('> quoted\n> more'), '<blockquote><p>quoted\nmore</p></blockquote>');
+  assert.equal(renderMarkdown('---'), '<hr>');
+  assert.equal(
+    renderMarkdown('| a | b |\n|---|--:|\n| 1 | <2> |'),
+    '<table><thead><tr><th>a</th><th style="text-align:right">b</th></tr></thead>' +
+      '<tbody><tr><td>1</td><td style="text-align:right">&lt;2&gt;</td></tr></tbody></table>',
+  );
+});
+
+test('markdown renders a reply still streaming: an unclosed fence is a code block so far', () => {
+  assert.equal(
+    renderMarkdown('Look:\n```py\nprint("<hi>")'),
+    '<p>Look:</p>\n<pre><code class="language-py">print(&quot;&lt;hi&gt;&quot;)</code></pre>',
+  );
+  assert.doesNotMatch(renderMarkdown('```"><script>\nx\n```'), /<script>/);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Chat model
+
+let seq = 0;
+function ev(event: Record<string, unknown>): AgentEvent {
+  return { sessionId: 's', seq: ++seq, ...event } as unknown as AgentEvent;
+}
+const assistantStart = ev({ type: 'message_start', message: { role: 'assistant', content: [], timestamp: 0 } });
+
+test('chat model: deltas only mark dirty; flush renders the block; message_end is authoritative', () => {
+  const model = new ChatModel();
+  assert.deepEqual(model.apply(ev({ type: 'agent_start' })), [{ op: 'state', running: true }]);
+  model.apply(ev({ type: 'message_start', message: { role: 'user', content: 'hi <there>', timestamp: 0 } }));
+  model.apply(assistantStart);
+  assert.deepEqual(model.apply(ev({ type: 'message_update', kind: 'text', index: 0, delta: 'Hel' })), []);
+  assert.deepEqual(model.apply(ev({ type: 'message_update', kind: 'text', index: 0, delta: 'lo **x' })), []);
+  const flushed = model.flush();
+  assert.equal(flushed.length, 1);
+  assert.deepEqual(flushed[0], { op: 'block', id: 'a2-0', kind: 'text', html: '<p>Hello **x</p>' });
+  assert.deepEqual(model.flush(), [], 'nothing new');
+  model.apply(ev({ type: 'message_update', kind: 'text', index: 0, delta: '**' }));
+  const end = model.apply(
+    ev({ type: 'message_end', message: { role: 'assistant', content: [{ type: 'text', text: 'Hello **x**' }], timestamp: 0 } }),
+  );
+  assert.deepEqual(end, [{ op: 'block', id: 'a2-0', kind: 'text', html: '<p>Hello <strong>x</strong></p>' }]);
+  const settled = model.apply(ev({ type: 'agent_settled' }));
+  assert.deepEqual(settled, [{ op: 'state', running: false }]);
+});
+
+test('chat model: a user message is escaped; a delivered steer leaves the pending list', () => {
+  const model = new ChatModel();
+  assert.deepEqual(model.queued('steer', 'use tabs'), [{ op: 'pending', items: [{ kind: 'steer', text: 'use tabs' }] }]);
+  const ops = model.apply(ev({ type: 'message_start', message: { role: 'user', content: 'use tabs', timestamp: 0 } }));
+  assert.deepEqual(ops, [
+    { op: 'user', id: 'u1', html: '<p>use tabs</p>' },
+    { op: 'pending', items: [] },
+  ]);
+  const other = model.apply(ev({ type: 'message_start', message: { role: 'user', content: '<b>', timestamp: 0 } }));
+  assert.deepEqual(other, [{ op: 'user', id: 'u2', html: '<p>&lt;b&gt;</p>' }]);
+});
+
+test('chat model: tool card from streamed call to running, progress and an error result', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'message_update', kind: 'toolCallStart', index: 0, toolCallId: 'c1', toolName: 'bash' }));
+  model.apply(ev({ type: 'message_update', kind: 'toolCallArgs', index: 0, delta: '{"command": "ma' }));
+  const streaming = model.flush();
+  assert.deepEqual(streaming, [
+    { op: 'tool', id: 'c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
+  ]);
+  const ops: ChatOp[] = [];
+  ops.push(...model.apply(ev({ type: 'tool_execution_start', toolCallId: 'c1', toolName: 'bash', args: { command: 'make' } })));
+  model.apply(ev({ type: 'tool_execution_update', toolCallId: 'c1', toolName: 'bash', partialResult: { output: 'x'.repeat(MAX_TOOL_OUTPUT + 10) } }));
+  const progress = model.flush();
+  ops.push(
+    ...model.apply(
+      ev({
+        type: 'tool_execution_end',
+        toolCallId: 'c1',
+        toolName: 'bash',
+        isError: true,
+        result: { role: 'toolResult', toolCallId: 'c1', toolName: 'bash', content: [{ type: 'text', text: 'make: *** failed' }], isError: true, timestamp: 0 },
+      }),
+    ),
+  );
+  assert.deepEqual(ops[0], {
+    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
+  });
+  assert.equal(progress.length, 1);
+  assert.equal(progress[0]!.op === 'tool' && progress[0]!.output.length, MAX_TOOL_OUTPUT + 1, 'output is tail-truncated');
+  assert.deepEqual(ops[1], {
+    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
+  });
+});
+
+test('chat model: a retry discards the partial message; errors and aborts become notices', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'message_update', kind: 'thinking', index: 0, delta: 'hmm' }));
+  model.apply(ev({ type: 'message_update', kind: 'toolCallStart', index: 1, toolCallId: 'c9', toolName: 'read' }));
+  const retry = model.apply(
+    ev({ type: 'retry_scheduled', attempt: 1, maxAttempts: 3, delayMs: 1500, errorMessage: 'openai: 429' }),
+  );
+  assert.deepEqual(retry, [
+    { op: 'discard', ids: ['a1-0', 'c9'] },
+    { op: 'notice', level: 'info', text: 'Retrying (1/3) in 1.5s: openai: 429' },
+  ]);
+  assert.deepEqual(model.flush(), [], 'discarded blocks are not rendered later');
+  const failed = model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 401', usage: {} }));
+  assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401' }]);
+  const aborted = model.apply(ev({ type: 'agent_end', stopReason: 'aborted', usage: {} }));
+  assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.' }]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Permission preview
+
+const edit: RequestPermissionParams = {
+  sessionId: 's',
+  toolCallId: 'c',
+  toolName: 'edit',
+  args: { path: 'f.txt', edits: [{ oldText: 'two', newText: 'TWO' }] },
+  preview: { kind: 'diff', path: 'f.txt', diff: '--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n' },
+  options: ['allowOnce', 'rejectOnce'],
+};
+
+test('preview: write uses its content; edit applies the diff, else the edits', () => {
+  const current = 'one\ntwo\nthree\n';
+  assert.equal(proposedContent(edit, current), 'one\nTWO\nthree\n');
+  const badDiff = { ...edit, preview: { kind: 'diff' as const, path: 'f.txt', diff: '@@ -1 +1 @@\n-zzz\n+y\n' } };
+  assert.equal(proposedContent(badDiff, current), 'one\nTWO\nthree\n', 'falls back to the edits');
+  const write = { ...edit, toolName: 'write', args: { path: 'f.txt', content: 'new\n' } };
+  assert.equal(proposedContent(write, current), 'new\n');
+  const command = { ...edit, toolName: 'bash', args: {}, preview: { kind: 'command' as const, command: 'ls', cwd: '/' } };
+  assert.equal(proposedContent(command, current), undefined);
+});
+
+test('preview: unified diffs with new files, missing final newlines and mismatches', () => {
+  assert.equal(applyUnifiedDiff('', '--- a/n\n+++ b/n\n@@ -0,0 +1,2 @@\n+a\n+b\n'), 'a\nb\n');
+  assert.equal(
+    applyUnifiedDiff('a\nb', '--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n a\n-b\n\\ No newline at end of file\n+c\n'),
+    'a\nc\n',
+  );
+  assert.equal(applyUnifiedDiff('a\nb\n', '@@ -1,2 +1,2 @@\n a\n-x\n+c\n'), undefined);
+  assert.equal(applyUnifiedDiff('same\n', ''), 'same\n');
+});
+
+test('preview: edits must each match once and not overlap', () => {
+  assert.equal(applyEdits('a b a', [{ oldText: 'b', newText: 'B' }]), 'a B a');
+  assert.equal(applyEdits('a b a', [{ oldText: 'a', newText: 'A' }]), undefined, 'two matches');
+  assert.equal(applyEdits('abc', [{ oldText: 'ab', newText: '' }, { oldText: 'bc', newText: '' }]), undefined);
+  assert.equal(applyEdits('abc', [{ oldText: 'c', newText: '3' }, { oldText: 'a', newText: '1' }]), '1b3');
+});
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+test('serverArgs maps the settings to tiller flags (LSP framing forced)', () => {
+  assert.deepEqual(serverArgs({}), ['--framing', 'lsp']);
+  assert.deepEqual(
+    serverArgs({ provider: 'openai', model: 'gpt-4o-mini', baseUrl: 'http://x/v1', cwd: '/w', extraArgs: ['--max-turns', '5'] }),
+    ['--framing', 'lsp', '--provider', 'openai', '--model', 'gpt-4o-mini', '--base-url', 'http://x/v1', '--cwd', '/w', '--max-turns', '5'],
+  );
+});
+
+test('sliceLines is 1-based and keeps line endings', () => {
+  assert.equal(sliceLines('a\nb\nc', 2), 'b\nc');
+  assert.equal(sliceLines('a\nb\nc', 1, 1), 'a\n');
+  assert.equal(sliceLines('a\nb\nc', undefined, 2), 'a\nb\n');
+  assert.equal(sliceLines('a\nb\n', 5), '');
+});
+
+test('a dismissed permission prompt answers with the mildest rejection offered', () => {
+  assert.equal(dismissedOutcome(['allowOnce', 'rejectOnce', 'rejectAlways']), 'rejectOnce');
+  assert.equal(dismissedOutcome(['allowOnce', 'rejectAlways']), 'rejectAlways');
+});
+
+test('webview messages are validated', () => {
+  assert.deepEqual(parseFromWebview({ type: 'submit', kind: 'steer', text: 'x' }), { type: 'submit', kind: 'steer', text: 'x' });
+  assert.deepEqual(parseFromWebview({ type: 'abort' }), { type: 'abort' });
+  assert.equal(parseFromWebview({ type: 'submit', kind: 'rm', text: 'x' }), undefined);
+  assert.equal(parseFromWebview('ready'), undefined);
+});
