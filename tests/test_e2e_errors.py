@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -159,3 +161,17 @@ async def test_missing_key_message_never_contains_secrets(tmp_path: Path) -> Non
     assert result["stopReason"] == "error"
     wire = json.dumps(tiller.received)
     assert "SECRET" not in wire
+
+
+def test_stdin_that_cannot_be_polled_is_read_too(tmp_path: Path) -> None:
+    """/dev/null and regular files as stdin (``tiller < requests.jsonl``) are served, then EOF
+    ends the server cleanly."""
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"jsonrpc": "2.0", "id": 1, "method": "agent/getState"}\n')
+    command = [sys.executable, "-m", "tiller", "--no-session", "--cwd", str(tmp_path)]
+    with requests.open("rb") as stdin:
+        served = subprocess.run(command, stdin=stdin, capture_output=True, timeout=60)
+    empty = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+
+    assert served.returncode == 0 and json.loads(served.stdout)["result"]["isRunning"] is False
+    assert empty.returncode == 0 and empty.stdout == b""

@@ -16,6 +16,7 @@ import pytest
 from tiller.errors import ToolError
 from tiller.tools import BashTool, EditTool, ReadTool, Tool, ToolContext, WriteTool, default_tools
 from tiller.tools.base import ToolResult
+from tiller.tools.bash import BashParams
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -504,3 +505,19 @@ async def test_bash_truncated_by_lines_still_saves_the_full_output(tmp_path: Pat
 async def test_bash_decodes_invalid_utf8_with_replacement(tmp_path: Path) -> None:
     result = await call(BashTool(), make_ctx(tmp_path), command=r"printf 'a\377b\n'")
     assert text_of(result) == "a\ufffdb\n"
+
+
+@pytest.mark.anyio
+async def test_bash_keeps_secrets_out_of_the_command_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-should-not-leak")
+    monkeypatch.setenv("TILLER_PLAIN_SETTING", "visible")
+    ctx = ToolContext(cwd=tmp_path, tool_call_id="env")
+    command = BashParams(command="env")
+    sanitized = await BashTool().execute(command, ctx)
+    assert "should-not-leak" not in sanitized.content[0].text
+    assert "TILLER_PLAIN_SETTING=visible" in sanitized.content[0].text
+    trusting = await BashTool(sanitize_env=False).execute(command, ctx)
+    assert "sk-should-not-leak" in trusting.content[0].text

@@ -1,5 +1,8 @@
 """``tiller`` / ``python -m tiller``: serve JSON-RPC on stdio. Logs go to stderr, never stdout.
 
+``tiller --acp`` serves the Agent Client Protocol instead (``tiller.acp``); without the flag an
+ACP client is recognised by its first ``initialize``.
+
 ``tiller chat ...`` is the terminal front end instead (``tiller.chat``).
 """
 
@@ -38,8 +41,13 @@ def serve(argv: Sequence[str]) -> int:
     setup_logging(config)
     from tiller.rpc import TillerServer
 
+    server_class = TillerServer
+    if config.acp:  # --acp: the Agent Client Protocol from the first message on
+        from tiller.acp import AcpServer
+
+        server_class = AcpServer
     try:
-        asyncio.run(TillerServer(config).serve())
+        asyncio.run(server_class(config).serve())
     except KeyboardInterrupt:
         pass
     return 0

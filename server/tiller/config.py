@@ -51,6 +51,8 @@ class ServerConfig:
     base_url: str | None = None
     cwd: Path = field(default_factory=Path.cwd)
     framing: FramingOption = "auto"
+    acp: bool = False
+    """Serve the Agent Client Protocol (``--acp``) instead of Tiller's own (tiller.acp)."""
     log_file: Path | None = None
     log_level: str = "WARNING"
     max_turns: int = 50
@@ -61,6 +63,8 @@ class ServerConfig:
     """None: ``ask`` when the client can answer permission requests, else ``auto``."""
     permission_timeout: float = 300.0
     permission_rules: list[PermissionRule] = field(default_factory=list)
+    sanitize_env: bool = True
+    """Keep secrets (API keys, tokens, passwords) out of the environment of bash commands."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     providers: dict[str, ProviderSettings] = field(default_factory=lambda: dict(BUILTIN_PROVIDERS))
     models: list[ModelInfo] = field(default_factory=lambda: list(BUILTIN_MODELS))
@@ -112,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--base-url", help="provider base URL (Ollama, vLLM, llama.cpp server, OpenRouter...)")
     add("--cwd", help="workspace root (default: the current directory)")
     add("--framing", choices=["auto", "lsp", "ndjson"], help="stdio framing (default: auto)")
+    add("--acp", action="store_true",
+        help="speak the Agent Client Protocol (also chosen by an ACP client's initialize)")
     add("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
     add("--permission-mode", choices=PERMISSION_MODES,
         help="ask, acceptEdits, auto or readonly (default: ask if the client can answer)")
@@ -165,7 +171,7 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
-             "compaction", "permissions", "providers", "models"}
+             "compaction", "permissions", "tools", "providers", "models"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -187,6 +193,12 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         updates["compaction"] = _compaction(config.compaction, data["compaction"], where)
     if "permissions" in data:
         updates.update(_permissions(data["permissions"], f"{where}: permissions"))
+    if "tools" in data:
+        tools = _typed(data, "tools", dict, where)
+        if unknown := sorted(set(tools) - {"sanitize_env"}):
+            raise ConfigError(f"{where}: unknown tools key(s) {', '.join(unknown)}")
+        if "sanitize_env" in tools:
+            updates["sanitize_env"] = _typed(tools, "sanitize_env", bool, f"{where}: tools")
     providers = dict(config.providers)
     for name, table in _typed(data, "providers", dict, where, default={}).items():
         providers[name] = _provider(name, table, providers.get(name), where)
@@ -222,6 +234,8 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
             updates[name] = getattr(args, name)
     if args.provider is not None:
         updates["provider_chosen"] = True
+    if args.acp:
+        updates["acp"] = True
     if args.cwd:
         cwd = Path(args.cwd).expanduser().resolve()
         if not cwd.is_dir():

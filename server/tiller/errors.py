@@ -10,7 +10,9 @@
     │   ├── UnknownSessionError      -32013  no session with that id
     │   ├── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
     │   ├── UnknownEntryError        -32015  session/fork at an entry the session does not have
-    │   └── SessionLogError          -32016  a session file that cannot be read (tiller.store)
+    │   ├── SessionLogError          -32016  a session file that cannot be read (tiller.store)
+    │   └── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
+    │                                        (tiller.acp)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     └── ConfigError                  invalid command line or environment at start-up
 
@@ -29,6 +31,7 @@ __all__ = [
     "NoActiveRunError",
     "ProviderNotConfiguredError",
     "RequestError",
+    "RunFailedError",
     "TillerError",
     "ToolError",
     "UnknownEntryError",
@@ -73,6 +76,13 @@ class ProviderNotConfiguredError(RequestError):
 
 class UnknownEntryError(RequestError):
     code = -32015
+
+
+class RunFailedError(RequestError):
+    """ACP only: a ``session/prompt`` whose run ended in ``error`` (the model or network
+    failed); ``data`` carries ``{stopReason: "error", errorMessage, usage}``."""
+
+    code = -32020
 
 
 class ToolError(TillerError):

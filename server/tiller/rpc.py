@@ -12,6 +12,7 @@ import asyncio
 import importlib
 import itertools
 import logging
+import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -69,7 +70,7 @@ from tiller.protocol import (
     SetThinkingLevelResult,
 )
 from tiller.sessions import Session, SessionManager
-from tiller.transport import Framing, serve_stdio
+from tiller.transport import Framing, Selector, serve_stdio
 from tiller.types import WireModel
 
 __all__ = ["TillerServer"]
@@ -153,12 +154,45 @@ class TillerServer:
                 self.notify("$/cancelRequest", {"id": msg_id})
 
     async def serve(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve until end of input, then abort runs (killing their processes) and return."""
+        """Serve until end of input (or SIGTERM/SIGHUP), then abort runs (killing their
+        processes) and return."""
         framing = None if self.config.framing == "auto" else Framing(self.config.framing)
+        switched: list[TillerServer] = []
         try:
-            await serve_stdio(self.server.protocol, self.cancel_request, framing, stdin, stdout)
+            async with anyio.create_task_group() as group:
+
+                async def stop_on_signal() -> None:
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                        async for _ in signals:
+                            group.cancel_scope.cancel()
+                            return
+
+                group.start_soon(stop_on_signal)
+                await serve_stdio(self.server.protocol, self.cancel_request, framing, stdin,
+                                  stdout, select=self._select_protocol(switched))
+                group.cancel_scope.cancel()
         finally:
             await self.sessions.shutdown()
+            for other in switched:
+                await other.sessions.shutdown()
+
+    # --- ACP detection (tiller.acp) ------------------------------------------------------
+    def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:
+        """A first ``initialize`` whose ``params.protocolVersion`` is an integer comes from an
+        ACP client: the connection is then served by ``tiller.acp.AcpServer`` (appended to
+        ``switched`` so ``serve`` shuts its sessions down too)."""
+
+        def select(first: dict[str, Any]) -> tuple[JsonRPCProtocol, Callable[[Any], None]] | None:
+            from tiller.acp import AcpServer, is_acp_initialize
+
+            if not is_acp_initialize(first):
+                return None
+            acp = AcpServer(self.config)
+            switched.append(acp)
+            return acp.server.protocol, acp.cancel_request
+
+        return select
+    # --- end of ACP detection ------------------------------------------------------------
 
     def method(self, name: str, params_model: type[P]) -> Callable[[Handler[P]], Handler[P]]:
         """Register ``fn`` as JSON-RPC method ``name`` with params validated as ``params_model``."""

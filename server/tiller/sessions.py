@@ -158,7 +158,7 @@ class SessionManager:
         info = self.config.model_info(provider, model)
         agent_config = AgentConfig(
             provider_factory=self.provider_factory(provider, model),
-            tools=default_tools(),
+            tools=default_tools(sanitize_env=self.config.sanitize_env),
             system_prompt=system_prompt,
             cwd=cwd,
             max_turns=self.config.max_turns,

@@ -15,6 +15,7 @@ import enum
 import json
 import logging
 import os
+import stat
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from pygls.protocol.json_rpc import (
     JsonRPCResponseMessage,
 )
 
-__all__ = ["FramedReader", "FramedWriter", "Framing", "frame", "serve_stdio"]
+__all__ = ["FramedReader", "FramedWriter", "Framing", "Selector", "frame", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,10 @@ INVALID_REQUEST = -32600
 
 
 ReadFn = Callable[[int], Awaitable[bytes]]
+CancelFn = Callable[[Any], None]
+Selector = Callable[[dict[str, Any]], "tuple[JsonRPCProtocol, CancelFn] | None"]
+"""Given the first valid message, another protocol (and cancel hook) to serve the whole
+connection with, or None to keep the default (how ``tiller`` detects an ACP client)."""
 
 
 class Framing(enum.Enum):
@@ -196,10 +201,12 @@ class MessageRouter:
         protocol: JsonRPCProtocol,
         writer: FramedWriter,
         on_cancel: Callable[[Any], None],
+        select: Selector | None = None,
     ) -> None:
         self.protocol = protocol
         self.writer = writer
         self.on_cancel = on_cancel
+        self.select = select
 
     def send_error(self, msg_id: Any, code: int, message: str) -> None:
         body = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
@@ -225,6 +232,12 @@ class MessageRouter:
         self.dispatch(data)
 
     def dispatch(self, data: dict[str, Any]) -> None:
+        if self.select is not None:  # the first valid message may pick another protocol
+            select, self.select = self.select, None
+            chosen = select(data)
+            if chosen is not None:
+                self.protocol, self.on_cancel = chosen
+                self.protocol.set_writer(self.writer, include_headers=False)
         method = data.get("method")
         params = data.get("params")
         if method == "$/cancelRequest":
@@ -278,11 +291,13 @@ async def _open_stdin(stdin: BinaryIO) -> asyncio.StreamReader:
     """A StreamReader over stdin: a non-blocking pipe where possible, else a reader thread."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-        return reader
-    except (ValueError, OSError):
-        pass
+    mode = os.fstat(stdin.fileno()).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):  # files and /dev/null cannot be polled
+        try:
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
+            return reader
+        except (ValueError, OSError):
+            pass
 
     def pump() -> None:  # regular files and other non-pollable inputs
         while chunk := os.read(stdin.fileno(), 65536):
@@ -307,12 +322,14 @@ async def serve_stdio(
     framing: Framing | None = None,
     stdin: BinaryIO | None = None,
     stdout: BinaryIO | None = None,
+    select: Selector | None = None,
 ) -> None:
-    """Serve ``protocol`` on stdin/stdout until end of input or ``protocol.stop_event``."""
+    """Serve ``protocol`` on stdin/stdout until end of input or ``protocol.stop_event``;
+    ``select`` may hand the connection to another protocol on its first valid message."""
     reader = FramedReader((await _open_stdin(stdin or sys.stdin.buffer)).read, framing)
     writer = FramedWriter(_stdout_writer(stdout or sys.stdout.buffer), reader)
     protocol.set_writer(writer, include_headers=False)
-    router = MessageRouter(protocol, writer, on_cancel)
+    router = MessageRouter(protocol, writer, on_cancel, select)
     while (body := await reader.read()) is not None:
         try:
             router.handle_body(body)

@@ -28,6 +28,10 @@ __all__ = [
 ]
 
 
-def default_tools() -> list[Tool[Any]]:
-    """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls."""
-    return [ReadTool(), WriteTool(), EditTool(), BashTool(), GrepTool(), FindTool(), LsTool()]
+def default_tools(*, sanitize_env: bool = True) -> list[Tool[Any]]:
+    """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls.
+    ``sanitize_env`` keeps secrets out of the environment of bash commands."""
+    return [
+        ReadTool(), WriteTool(), EditTool(), BashTool(sanitize_env=sanitize_env),
+        GrepTool(), FindTool(), LsTool(),
+    ]

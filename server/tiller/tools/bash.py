@@ -21,11 +21,12 @@ from __future__ import annotations
 import codecs
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, BinaryIO
 
 import anyio
@@ -229,6 +230,18 @@ async def _pump(process: Process, output: _Output) -> bool:
     return killed_background
 
 
+_SECRET_NAME = re.compile(
+    r"(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)(_|$)",
+    re.IGNORECASE,
+)
+
+
+def command_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without the variables whose names look like secrets (``OPENAI_API_KEY``,
+    ``GITHUB_TOKEN``, ``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, …)."""
+    return {name: value for name, value in environ.items() if not _SECRET_NAME.search(name)}
+
+
 class BashTool(Tool[BashParams]):
     name = "bash"
     description = (
@@ -242,6 +255,11 @@ class BashTool(Tool[BashParams]):
     Params = BashParams
     sequential = False
 
+    def __init__(self, *, sanitize_env: bool = True) -> None:
+        """``sanitize_env`` drops secrets (API keys, tokens, passwords) from the environment
+        the command sees, so the model cannot read them with ``env``."""
+        self.sanitize_env = sanitize_env
+
     async def execute(self, params: BashParams, ctx: ToolContext) -> ToolResult:
         """Run the command; ToolError (with the output) on nonzero exit or timeout.
 
@@ -251,6 +269,7 @@ class BashTool(Tool[BashParams]):
         try:
             process = await anyio.open_process(
                 [_shell(), "-c", params.command],
+                env=command_env(os.environ) if self.sanitize_env else None,
                 cwd=ctx.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

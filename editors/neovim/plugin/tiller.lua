@@ -1,0 +1,40 @@
+-- The user commands of tiller.nvim; the modules load on first use.
+if vim.g.loaded_tiller then
+  return
+end
+vim.g.loaded_tiller = true
+
+if vim.fn.has('nvim-0.7') == 0 then
+  vim.api.nvim_err_writeln('tiller.nvim needs Neovim 0.7 or newer')
+  return
+end
+
+local function tiller()
+  return require('tiller')
+end
+
+local command = vim.api.nvim_create_user_command
+
+command('Tiller', function(opts)
+  tiller().prompt(opts.args)
+end, { nargs = '*', desc = 'Tiller: open the chat and send a prompt' })
+
+command('TillerSteer', function(opts)
+  tiller().steer(opts.args)
+end, { nargs = '+', desc = 'Tiller: change the direction of the running agent' })
+
+command('TillerFollowUp', function(opts)
+  tiller().follow_up(opts.args)
+end, { nargs = '+', desc = 'Tiller: queue a message for when the agent is done' })
+
+command('TillerAbort', function()
+  tiller().abort()
+end, { nargs = 0, desc = 'Tiller: abort the running agent' })
+
+command('TillerContinue', function()
+  tiller().continue()
+end, { nargs = 0, desc = 'Tiller: continue after an error, an abort or a limit' })
+
+command('TillerStop', function()
+  tiller().stop()
+end, { nargs = 0, desc = 'Tiller: stop the server' })

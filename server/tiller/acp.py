@@ -1,0 +1,354 @@
+"""ACP mode: the Agent Client Protocol (v1, NDJSON on stdio) over Tiller's one agent core.
+
+``tiller --acp`` serves it from the first message on; without the flag a first ``initialize``
+whose ``params.protocolVersion`` is an integer selects it (``is_acp_initialize``, used by
+``TillerServer.serve``). ``AcpServer`` is a TillerServer with ACP's methods instead of
+protocol.md's: the same SessionManager, Agent, session logs, permission gate and editor file
+access, so there is no second loop. It adds three thin pieces:
+
+* events -> ``session/update``: ``notify`` receives every ``agent/event`` and sends what
+  ``tiller.acp_updates.UpdateMapper`` makes of it;
+* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp_editor``);
+* turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
+  that arrives while the session's turn runs is queued as steering and answered when that turn
+  ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
+  answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
+
+Before each allowed tool call the gate is wrapped (``_cleared``) to snapshot the file a
+``write``/``edit`` changes (for whole-file diffs) and to report the call ``in_progress``.
+protocol.md's "ACP" section is the contract.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import Field
+from pygls.exceptions import JsonRpcInvalidParams
+
+from tiller import __version__
+from tiller.acp_editor import AcpEditorBridge, read_snapshot
+from tiller.acp_updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
+from tiller.config import ServerConfig
+from tiller.errors import RunFailedError
+from tiller.loop import RunResult
+from tiller.permissions import PermissionMode
+from tiller.protocol import EVENT_METHOD, QueueResult, SessionNewParams
+from tiller.rpc import TillerServer
+from tiller.sessions import Session
+from tiller.tools.base import EditorFiles
+from tiller.tools.execute import BeforeToolCallResult
+from tiller.tools.files import resolve_path
+from tiller.transport import Selector
+from tiller.types import ToolCall, UserContent, WireModel
+
+__all__ = ["ACP_PROTOCOL_VERSION", "AcpServer", "RunFailedError", "is_acp_initialize"]
+
+log = logging.getLogger(__name__)
+
+ACP_PROTOCOL_VERSION = 1
+
+MODES: list[dict[str, str]] = [
+    {"id": "ask", "name": "Ask",
+     "description": "Ask before file changes, commands and anything outside the workspace"},
+    {"id": "acceptEdits", "name": "Accept edits",
+     "description": "Change workspace files freely; ask before commands; nothing outside"},
+    {"id": "auto", "name": "Auto", "description": "Run every tool without asking"},
+    {"id": "readonly", "name": "Read-only",
+     "description": "Read and search only: no file changes, no commands"},
+]
+"""ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
+
+
+def is_acp_initialize(message: dict[str, Any]) -> bool:
+    """True for ACP's ``initialize`` request: ``params.protocolVersion`` is an integer (Tiller's
+    own ``initialize`` has no such field)."""
+    params = message.get("params")
+    version = params.get("protocolVersion") if isinstance(params, dict) else None
+    return (message.get("method") == "initialize" and "id" in message
+            and isinstance(version, int) and not isinstance(version, bool))
+
+
+# ------------------------------------------------------------------------------ params/results
+
+
+class AcpInitializeParams(WireModel):
+    protocol_version: int
+    client_capabilities: dict[str, Any] = Field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+
+
+class AcpNewSessionParams(WireModel):
+    cwd: str
+    mcp_servers: list[Any] = Field(default_factory=list)
+
+
+class AcpLoadSessionParams(WireModel):
+    session_id: str
+    cwd: str | None = None
+    mcp_servers: list[Any] = Field(default_factory=list)
+
+
+class AcpPromptParams(WireModel):
+    session_id: str
+    prompt: list[dict[str, Any]]
+
+
+class AcpSessionParams(WireModel):
+    session_id: str
+
+
+class AcpSetModeParams(WireModel):
+    session_id: str
+    mode_id: PermissionMode
+
+
+class AcpFollowUpParams(WireModel):
+    session_id: str
+    prompt: str | list[dict[str, Any]]
+
+
+class AcpCancelRequestParams(WireModel):
+    request_id: int | str | None = None
+
+
+class AcpInitializeResult(WireModel):
+    protocol_version: int
+    agent_capabilities: dict[str, Any]
+    agent_info: dict[str, Any]
+    auth_methods: list[Any] = Field(default_factory=list)
+
+
+class AcpSessionResult(WireModel):
+    session_id: str | None = None
+    modes: dict[str, Any]
+
+
+class AcpPromptResult(WireModel):
+    stop_reason: str
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+@dataclass
+class _Turn:
+    """One session's running turn: what every session/prompt waiting on it is answered with."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: RunResult | None = None
+    error: Exception | None = None
+    cancelled: bool = False
+
+
+# ------------------------------------------------------------------------------ the server
+
+
+class AcpServer(TillerServer):
+    """A stdio server speaking ACP v1; see the module docstring and protocol.md, "ACP"."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.mappers: dict[str, UpdateMapper] = {}
+        self.turns: dict[str, _Turn] = {}
+        self.turn_requests: dict[Any, str] = {}
+        """Pending session/prompt request id -> its session (for ``$/cancel_request``)."""
+        super().__init__(config)
+        self.editor = AcpEditorBridge(self.client_request, self._session_info)
+
+    def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:
+        return None  # already ACP: no detection
+
+    def notify(self, method: str, params: Any) -> None:
+        """Events become ``session/update``s; Tiller's ``$/cancelRequest`` (for a server
+        request we stopped waiting for) becomes ACP's ``$/cancel_request``."""
+        if method == EVENT_METHOD:
+            mapper = self.mappers.get(params.get("sessionId", ""))
+            for update in mapper.on_event(params) if mapper else []:
+                self.send_update(params["sessionId"], update)
+            return
+        if method == "$/cancelRequest":
+            method, params = "$/cancel_request", {"requestId": params.get("id")}
+        super().notify(method, params)
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        super().notify("session/update", {"sessionId": session_id, "update": update})
+
+    def cancel_request(self, msg_id: Any) -> None:
+        """``$/cancelRequest``/``$/cancel_request`` of a pending session/prompt cancels its turn."""
+        session_id = self.turn_requests.get(msg_id)
+        if session_id is not None:
+            self.cancel(session_id)
+
+    def cancel(self, session_id: str) -> None:
+        """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
+        turn, session = self.turns.get(session_id), self.sessions.sessions.get(session_id)
+        if turn is None or session is None:
+            return
+        turn.cancelled = True
+        if session.agent.is_running:
+            session.agent.abort()
+
+    # -------------------------------------------------------------------------- sessions
+
+    def _session_info(self, session_id: str) -> tuple[Path, EditorFiles | None]:
+        session = self.sessions.get(session_id)
+        return session.cwd, session.agent.config.files
+
+    def _attach(self, session: Session) -> None:
+        """Give a new or loaded session its update mapper and the wrapped permission gate."""
+        self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
+        self._wrap_gate(session)
+
+    def _wrap_gate(self, session: Session) -> None:
+        """Make ``before_tool_call`` the session's gate followed, for allowed calls, by
+        ``_cleared``. SessionManager.set_client replaces it, so this runs again after it."""
+
+        async def before(call: ToolCall, args: dict[str, Any]) -> BeforeToolCallResult | None:
+            verdict = await session.gate(call, args)
+            if verdict is None or not verdict.block:
+                await self._cleared(session, call, args)
+            return verdict
+
+        session.agent.config.before_tool_call = before
+
+    async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
+        """A call is about to run: snapshot the file a write/edit changes, report in_progress."""
+        mapper = self.mappers[session.id]
+        path = args.get("path")
+        if call.name in FILE_CHANGE_TOOLS and isinstance(path, str):
+            target = resolve_path(path, session.cwd)
+            taken, text = await read_snapshot(session.agent.config.files, target)
+            if taken:
+                mapper.snapshots[call.id] = text
+        self.send_update(session.id, {"sessionUpdate": "tool_call_update",
+                                      "toolCallId": call.id, "status": "in_progress"})
+
+    def _modes(self, session: Session) -> dict[str, Any]:
+        return {"currentModeId": session.gate.mode, "availableModes": MODES}
+
+    def _content(self, blocks: list[dict[str, Any]]) -> list[UserContent]:
+        try:
+            return user_content(blocks)
+        except ValueError as exc:
+            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+
+    # -------------------------------------------------------------------------- turns
+
+    async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
+        """Run a turn, or join the running one as steering; answer when it ends."""
+        msg_id = self.server.protocol.msg_id
+        turn = self.turns.get(session.id)
+        self.turn_requests[msg_id] = session.id
+        try:
+            if turn is not None:
+                self.sessions.enqueue(session, "steering", content)
+                await turn.done.wait()
+            else:
+                turn = self.turns[session.id] = _Turn()
+                try:
+                    turn.result = await session.agent.prompt(content)
+                except Exception as exc:
+                    turn.error = exc
+                finally:
+                    del self.turns[session.id]
+                    turn.done.set()
+        finally:
+            self.turn_requests.pop(msg_id, None)
+        return self._answer(turn)
+
+    def _answer(self, turn: _Turn) -> AcpPromptResult:
+        """The session/prompt result for a finished turn (raises for a failed one)."""
+        if turn.cancelled:
+            return AcpPromptResult(stop_reason="cancelled")
+        if turn.error is not None:
+            raise turn.error
+        result = turn.result
+        assert result is not None
+        usage = result.usage.dump()
+        stop = acp_stop_reason(result.stop_reason)
+        if stop is None:
+            message = result.error_message or "the run failed"
+            raise RunFailedError(message, {"stopReason": result.stop_reason,
+                                           "errorMessage": message, "usage": usage})
+        meta: dict[str, Any] = {"stopReason": result.stop_reason, "usage": usage}
+        if result.error_message:
+            meta["errorMessage"] = result.error_message
+        return AcpPromptResult(stop_reason=stop, _meta={"tiller": meta})
+
+    # -------------------------------------------------------------------------- methods
+
+    def _register_all(self) -> None:
+        """ACP's methods (agent side) instead of protocol.md's."""
+        m = self.method
+
+        @m("initialize", AcpInitializeParams)
+        async def initialize(params: AcpInitializeParams) -> AcpInitializeResult:
+            fs = params.client_capabilities.get("fs")
+            fs = fs if isinstance(fs, dict) else {}
+            self.client_capabilities = params.client_capabilities
+            self.sessions.set_client(
+                {"permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
+                                             "writeTextFile": fs.get("writeTextFile") is True}},
+                self.editor,
+            )
+            for session in self.sessions.sessions.values():
+                self._wrap_gate(session)
+            return AcpInitializeResult(
+                protocol_version=ACP_PROTOCOL_VERSION,
+                agent_capabilities={
+                    "loadSession": True,
+                    "promptCapabilities": {"image": True, "audio": False,
+                                           "embeddedContext": True},
+                    "mcpCapabilities": {"http": False, "sse": False},
+                },
+                agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
+            )
+
+        @m("session/new", AcpNewSessionParams)
+        async def session_new(params: AcpNewSessionParams) -> AcpSessionResult:
+            if params.mcp_servers:
+                log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
+                            "to MCP servers", len(params.mcp_servers))
+            session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+            self._attach(session)
+            return AcpSessionResult(session_id=session.id, modes=self._modes(session))
+
+        @m("session/load", AcpLoadSessionParams)
+        async def session_load(params: AcpLoadSessionParams) -> AcpSessionResult:
+            if params.mcp_servers:
+                log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
+            session = self.sessions.load(params.session_id)
+            self._attach(session)
+            history = [message.dump() for message in session.agent.messages]
+            for update in self.mappers[session.id].replay(history):
+                self.send_update(session.id, update)
+            return AcpSessionResult(modes=self._modes(session))
+
+        @m("session/prompt", AcpPromptParams)
+        async def session_prompt(params: AcpPromptParams) -> AcpPromptResult:
+            session = self.sessions.get(params.session_id)
+            return await self._prompt(session, self._content(params.prompt))
+
+        @m("session/cancel", AcpSessionParams)
+        async def session_cancel(params: AcpSessionParams) -> None:
+            self.cancel(params.session_id)
+
+        @m("$/cancel_request", AcpCancelRequestParams)
+        async def cancel_request(params: AcpCancelRequestParams) -> None:
+            self.cancel_request(params.request_id)
+
+        @m("session/set_mode", AcpSetModeParams)
+        async def session_set_mode(params: AcpSetModeParams) -> WireModel:
+            session = self.sessions.get(params.session_id)
+            session.gate.mode = params.mode_id  # the next tool call is judged by the new mode
+            session.explicit_mode = params.mode_id
+            return WireModel()
+
+        @m("_tiller/followUp", AcpFollowUpParams)
+        async def follow_up(params: AcpFollowUpParams) -> QueueResult:
+            session = self.sessions.get(params.session_id)
+            prompt = params.prompt
+            content = prompt if isinstance(prompt, str) else self._content(prompt)
+            return QueueResult(queued=self.sessions.enqueue(session, "followUp", content))

@@ -1,0 +1,160 @@
+"""The ACP client as Tiller's editor: ``client/*`` requests translated to ACP's.
+
+Tiller's sessions talk to "the editor" through one ``ClientRequest`` callable (tiller.editor):
+``client/readTextFile``, ``client/writeTextFile`` and ``client/requestPermission``. In ACP mode
+that callable is ``AcpEditorBridge``: the file requests become ``fs/read_text_file`` and
+``fs/write_text_file`` (same params, same results), and a permission question becomes
+``session/request_permission`` with the call as an ACP ``toolCall`` and four options:
+
+=================  =================  =========================================
+ACP option id      ACP kind           Tiller outcome
+=================  =================  =========================================
+``allow_once``     ``allow_once``     ``allowOnce``
+``allow_always``   ``allow_always``   ``allowAlways`` (remembered, see below)
+``reject_once``    ``reject_once``    ``rejectOnce``
+``reject_always``  ``reject_always``  ``rejectAlways``
+=================  =================  =========================================
+
+The ``cancelled`` outcome (the client's answer to ``session/cancel``) is a rejection. Answers
+"always" are remembered by Tiller's PermissionGate per session: for file tools per tool and
+path, for ``bash`` per first word of the command; the option names say so.
+
+``read_snapshot`` gives a file's current text the way the tools see it (the editor's buffer when
+it can read files, else the disk), for the diffs of tiller.acp_diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tiller.acp_diff import diff_contents
+from tiller.acp_updates import tool_call_fields
+from tiller.errors import ToolError
+from tiller.tools.base import EditorFiles
+
+__all__ = [
+    "AcpEditorBridge",
+    "permission_options",
+    "read_snapshot",
+    "tiller_outcome",
+]
+
+Send = Callable[[str, dict[str, Any], float], Awaitable[Any]]
+"""``await send(acp_method, params, timeout)``: one request to the ACP client."""
+
+FILE_METHODS = {
+    "client/readTextFile": "fs/read_text_file",
+    "client/writeTextFile": "fs/write_text_file",
+}
+OUTCOMES = {
+    "allow_once": "allowOnce",
+    "allow_always": "allowAlways",
+    "reject_once": "rejectOnce",
+    "reject_always": "rejectAlways",
+}
+
+
+def permission_options(tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """ACP's four permission options; the "always" names say what will be remembered."""
+    command = args.get("command") if tool == "bash" else None
+    if isinstance(command, str) and command.split():
+        scope = f"`{command.split()[0]}` commands"
+    else:
+        path = args.get("path")
+        scope = f"{tool} on {Path(path).name}" if isinstance(path, str) and path else tool
+    names = {
+        "allow_once": "Allow once",
+        "allow_always": f"Always allow {scope}",
+        "reject_once": "Reject",
+        "reject_always": f"Always reject {scope}",
+    }
+    return [{"optionId": key, "name": name, "kind": key} for key, name in names.items()]
+
+
+def tiller_outcome(answer: Any) -> dict[str, Any]:
+    """The ``client/requestPermission`` result for an ACP ``session/request_permission`` answer.
+    A ``cancelled`` outcome is a rejection; a malformed answer yields ``outcome: None``, which
+    Tiller's ClientPermissions reports as an unknown outcome (also a rejection)."""
+    outcome = answer.get("outcome") if isinstance(answer, dict) else None
+    if not isinstance(outcome, dict):
+        return {"outcome": None}
+    if outcome.get("outcome") == "cancelled":
+        return {"outcome": "rejectOnce", "reason": "the permission request was cancelled"}
+    if outcome.get("outcome") == "selected":
+        return {"outcome": OUTCOMES.get(str(outcome.get("optionId")))}
+    return {"outcome": None}
+
+
+async def read_snapshot(files: EditorFiles | None, path: Path) -> tuple[bool, str | None]:
+    """``(taken, text)``: the file's text now (None if it does not exist), through the editor
+    when it can read files (falling back to the disk when it fails, e.g. for a new file);
+    ``taken`` is False when it could not be read at all. Never raises."""
+    if files is not None and files.can_read:
+        try:
+            return True, await files.read_text(path)
+        except ToolError:
+            pass
+    try:
+        target = anyio.Path(path)
+        if not await target.is_file():
+            return (False, None) if await target.exists() else (True, None)
+        return True, await target.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False, None
+
+
+@dataclass
+class AcpEditorBridge:
+    """A ``ClientRequest`` (tiller.editor) that speaks ACP. ``send`` reaches the client;
+    ``session_info(session_id)`` gives the session's cwd and its EditorFiles (for snapshots)."""
+
+    send: Send
+    session_info: Callable[[str], tuple[Path, EditorFiles | None]]
+
+    async def __call__(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """Forward one Tiller ``client/*`` request as its ACP counterpart; the answer (or the
+        failure) comes back as tiller.editor expects it."""
+        if method == "client/requestPermission":
+            return await self._request_permission(params, timeout)
+        acp_method = FILE_METHODS.get(method)
+        if acp_method is None:
+            raise ToolError(f"{method} has no ACP counterpart")
+        return await self.send(acp_method, params, timeout)
+
+    async def _request_permission(self, params: dict[str, Any], timeout: float) -> Any:
+        session_id = str(params.get("sessionId", ""))
+        name, args = str(params.get("toolName", "")), params.get("args") or {}
+        cwd, files = self.session_info(session_id)
+        tool_call = {**tool_call_fields(str(params.get("toolCallId", "")), name, args, cwd),
+                     "status": "pending"}
+        content = await self._preview_content(params, files)
+        if content:
+            tool_call["content"] = content
+        question = {"sessionId": session_id, "toolCall": tool_call,
+                    "options": permission_options(name, args)}
+        return tiller_outcome(await self.send("session/request_permission", question, timeout))
+
+    async def _preview_content(
+        self, params: dict[str, Any], files: EditorFiles | None
+    ) -> list[dict[str, Any]]:
+        """What the user should see: the file change as a diff, the full command, or else the
+        gate's reason for asking (e.g. a path outside the workspace)."""
+        preview = params.get("preview") or {}
+        kind = preview.get("kind")
+        if kind == "diff" and isinstance(preview.get("diff"), str):
+            path = str(preview.get("path", ""))
+            taken, snapshot = await read_snapshot(files, Path(path))
+            return diff_contents(path, preview["diff"], snapshot, have_snapshot=taken)
+        if kind == "command":
+            command = str(preview.get("command", ""))
+            text = f"```sh\n{command}\n```\nin {preview.get('cwd', '')}"
+            return [{"type": "content", "content": {"type": "text", "text": text}}]
+        reason = params.get("reason")
+        if isinstance(reason, str) and reason:
+            return [{"type": "content", "content": {"type": "text", "text": reason}}]
+        return []

@@ -1,0 +1,292 @@
+"""The ACP mapping: Tiller's events and transcript as ACP ``session/update`` payloads, and ACP
+prompt content as Tiller user content.
+
+Everything here is a pure function of documented wire forms (protocol.md's ``agent/event`` params
+and messages, ACP's content blocks), so it is tested without a server. ``UpdateMapper`` keeps the
+little state a session needs: the file snapshots its diffs are built from (``tiller.acp_diff``).
+
+Live events map as follows (everything else, e.g. ``turn_start`` or ``message_end``, sends
+nothing: the client already has the prompt it sent and the streamed deltas):
+
+=====================================  ======================================================
+Tiller event                           ACP ``sessionUpdate``
+=====================================  ======================================================
+``message_update`` ``text``            ``agent_message_chunk`` (the delta)
+``message_update`` ``thinking``        ``agent_thought_chunk`` (the delta)
+``tool_execution_start``               ``tool_call`` (``pending``: it may wait for permission)
+(the call is cleared to run)           ``tool_call_update`` ``in_progress`` (see tiller.acp)
+``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
+``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
+``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
+=====================================  ======================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiller.acp_diff import diff_contents
+from tiller.tools.files import resolve_path
+from tiller.types import ImageContent, TextContent, UserContent
+
+__all__ = [
+    "STOP_REASONS",
+    "UpdateMapper",
+    "acp_stop_reason",
+    "tool_call_fields",
+    "tool_kind",
+    "user_content",
+]
+
+STOP_REASONS: dict[str, str] = {
+    "stop": "end_turn",
+    "toolUse": "end_turn",
+    "length": "max_tokens",
+    "maxTurns": "max_turn_requests",
+    "maxTokens": "max_turn_requests",
+    "aborted": "cancelled",
+}
+"""Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.acp answers the
+prompt with a JSON-RPC error instead)."""
+
+TOOL_KINDS: dict[str, str] = {
+    "read": "read",
+    "ls": "read",
+    "write": "edit",
+    "edit": "edit",
+    "bash": "execute",
+    "grep": "search",
+    "find": "search",
+}
+PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "grep", "find"})
+FILE_CHANGE_TOOLS = frozenset({"write", "edit"})
+TITLE_LIMIT = 120
+
+
+def acp_stop_reason(stop_reason: str) -> str | None:
+    """The ACP stop reason for a Tiller run stop reason; None for ``error``."""
+    return STOP_REASONS.get(stop_reason)
+
+
+def tool_kind(name: str) -> str:
+    """ACP's tool kind (read/edit/execute/search/other) for a Tiller tool."""
+    return TOOL_KINDS.get(name, "other")
+
+
+def _text_arg(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _one_line(text: str) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = "…" if len(first) > TITLE_LIMIT or "\n" in text.strip() else ""
+    return first[:TITLE_LIMIT] + more
+
+
+def tool_title(name: str, args: dict[str, Any]) -> str:
+    """A short human-readable title for a call, e.g. ``Edit src/app.py`` or the command."""
+    path = _text_arg(args, "path")
+    if name == "bash":
+        return _one_line(_text_arg(args, "command")) or "bash"
+    if name == "grep":
+        return f"Search {_text_arg(args, 'pattern')!r} in {path or '.'}"
+    if name == "find":
+        return f"Find {_text_arg(args, 'pattern')} in {path or '.'}"
+    verbs = {"read": "Read", "write": "Write", "edit": "Edit", "ls": "List"}
+    if name in verbs:
+        return f"{verbs[name]} {path or '.'}"
+    return name
+
+
+def tool_locations(name: str, args: dict[str, Any], cwd: Path) -> list[dict[str, Any]]:
+    """The absolute paths a call touches, for the client's follow-along (bash: none)."""
+    if name not in PATH_TOOLS:
+        return []
+    path = _text_arg(args, "path") or "."
+    return [{"path": str(resolve_path(path, cwd))}]
+
+
+def tool_call_fields(call_id: str, name: str, args: dict[str, Any], cwd: Path) -> dict[str, Any]:
+    """The fields ACP's ``tool_call`` and the permission request's ``toolCall`` share."""
+    fields: dict[str, Any] = {
+        "toolCallId": call_id,
+        "title": tool_title(name, args),
+        "kind": tool_kind(name),
+        "rawInput": args,
+    }
+    locations = tool_locations(name, args, cwd)
+    if locations:
+        fields["locations"] = locations
+    return fields
+
+
+def _fenced(text: str) -> str:
+    """``text`` as a Markdown code block (clients render tool text as Markdown)."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def _content_blocks(blocks: list[dict[str, Any]], fence: bool) -> list[dict[str, Any]]:
+    """Tiller text/image blocks as ACP tool-call ``content`` items."""
+    items: list[dict[str, Any]] = []
+    for block in blocks:
+        if block.get("type") == "text" and block.get("text"):
+            text = _fenced(block["text"]) if fence else block["text"]
+            items.append({"type": "content", "content": {"type": "text", "text": text}})
+        elif block.get("type") == "image":
+            image = {"type": "image", "data": block.get("data", ""),
+                     "mimeType": block.get("mimeType", "")}
+            items.append({"type": "content", "content": image})
+    return items
+
+
+def _chunk(kind: str, block: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": block}
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+@dataclass
+class UpdateMapper:
+    """One session's mapping. ``snapshots`` holds, per tool call id, the text of the file a
+    ``write``/``edit`` is about to change (None: it did not exist), taken when the call was
+    cleared to run; the call's end uses and drops it."""
+
+    cwd: Path
+    snapshots: dict[str, str | None] = field(default_factory=dict)
+
+    def on_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        """The ``session/update`` payloads for one ``agent/event`` (its params)."""
+        kind = event.get("type")
+        if kind == "message_update" and event.get("delta"):
+            if event.get("kind") == "text":
+                return [_chunk("agent_message_chunk", _text(event["delta"]))]
+            if event.get("kind") == "thinking":
+                return [_chunk("agent_thought_chunk", _text(event["delta"]))]
+        elif kind == "tool_execution_start":
+            fields = tool_call_fields(event["toolCallId"], event["toolName"],
+                                      event.get("args") or {}, self.cwd)
+            return [{"sessionUpdate": "tool_call", **fields, "status": "pending"}]
+        elif kind == "tool_execution_update":
+            partial = event.get("partialResult")
+            if isinstance(partial, dict) and isinstance(partial.get("output"), str):
+                content = _content_blocks([{"type": "text", "text": partial["output"]}], True)
+                return [{"sessionUpdate": "tool_call_update", "toolCallId": event["toolCallId"],
+                         "content": content}]
+        elif kind == "tool_execution_end":
+            call_id = event["toolCallId"]
+            have = call_id in self.snapshots
+            snapshot = self.snapshots.pop(call_id, None)
+            return [self.tool_result(event["result"], snapshot, have_snapshot=have)]
+        elif kind == "retry_scheduled":
+            note = (f"Retrying the model call (attempt {event.get('attempt')} of "
+                    f"{event.get('maxAttempts')}): {event.get('errorMessage')}\n")
+            return [_chunk("agent_thought_chunk", _text(note))]
+        return []
+
+    def tool_result(
+        self, result: dict[str, Any], snapshot: str | None, *, have_snapshot: bool
+    ) -> dict[str, Any]:
+        """The final ``tool_call_update`` for a tool result message: status, the result's text
+        and images, and for a successful write/edit the diff first."""
+        failed = bool(result.get("isError"))
+        name = result.get("toolName", "")
+        content: list[dict[str, Any]] = []
+        details = result.get("details")
+        if not failed and name in FILE_CHANGE_TOOLS and isinstance(details, dict):
+            diff, path = details.get("diff"), details.get("path")
+            if isinstance(diff, str) and isinstance(path, str):
+                content += diff_contents(path, diff, snapshot, have_snapshot=have_snapshot)
+        content += _content_blocks(result.get("content") or [], name == "bash")
+        update: dict[str, Any] = {
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": result.get("toolCallId", ""),
+            "status": "failed" if failed else "completed",
+            "content": content,
+        }
+        if details is not None:
+            update["rawOutput"] = details
+        return update
+
+    def replay(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``session/load``'s history: each message (wire form) as the updates a live client
+        would have seen. Diffs are per hunk (no snapshot of the file survives a restart)."""
+        updates: list[dict[str, Any]] = []
+        for message in messages:
+            role = message.get("role")
+            if role == "user":
+                updates += self._replay_user(message.get("content"))
+            elif role == "assistant":
+                updates += self._replay_assistant(message.get("content") or [])
+            elif role == "toolResult":
+                updates.append(self.tool_result(message, None, have_snapshot=False))
+        return updates
+
+    def _replay_user(self, content: Any) -> list[dict[str, Any]]:
+        blocks = [_text(content)] if isinstance(content, str) else list(content or [])
+        updates = []
+        for block in blocks:
+            if block.get("type") == "text" and block.get("text"):
+                updates.append(_chunk("user_message_chunk", _text(block["text"])))
+            elif block.get("type") == "image":
+                image = {"type": "image", "data": block.get("data", ""),
+                         "mimeType": block.get("mimeType", "")}
+                updates.append(_chunk("user_message_chunk", image))
+        return updates
+
+    def _replay_assistant(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        updates: list[dict[str, Any]] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                updates.append(_chunk("agent_message_chunk", _text(block["text"])))
+            elif kind == "thinking" and block.get("thinking"):
+                updates.append(_chunk("agent_thought_chunk", _text(block["thinking"])))
+            elif kind == "toolCall":
+                fields = tool_call_fields(block.get("id", ""), block.get("name", ""),
+                                          block.get("arguments") or {}, self.cwd)
+                updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
+        return updates
+
+
+def user_content(blocks: list[dict[str, Any]]) -> list[UserContent]:
+    """An ACP prompt (content blocks) as Tiller user content.
+
+    ``text`` and ``image`` map directly; a ``resource_link`` becomes a Markdown link the model can
+    follow with its tools; an embedded ``resource`` becomes its text wrapped in a ``<resource
+    uri=...>`` element (an image blob becomes an image, another blob a one-line note). Raises
+    ValueError for ``audio`` (not advertised) and unknown block types."""
+    content: list[UserContent] = []
+    for index, block in enumerate(blocks):
+        kind = block.get("type")
+        if kind == "text":
+            content.append(TextContent(text=str(block.get("text", ""))))
+        elif kind == "image":
+            content.append(ImageContent(data=str(block.get("data", "")),
+                                        mime_type=str(block.get("mimeType", ""))))
+        elif kind == "resource_link":
+            name = block.get("title") or block.get("name") or block.get("uri")
+            content.append(TextContent(text=f"[{name}]({block.get('uri', '')})"))
+        elif kind == "resource":
+            content.append(_embedded(block.get("resource") or {}))
+        else:
+            raise ValueError(f"prompt[{index}]: content of type {kind!r} is not supported")
+    return content
+
+
+def _embedded(resource: dict[str, Any]) -> UserContent:
+    uri, mime = str(resource.get("uri", "")), str(resource.get("mimeType") or "")
+    if isinstance(resource.get("text"), str):
+        return TextContent(text=f'<resource uri="{uri}">\n{resource["text"]}\n</resource>')
+    blob = resource.get("blob")
+    if isinstance(blob, str) and mime.startswith("image/"):
+        return ImageContent(data=blob, mime_type=mime)
+    return TextContent(text=f'<resource uri="{uri}" mimeType="{mime}">(binary content not '
+                            "shown)</resource>")

@@ -1,0 +1,326 @@
+"""tiller.nvim (``editors/neovim``) in a headless Neovim.
+
+The Lua scripts in ``editors/neovim/tests`` play the user; this side scripts the model and checks
+what they observed (a JSON file). The end-to-end test has the plugin spawn the real ``tiller``
+against the fake OpenAI server; the handler test calls the plugin's answers to the server's
+requests (files, permissions) directly, for the cases a real run does not reach; the help test
+runs ``:helptags`` on the help file. Skipped only when ``nvim`` is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fake_openai import (
+    FakeOpenAI,
+    cut_reply,
+    error_reply,
+    stall_reply,
+    text_reply,
+    tool_call_reply,
+)
+from helpers import clean_env, process_gone, roles
+
+NVIM = shutil.which("nvim")
+PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "neovim"
+SCRIPTS = PLUGIN / "tests"
+
+pytestmark = [
+    pytest.mark.skipif(NVIM is None, reason="nvim is not installed"),
+    pytest.mark.timeout(400),  # a safety bound: each run takes seconds
+]
+
+
+def tiller_command() -> list[str]:
+    """The ``tiller`` of the Python running the tests (not necessarily on PATH)."""
+    script = Path(sys.executable).with_name("tiller")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tiller"]
+
+
+def fname(path: Path) -> str:
+    """``path`` escaped for an Ex command's file argument (what fnameescape() does)."""
+    return "".join("\\" + c if c in " \t\n*?[{`$\\%#'\"|!<" else c for c in str(path))
+
+
+def set_value(path: Path) -> str:
+    """``path`` escaped for a ``:set`` option value."""
+    return "".join("\\" + c if c in ' \t\\|"' else c for c in str(path))
+
+
+def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360) -> Any:
+    """Run ``editors/neovim/tests/<script>`` headless with ``config``; return its observations."""
+    output = tmp_path / f"{script}.json"
+    config_path = tmp_path / f"{script}.config.json"
+    config_path.write_text(json.dumps({**config, "output": str(output)}))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = clean_env(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+    )
+    config_str = str(config_path).replace("'", "''")
+    argv = [
+        str(NVIM), "--headless", "--clean", "-u", "NONE",
+        "--cmd", f"set rtp+={set_value(PLUGIN)}",
+        "--cmd", f"let g:tiller_test_config = '{config_str}'",
+        "-c", f"luafile {fname(SCRIPTS / script)}",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert output.exists(), (
+        f"{script} wrote no observations (nvim exited {proc.returncode})\n"
+        f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    observations = json.loads(output.read_text())
+    if not observations["ok"]:
+        details = {k: v for k, v in observations.items() if k.endswith("_at_failure")}
+        pytest.fail(
+            f"{script} failed:\n{observations.get('error')}\n"
+            f"{json.dumps(details, indent=1, ensure_ascii=False)}\nstderr:\n{proc.stderr}"
+        )
+    return observations
+
+
+def line_index(lines: list[str], text: str, start: int = 0) -> int:
+    """The index of the first line from ``start`` that equals ``text``."""
+    for index in range(start, len(lines)):
+        if lines[index] == text:
+            return index
+    raise AssertionError(f"{text!r} not in lines[{start}:]:\n" + "\n".join(lines))
+
+
+def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    wait_command = (
+        "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; cat release"
+    )
+    edit_args = {
+        "path": "notes.txt",
+        "edits": [{"oldText": "buffer line", "newText": "edited line"}],
+    }
+    fake_openai.enqueue(
+        # Run 1: two tools; the second waits until the script writes `release`.
+        tool_call_reply(
+            [
+                ("call_echo", "bash", {"command": "echo hello-from-bash"}),
+                ("call_wait", "bash", {"command": wait_command}),
+            ],
+            text="Running two commands.",
+        ),
+        text_reply("Changed direction.", reasoning="Tabs it is."),
+        text_reply("Follow-up done.\nSecond line."),
+        # Run 2: a failing model call.
+        error_reply(400, "upstream refused"),
+        # Run 3: a stalled reply, aborted.
+        stall_reply("Partial answer"),
+        # Run 4: continue; the first stream is cut (a transient failure) and retried.
+        cut_reply("Doomed partial text", after_chunks=4),
+        text_reply("Continued after abort."),
+        # Run 5: read and edit a file with unsaved changes; a command the user rejects.
+        tool_call_reply([("call_read", "read", {"path": "notes.txt"})]),
+        tool_call_reply([("call_edit", "edit", edit_args)]),
+        tool_call_reply([("call_rm", "bash", {"command": "rm -rf build"})]),
+        text_reply("Edited."),
+        # Run 6: a command still running when the user stops the server.
+        tool_call_reply([("call_sleep", "bash", {"command": "echo pid=$$; exec sleep 300"})]),
+    )
+    (workdir / "notes.txt").write_text("disk line\n")
+    (tmp_path / "config.toml").write_text("[retry]\nbase_delay = 0.01\n")
+    args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
+    args += ["--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("e2e.lua", config, tmp_path)
+
+    assert all(obs["commands"].values()), obs["commands"]
+    assert obs["chat_filetype"] == "tiller" and obs["chat_buftype"] == "nofile"
+    assert obs["chat_window"] is True
+    assert obs["server_info"]["serverInfo"]["name"] == "tiller"
+    assert obs["server_info"]["protocolVersion"] == 1
+    assert obs["running_during_tools"] is True
+
+    # Run 1, as the chat shows it: prompt, streamed text, tool blocks, the steer, thinking, the
+    # follow-up, each reply line on its own line.
+    lines = obs["run1"]
+    you = line_index(lines, "## You")
+    assert lines[you + 1] == "run the commands"
+    reply = line_index(lines, "## Tiller", you)
+    assert lines[reply + 1] == "Running two commands."
+    echo = line_index(lines, "✓ bash: echo hello-from-bash", reply)
+    assert lines[echo + 1] == "  hello-from-bash"
+    wait = line_index(lines, f"✓ bash: {wait_command}", echo)
+    assert lines[wait + 1] == "  released"
+    steer = line_index(lines, "use tabs, not spaces", wait)
+    assert lines[steer - 1] == "## You"
+    thinking = line_index(lines, "> Tabs it is.", steer)
+    changed = line_index(lines, "Changed direction.", thinking)
+    follow = line_index(lines, "and add a test", changed)
+    done = line_index(lines, "Follow-up done.", follow)
+    assert lines[done + 1] == "Second line."
+
+    # Tool calls are closed folds: the fold line names the tool and its arguments.
+    folds = obs["folds"]
+    assert folds["call_echo"]["line"] == echo + 1
+    assert folds["call_echo"]["closed"] == echo + 1
+    assert folds["call_echo"]["closed_end"] == echo + 2
+    assert "bash: echo hello-from-bash" in folds["call_echo"]["text"]
+    assert folds["call_wait"]["closed"] == wait + 1
+    assert folds["call_wait"]["closed_end"] == wait + 2
+
+    # The steer and the follow-up reached the model, each in its own request.
+    messages = [note["message"] for note in obs["notes"]]
+    assert "tiller: steering queued (1 waiting)" in messages
+    assert "tiller: follow-up queued (1 waiting)" in messages
+    requests = fake_openai.requests
+    assert len(requests) == 12
+    assert roles(requests[1]) == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert requests[1]["messages"][-1]["content"] == "use tabs, not spaces"
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "and add a test"}
+
+    # Run 2: the prompt came from vim.ui.input; the error is shown.
+    assert obs["input_prompt"] == "Tiller> "
+    assert requests[3]["messages"][-1]["content"] == "break please"
+    run2 = obs["run2"][len(lines):]
+    error = next(line for line in run2 if line.startswith("✗ Error:"))
+    assert "upstream refused" in error
+
+    # Run 3: aborted mid-stream; run 4 continues.
+    run3 = obs["run3"][len(obs["run2"]):]
+    assert "Partial answer" in run3 and "⊘ Aborted" in run3
+    run4 = obs["run4"][len(obs["run3"]):]
+    assert "Continued after abort." in run4
+    retry = next(line for line in run4 if line.startswith("⟳ "))
+    assert "(retry 1/3 in" in retry
+    assert not any("Doomed" in line for line in run4)  # the discarded partial message
+    for request in requests[5:7]:
+        assert request["messages"][-1] == {"role": "user", "content": "stall please"}
+
+    # Run 5: the tools saw and changed the buffer, not the disk; the change is undoable.
+    read_result = requests[8]["messages"][-1]
+    assert read_result["tool_call_id"] == "call_read"
+    assert "buffer line" in read_result["content"] and "disk line" not in read_result["content"]
+    edit_result = requests[9]["messages"][-1]
+    assert edit_result["tool_call_id"] == "call_edit" and "rejected" not in edit_result["content"]
+    assert obs["notes_edited"] == ["edited line"] and obs["notes_modified"] is True
+    assert (workdir / "notes.txt").read_text() == "disk line\n"
+    assert obs["notes_undone"] == ["buffer line"]
+    rm_result = requests[10]["messages"][-1]
+    assert rm_result["tool_call_id"] == "call_rm" and "rejected" in rm_result["content"]
+    assert (workdir / "build").exists() is False
+    run5 = obs["run5"][len(obs["run4"]):]
+    assert "✓ edit: notes.txt" in run5 and "✗ bash: rm -rf build" in run5
+
+    # Every bash call and the edit were asked about, with the options the server offered.
+    questions = obs["questions"]
+    options = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+    assert all(q["items"] == options for q in questions)
+    assert questions[0]["labels"] == ["Allow once", "Always allow", "Reject", "Always reject"]
+    prompts = [q["prompt"] for q in questions]
+    assert f"Tiller: run `echo hello-from-bash` in {workdir}?" in prompts[:2]
+    assert prompts[2] == f"Tiller: allow edit to change {workdir / 'notes.txt'}?"
+    assert "diff" in questions[2]["filetypes"]  # the preview split
+    assert prompts[3] == f"Tiller: run `rm -rf build` in {workdir}?"
+    answers = ["allowOnce", "allowOnce", "allowOnce", None, "allowOnce"]
+    assert [q["answer"] for q in questions] == answers
+
+    # :TillerStop during run 6 aborted the run, killed the command, ended the server.
+    assert obs["stopped"][-3:] == ["⊘ Aborted", "", "■ Tiller stopped"]
+    assert process_gone(obs["command_pid"])
+    assert process_gone(obs["pid"])
+    assert obs["events"].count("agent_end") == 6
+
+
+def test_editor_request_handlers(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "a.txt").write_text("disk line 1\ndisk line 2\n")
+    (workdir / "b.txt").write_text("b1\nb2\nb3")
+    obs = run_nvim("handlers.lua", {"workdir": str(workdir)}, tmp_path)
+
+    # Reads: the buffer's unsaved text, else the disk's; `line`/`limit` select lines.
+    assert obs["read_buffer"] == {"content": "buffer line 1\nbuffer line 2\nbuffer line 3\n"}
+    assert obs["read_buffer_slice"] == {"content": "buffer line 2\n"}
+    assert obs["read_buffer_tail"] == {"content": "buffer line 3\n"}
+    assert obs["read_disk"] == {"content": "b1\nb2\nb3"}
+    assert obs["read_disk_slice"] == {"content": "b2\nb3"}
+    assert obs["read_disk_past_end"] == {"content": ""}
+    assert obs["read_missing"]["code"] == -32603
+    assert "missing.txt" in obs["read_missing"]["message"]
+    assert obs["read_bad_line"]["code"] == -32602 and "line" in obs["read_bad_line"]["message"]
+    assert obs["read_no_path"]["code"] == -32602 and "path" in obs["read_no_path"]["message"]
+
+    # Writes: the buffer changes (not the disk), and one undo restores the unsaved text.
+    assert obs["write_result"] == "{}"
+    assert obs["after_write"] == [
+        "buffer line 1", "changed line 2", "buffer line 3", "added line 4",
+    ]
+    assert obs["after_write_modified"] is True
+    assert (workdir / "a.txt").read_text() == "disk line 1\ndisk line 2\n"
+    assert obs["after_undo"] == ["buffer line 1", "buffer line 2", "buffer line 3"]
+    assert obs["write_disk"] == "{}" and obs["c_loaded"] is False
+    assert (workdir / "new/dir/c.txt").read_text() == "c1\nc2"
+
+    assert obs["dispatch_read"]["result"] == {"content": "b1\n"}
+    assert obs["dispatch_unknown"]["code"] == -32601
+
+    # Permission questions.
+    options = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+    assert obs["permission_diff"] == {"outcome": "allowAlways"}
+    seen = obs["seen_diff"]
+    assert seen["items"] == options
+    assert seen["labels"] == ["Allow once", "Always allow", "Reject", "Always reject"]
+    assert seen["prompt"] == f"Tiller: allow edit to change {workdir / 'a.txt'}?"
+    assert seen["preview_filetype"] == "diff"
+    assert seen["preview_lines"] == ["--- a/a.txt", "+++ b/a.txt", "@@ -1 +1 @@", "-old", "+new"]
+    assert obs["windows_restored"] is True and obs["focus_restored"] is True
+
+    assert obs["permission_cancel"] == {"outcome": "rejectOnce"}
+    assert obs["seen_cancel"]["prompt"] == f"Tiller: run `rm -rf build` in {workdir}?"
+
+    assert obs["async_pending"] is True
+    assert obs["permission_async"] == {"outcome": "allowOnce"}
+    assert obs["seen_async"]["prompt"] == (
+        "Tiller: allow read on /etc/hostname? (/etc/hostname is outside the workspace)"
+    )
+    assert obs["permission_cancelled"] == {"outcome": "rejectOnce"}
+
+    assert obs["permission_fallback"] == {"outcome": "rejectAlways"}
+    assert obs["fallback_choices"][1:] == [
+        "1: Allow once", "2: Always allow", "3: Reject", "4: Always reject",
+    ]
+    assert any("inputlist" in note["message"] for note in obs["notes"])
+    assert obs["permission_inputlist"] == {"outcome": "allowOnce"}
+
+
+def test_help_file(tmp_path: Path) -> None:
+    root = tmp_path / "tiller.nvim"
+    shutil.copytree(PLUGIN / "doc", root / "doc")
+    obs = run_nvim("help.lua", {"root": str(root)}, tmp_path)
+
+    assert obs["helptags_error"] is None
+    tags = set(obs["tags"])
+    commands = {":Tiller", ":TillerSteer", ":TillerFollowUp", ":TillerAbort", ":TillerStop"}
+    assert commands | {"tiller.txt", "tiller", "tiller-setup", "tiller-permissions"} <= tags
+    assert len(obs["tags"]) == len(tags)
+    for opened in obs["help"]:
+        assert opened["file"] == "tiller.txt" and opened["filetype"] == "help"
+    assert "*tiller*" in obs["help"][0]["line"]
+    assert "*:TillerSteer*" in obs["help"][1]["line"]
+    assert "*tiller-permissions*" in obs["help"][2]["line"]
