@@ -10,7 +10,9 @@ the server's environment), each once at full speed and once paced at 200 tokens/
   text chunk minus the provider's send time of that chunk, median, p95 and max over the stream;
 - ``message_update`` events/s at the client, and bytes per token on both wires (the provider's
   SSE body, the server's stdout);
-- request -> response wall time and the server's CPU time per token.
+- request -> response wall time and the server's CPU time per token, next to the CPU per token
+  of another process reading the same kind of stream through the provider's SDK alone (no
+  tiller), the floor under it.
 
 Both ends live in this process, so they share one clock (``time.perf_counter``): the fake
 provider runs in a thread, its handler subclassed here to pre-render the stream, timestamp each
@@ -22,7 +24,7 @@ At full speed the provider outruns the pipeline, so "overhead" there is mostly q
 backlog in the socket and pipe buffers), not latency; at 200 tokens/s, about what a fast hosted
 model produces, the per-token overhead is the number that matters.
 
-Run from the repository root (about a minute on 2 idle cores: the paced runs take 25 s each)::
+Run from the repository root (about 90 s on 2 idle cores: the paced runs take 25 s each)::
 
     python bench/bench_providers.py
 
@@ -55,7 +57,6 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 from bench_server import (  # noqa: E402
     Frame,
     TappedClient,
-    cpu_seconds,
     initialize,
     server_env,
 )
@@ -67,6 +68,7 @@ from tiller import __version__ as tiller_version  # noqa: E402
 TOKENS = 5_000
 TOKEN = "tok "  # one "token" per text chunk
 PACED_RATE = 200.0  # tokens/s
+SDK_ALONE_PACED_TOKENS = 600  # the SDK-alone floor, paced: 3 s is plenty
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,9 +111,11 @@ class _Recording:
         super().setup()  # type: ignore[misc]
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def _stream(self, frames: list[tuple[bytes, int]], headers: Sequence[tuple[str, str]]) -> None:
+    def _stream(
+        self, arrived: float, frames: list[tuple[bytes, int]], headers: Sequence[tuple[str, str]]
+    ) -> None:
         fake = self.server.fake
-        wire = Wire(request_at=time.perf_counter())
+        wire = Wire(request_at=arrived)
         self.send_response(200)  # type: ignore[attr-defined]
         for name, value in headers:
             self.send_header(name, value)  # type: ignore[attr-defined]
@@ -152,17 +156,19 @@ def _anthropic_chars(frame: str) -> int:
 
 class _OpenAIHandler(_Recording, fake_openai._Handler):
     def _send_reply(self, reply: fake_openai.Reply, request: Any) -> None:
+        arrived = time.perf_counter()
         frames = [
             (f"data: {payload}\n\n".encode(), _openai_chars(payload))
             for payload in fake_openai._render(reply, request)
         ]
         headers = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"),
                    ("Connection", "close")]
-        self._stream(frames, headers)
+        self._stream(arrived, frames, headers)
 
 
 class _AnthropicHandler(_Recording, fake_anthropic._Handler):
     def _send_reply(self, reply: fake_anthropic.Reply, request: Any) -> None:
+        arrived = time.perf_counter()
         frames = [
             (frame.encode(), _anthropic_chars(frame))
             for frame in fake_anthropic._render(reply, request)
@@ -170,7 +176,7 @@ class _AnthropicHandler(_Recording, fake_anthropic._Handler):
         headers = [("Content-Type", "text/event-stream; charset=utf-8"),
                    ("Cache-Control", "no-cache"), ("Connection", "close"),
                    ("request-id", "req_fakebench")]
-        self._stream(frames, headers)
+        self._stream(arrived, frames, headers)
 
 
 class RecordingOpenAI(fake_openai.FakeOpenAI):
@@ -210,8 +216,9 @@ Fake = RecordingOpenAI | RecordingAnthropic
 class Run:
     label: str
     wall: float = 0.0
-    cpu: float = 0.0
+    cpu: tuple[float, float] = (0.0, 0.0)  # user, system
     request_to_provider: float = 0.0
+    provider_render: float = 0.0
     first_byte_to_update: float = 0.0
     first_text_to_update: float = 0.0
     overheads: list[float] = field(default_factory=list)
@@ -222,6 +229,14 @@ class Run:
     provider_bytes: int = 0
     server_bytes: int = 0
     update_bytes: int = 0
+    sdk_cpu_per_token: float = 0.0
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds the process has used so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def spawn_args(fake: Fake, workdir: Path) -> tuple[list[str], dict[str, str]]:
@@ -248,11 +263,12 @@ async def stream_once(fake: Fake, workdir: Path, rate: float | None, label: str)
         await client.request("agent/prompt", {"message": "warm up"})
         fake.rate = rate
         mark = client.mark()
-        cpu_before = cpu_seconds(client.pid)
+        cpu_before = cpu_times(client.pid)
         start = time.perf_counter()
         await client.request("agent/prompt", {"message": "talk a lot"}, timeout=120)
         run.wall = time.perf_counter() - start
-        run.cpu = cpu_seconds(client.pid) - cpu_before
+        cpu_after = cpu_times(client.pid)
+        run.cpu = (cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1])
         frames = client.frames_since(mark)
     wire = fake.wires[-1]
     response_at = next(i for i, f in enumerate(frames) if "result" in f.message)
@@ -278,6 +294,7 @@ def analyse(run: Run, start: float, wire: Wire, frames: list[Frame]) -> None:
         if index < len(texts):
             run.overheads.append(texts[index].at - chunk.at)
     run.request_to_provider = wire.request_at - start
+    run.provider_render = wire.frames[0].at - wire.request_at
     run.first_byte_to_update = updates[0].at - wire.frames[0].at
     run.first_text_to_update = texts[0].at - sent[0].at
     run.text_chunks = len(sent)
@@ -288,6 +305,44 @@ def analyse(run: Run, start: float, wire: Wire, frames: list[Frame]) -> None:
     run.provider_bytes = wire.body_bytes
     run.server_bytes = sum(f.size for f in frames)
     run.update_bytes = sum(f.size for f in updates)
+
+
+SDK_READER = """
+import asyncio, sys, time
+
+kind, url = sys.argv[1], sys.argv[2]
+
+async def main():
+    if kind == "openai":
+        import openai
+        client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0)
+        create = client.chat.completions.create
+        extra = {"stream_options": {"include_usage": True}}
+    else:
+        import anthropic
+        client = anthropic.AsyncAnthropic(base_url=url, api_key="bench", max_retries=0)
+        create = client.messages.create
+        extra = {"max_tokens": 8192}
+    messages = [{"role": "user", "content": "talk a lot"}]
+    cpu = time.process_time()
+    async for _ in await create(model="bench", messages=messages, stream=True, **extra):
+        pass
+    print(time.process_time() - cpu)
+
+asyncio.run(main())
+"""
+
+
+async def sdk_alone(fake: Fake, rate: float | None, tokens: int) -> float:
+    """CPU seconds per token for another process to read the same kind of stream through the
+    provider's SDK alone (imported before the clock starts): the floor under tiller's cost."""
+    module = fake_openai if isinstance(fake, RecordingOpenAI) else fake_anthropic
+    fake.enqueue(module.text_reply(TOKEN * tokens, chunk_size=len(TOKEN)))
+    fake.rate = rate
+    kind = "openai" if isinstance(fake, RecordingOpenAI) else "anthropic"
+    argv = [sys.executable, "-c", SDK_READER, kind, fake.url]
+    result = await anyio.run_process(argv, env=server_env())
+    return float(result.stdout.decode()) / tokens
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,8 +361,12 @@ def percentile(samples: Sequence[float], q: float) -> float:
 ROWS: list[tuple[str, Callable[[Run], str]]] = [
     ("request -> response (wall)", lambda r: ms(r.wall)),
     ("provider: first -> last text chunk sent", lambda r: ms(r.provider_span)),
-    ("server CPU per streamed token", lambda r: f"{r.cpu / TOKENS * 1e6:.0f} us"),
+    ("server CPU per streamed token (user+sys)", lambda r: f"{sum(r.cpu) / TOKENS * 1e6:.0f} us"),
+    ("  of which system (kernel)", lambda r: f"{r.cpu[1] / TOKENS * 1e6:.0f} us"),
+    ("  = share of one core while streaming", lambda r: f"{sum(r.cpu) / r.wall * 100:.0f}%"),
+    ("for scale: the SDK alone, CPU per token", lambda r: f"{r.sdk_cpu_per_token * 1e6:.0f} us"),
     ("client request -> provider has it", lambda r: ms(r.request_to_provider)),
+    ("provider: request -> 1st body byte (renders)", lambda r: ms(r.provider_render)),
     ("provider 1st body byte -> 1st message_update", lambda r: ms(r.first_byte_to_update)),
     ("provider 1st text chunk -> its message_update", lambda r: ms(r.first_text_to_update)),
     ("overhead per token: median", lambda r: ms(statistics.median(r.overheads))),
@@ -366,7 +425,10 @@ async def main() -> None:
         for rate, pace in ((None, "full"), (PACED_RATE, f"{PACED_RATE:g}/s")):
             for name, fake in fakes:
                 print(f"  streaming: {name}, {pace} ...", flush=True)
-                runs.append(await stream_once(fake, workdir, rate, f"{name} {pace}"))
+                run = await stream_once(fake, workdir, rate, f"{name} {pace}")
+                tokens = SDK_ALONE_PACED_TOKENS if rate else TOKENS
+                run.sdk_cpu_per_token = await sdk_alone(fake, rate, tokens)
+                runs.append(run)
         openai_fake.assert_script_complete()
         anthropic_fake.assert_script_complete()
     print()
@@ -374,6 +436,8 @@ async def main() -> None:
     print()
     print("overhead per token = client receives the update completing text chunk k - provider")
     print("starts writing chunk k; at full speed it is mostly queueing behind earlier chunks.")
+    print(f"the SDK-alone row reads {TOKENS:,} tokens at full speed, {SDK_ALONE_PACED_TOKENS:,}"
+          " when paced, in a separate process, and discards them.")
 
 
 if __name__ == "__main__":

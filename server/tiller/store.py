@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -181,12 +181,12 @@ def read_session_file(path: Path) -> SessionFile:
 
 
 class SessionLog:
-    """Appends entries to one session file. ``path=None`` keeps entries in memory only."""
+    """Appends entries to one session file (``path=None``: writes nothing). It remembers only
+    the current leaf; the entries themselves live in the file (``read_session_file``)."""
 
     def __init__(self, path: Path | None, *, durable: bool = True) -> None:
         self.path = path
         self.durable = durable
-        self.entries: list[Entry] = []
         self.leaf_id: str | None = None
         self._file: IO[bytes] | None = None
 
@@ -204,7 +204,6 @@ class SessionLog:
     def reopen(cls, loaded: SessionFile, *, durable: bool = True) -> SessionLog:
         """Continue appending to a loaded file (after its last complete line)."""
         session_log = cls(loaded.path, durable=durable)
-        session_log.entries = list(loaded.entries)
         session_log.leaf_id = loaded.entries[-1].id if loaded.entries else None
         session_log._repair_tail(loaded.torn_tail)
         return session_log
@@ -213,23 +212,18 @@ class SessionLog:
         """Write one entry on the current branch and return it, once it is on disk."""
         entry = Entry(entry_type, uuid.uuid4().hex[:12], self.leaf_id, now_ms(), data)
         self._write_line(entry.to_json())
-        self.entries.append(entry)
         self.leaf_id = entry.id
         return entry
 
     def append_entry(self, entry: Entry) -> None:
         """Write an existing entry as is (copying a branch into a fork)."""
         self._write_line(entry.to_json())
-        self.entries.append(entry)
         self.leaf_id = entry.id
 
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
-
-    def __iter__(self) -> Iterator[Entry]:
-        return iter(self.entries)
 
     def _write_line(self, value: dict[str, Any]) -> None:
         if self.path is None:
@@ -246,15 +240,18 @@ class SessionLog:
         """Make the next append start a line of its own: cut a torn last line, or end a
         complete one that lost only its newline."""
         assert self.path is not None
-        data = self.path.read_bytes()
-        if data.endswith(b"\n") or not data:
-            return
         with open(self.path, "r+b") as handle:
-            if torn:
-                handle.truncate(data.rfind(b"\n") + 1)
-            else:
-                handle.seek(0, os.SEEK_END)
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            if not torn:
                 handle.write(b"\n")
+                return
+            data = self.path.read_bytes()  # rare: only after a crash mid-write
+            handle.truncate(data.rfind(b"\n") + 1)
 
 
 # ---------------------------------------------------------------------------------------------
