@@ -26,6 +26,8 @@ chat: install
 
 bench: install
 	$(BIN)/python bench/bench_server.py
+	$(BIN)/python bench/bench_providers.py
+	$(BIN)/python bench/bench_sessions.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
