@@ -10,11 +10,11 @@ Script replies, point a client (``AnthropicProvider`` or ``anthropic.AsyncAnthro
         assert fake.requests[0]["model"] == "claude-test"
     fake.assert_script_complete()
 
-Each POST to ``/v1/messages`` takes the next scripted reply. The script is strict: a request with
-no reply left gets HTTP 500 with Anthropic's error body (``fake_anthropic: no scripted reply for
-request N``, N counting from 1) and is recorded in ``failures``; ``assert_script_complete`` fails
-on any failure and on any reply never used. The ``fake_anthropic`` fixture in conftest.py checks
-this at teardown.
+Each POST to ``/v1/messages`` takes the next scripted reply (``loopback.ScriptedServer`` serves
+and keeps the script). The script is strict: a request with no reply left gets HTTP 500 with
+Anthropic's error body (``fake_anthropic: no scripted reply for request N``, N counting from 1)
+and is recorded in ``failures``; ``assert_script_complete`` fails on any failure and on any reply
+never used. The ``fake_anthropic`` fixture in conftest.py checks this at teardown.
 
 Replies are built by ``text_reply``, ``tool_use_reply``, ``error_reply``, ``empty_reply``,
 ``cut_reply``, ``stall_reply``, ``stream_error_reply`` and ``sse_reply``. Any reply can be held by
@@ -34,15 +34,15 @@ Content-Length.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Literal
+
+from loopback import ScriptedHandler, ScriptedServer
+from loopback import compact as _compact
+from loopback import pieces as _pieces
 
 __all__ = [
     "ERROR_TYPES",
@@ -109,16 +109,6 @@ class Reply:
 
 # ---------------------------------------------------------------------------------------------
 # Reply builders
-
-
-def _compact(value: Any) -> str:
-    """JSON as Anthropic sends it: no spaces."""
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    size = max(size, 1)
-    return [text[start : start + size] for start in range(0, len(text), size)]
 
 
 def message_start(usage: tuple[int, int] = (10, 1), cache: tuple[int, int] = (0, 0)) -> Event:
@@ -339,233 +329,46 @@ def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
 # The server
 
 
-class FakeAnthropic:
-    """The fake server: a ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) in a daemon thread.
+def _error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
 
-    Use it as a context manager, or call ``start`` and ``close``. All methods are thread-safe.
-    """
 
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._script: deque[Reply] = deque()
-        self._requests: list[dict[str, Any]] = []
-        self._headers: list[dict[str, str]] = []
-        self._failures: list[str] = []
-        self._waiting: set[threading.Event] = set()
-        self._closed = False
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+class _Handler(ScriptedHandler):
+    """Serves one request: the next scripted reply for ``/v1/messages``, 404 for anything else."""
 
-    def start(self) -> FakeAnthropic:
-        """Bind and serve in a daemon thread; return self."""
-        if self._httpd is None:
-            self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.02},  # how soon ``close`` is noticed
-                name="fake-anthropic",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
+    def _is_route(self) -> bool:
+        return self.path.split("?")[0].rstrip("/") == "/v1/messages"
 
-    def close(self) -> None:
-        """Stop serving and release every handler waiting on a gate or stall. Idempotent."""
-        with self._condition:
-            self._closed = True
-            waiting, self._waiting = list(self._waiting), set()
-            self._condition.notify_all()
-        for event in waiting:
-            event.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _error_body("api_error" if status >= 500 else "not_found_error", message)
 
-    def __enter__(self) -> FakeAnthropic:
-        return self.start()
+    def _stream_headers(self) -> list[tuple[str, str]]:
+        return [
+            ("Content-Type", "text/event-stream; charset=utf-8"),
+            ("Cache-Control", "no-cache"),
+            ("Connection", "close"),
+            ("request-id", f"req_fake{uuid.uuid4().hex[:20]}"),
+        ]
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _frames(self, reply: Reply, request: Mapping[str, Any]) -> Iterator[bytes]:
+        for frame in _render(reply, request):
+            yield frame.encode()
+
+
+class FakeAnthropic(ScriptedServer[Reply]):
+    """The fake Messages server, which also records ``request_headers``; the script, lifecycle
+    and thread-safe methods are ``loopback.ScriptedServer``'s."""
+
+    label = "fake_anthropic"
+    handler = _Handler
 
     @property
     def url(self) -> str:
         """The base URL to give a client: ``http://127.0.0.1:PORT`` (no ``/v1``)."""
-        if self._httpd is None:
-            raise RuntimeError("fake_anthropic: not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """A copy of the JSON bodies of the message requests, in arrival order."""
-        with self._condition:
-            return list(self._requests)
+        return self._origin
 
     @property
     def request_headers(self) -> list[dict[str, str]]:
         """The headers of each message request (names lower-cased), in arrival order."""
         with self._condition:
             return [dict(headers) for headers in self._headers]
-
-    @property
-    def failures(self) -> list[str]:
-        """What went wrong on the server side: unscripted or unexpected requests."""
-        with self._condition:
-            return list(self._failures)
-
-    @property
-    def unused_replies(self) -> list[Reply]:
-        """Scripted replies no request has taken yet."""
-        with self._condition:
-            return list(self._script)
-
-    def enqueue(self, *replies: Reply) -> None:
-        """Append replies to the script; each request takes the next one."""
-        with self._condition:
-            self._script.extend(replies)
-
-    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-        """Block until at least ``n`` requests arrived; return them all (a copy).
-
-        Raises TimeoutError after ``timeout`` seconds.
-        """
-        with self._condition:
-            if not self._condition.wait_for(lambda: len(self._requests) >= n, timeout):
-                raise TimeoutError(
-                    f"fake_anthropic: waited {timeout:g}s for {n} request(s), "
-                    f"got {len(self._requests)}"
-                )
-            return list(self._requests)
-
-    def assert_script_complete(self) -> None:
-        """Fail unless every request had a scripted reply and every reply was used."""
-        with self._condition:
-            problems = list(self._failures)
-            if self._script:
-                problems.append(f"{len(self._script)} scripted reply(ies) never requested")
-        if problems:
-            raise AssertionError("fake_anthropic: " + "; ".join(problems))
-
-    def _record_failure(self, message: str) -> None:
-        with self._condition:
-            self._failures.append(message)
-
-    def _take(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, Reply | None]:
-        """Record a request; return its number (from 1) and its reply, if one is scripted."""
-        with self._condition:
-            self._requests.append(body)
-            self._headers.append(headers)
-            number = len(self._requests)
-            reply = self._script.popleft() if self._script else None
-            if reply is None:
-                self._failures.append(f"no scripted reply for request {number}")
-            self._condition.notify_all()
-            return number, reply
-
-    def _wait(self, event: threading.Event) -> bool:
-        """Wait until ``event`` is set or the server closes; True unless it closed."""
-        with self._condition:
-            if self._closed:
-                return False
-            self._waiting.add(event)
-        event.wait()
-        with self._condition:
-            self._waiting.discard(event)
-            return not self._closed
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(
-        self, address: tuple[str, int], handler: type[_Handler], fake: FakeAnthropic
-    ) -> None:
-        self.fake = fake
-        super().__init__(address, handler)
-
-
-def _error_body(error_type: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": error_type, "message": message}}
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Serves one request: the next scripted reply for ``/v1/messages``, 404 for anything else."""
-
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request log lines on stderr."""
-
-    def do_GET(self) -> None:
-        self._unexpected()
-
-    def do_POST(self) -> None:
-        self.close_connection = True
-        fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
-            self._unexpected()
-            return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = {"_unparsed_body": raw.decode("utf-8", "replace")}
-        headers = {name.lower(): value for name, value in self.headers.items()}
-        number, reply = fake._take(body, headers)
-        try:
-            if reply is None:
-                message = f"fake_anthropic: no scripted reply for request {number}"
-                self._send_json(500, _error_body("api_error", message), ())
-            else:
-                self._send_reply(reply, body)
-        except OSError:
-            pass  # the client went away: nothing to tell it
-
-    def _unexpected(self) -> None:
-        self.close_connection = True
-        self.server.fake._record_failure(f"unexpected {self.command} {self.path}")
-        message = f"fake_anthropic: no route for {self.command} {self.path}"
-        self._send_json(404, _error_body("not_found_error", message), ())
-
-    def _send_json(
-        self, status: int, body: Mapping[str, Any], headers: Sequence[tuple[str, str]]
-    ) -> None:
-        data = _compact(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_reply(self, reply: Reply, request: Mapping[str, Any]) -> None:
-        """Wait for the gate, then send the error body or the event stream and its ending."""
-        fake = self.server.fake
-        if reply.gate is not None and not fake._wait(reply.gate):
-            return
-        if reply.error_body is not None:
-            self._send_json(reply.status, reply.error_body, reply.headers)
-            return
-        self.send_response(reply.status)
-        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.send_header("request-id", f"req_fake{uuid.uuid4().hex[:20]}")
-        for name, value in reply.headers:
-            self.send_header(name, value)
-        self.end_headers()
-        for frame in _render(reply, request):
-            self.wfile.write(frame.encode())
-            self.wfile.flush()
-        if reply.ending == "stall":
-            fake._wait(reply.until or threading.Event())

@@ -9,10 +9,11 @@ Script replies, point a client (``OpenAIProvider`` or a ``tiller --base-url`` su
         assert fake.requests[0]["model"] == "gpt-4o-mini"
     fake.assert_script_complete()
 
-Each POST to ``/v1/chat/completions`` takes the next scripted reply. The script is strict: a
-request with no reply left gets HTTP 500 (``fake_openai: no scripted reply for request N``, N
-counting from 1) and is recorded in ``failures``; ``assert_script_complete`` fails on any failure
-and on any reply never used. The ``fake_openai`` fixture in conftest.py checks this at teardown.
+Each POST to ``/v1/chat/completions`` takes the next scripted reply (the serving and the script
+are ``loopback.ScriptedServer``'s). The script is strict: a request with no reply left gets HTTP
+500 (``fake_openai: no scripted reply for request N``, N counting from 1) and is recorded in
+``failures``; ``assert_script_complete`` fails on any failure and on any reply never used. The
+``fake_openai`` fixture in conftest.py checks this at teardown.
 
 Replies are built by ``text_reply``, ``tool_call_reply``, ``error_reply``, ``empty_reply``,
 ``cut_reply``, ``stall_reply`` and ``sse_reply``. Any reply can be held by a ``gate``: the server
@@ -28,16 +29,16 @@ asked for ``stream_options.include_usage``) a chunk with ``"choices": []`` and `
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
 from typing import Any, Literal
+
+from loopback import ScriptedHandler, ScriptedServer
+from loopback import compact as _compact
+from loopback import pieces as _pieces
 
 __all__ = [
     "FakeOpenAI",
@@ -86,16 +87,6 @@ class Reply:
 
 # ---------------------------------------------------------------------------------------------
 # Reply builders
-
-
-def _compact(value: Any) -> str:
-    """JSON as OpenAI sends it: no spaces."""
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    size = max(size, 1)
-    return [text[start : start + size] for start in range(0, len(text), size)]
 
 
 def _text_events(text: str, chunk_size: int, reasoning: str | None) -> list[Delta]:
@@ -277,218 +268,39 @@ def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
 # The server
 
 
-class FakeOpenAI:
-    """The fake server: a ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) in a daemon thread.
+def _error(message: str, error_type: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
 
-    Use it as a context manager, or call ``start`` and ``close``. All methods are thread-safe.
-    """
 
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._script: deque[Reply] = deque()
-        self._requests: list[dict[str, Any]] = []
-        self._failures: list[str] = []
-        self._waiting: set[threading.Event] = set()
-        self._closed = False
-        self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+class _Handler(ScriptedHandler):
+    """Serves one request: the next scripted reply for chat completions, 404 for anything else."""
 
-    def start(self) -> FakeOpenAI:
-        """Bind and serve in a daemon thread; return self."""
-        if self._httpd is None:
-            self._httpd = _Server(("127.0.0.1", 0), _Handler, self)
-            self._thread = threading.Thread(
-                target=self._httpd.serve_forever,
-                kwargs={"poll_interval": 0.02},  # how soon ``close`` is noticed
-                name="fake-openai",
-                daemon=True,
-            )
-            self._thread.start()
-        return self
+    def _is_route(self) -> bool:
+        return self.path.rstrip("/") == "/v1/chat/completions"
 
-    def close(self) -> None:
-        """Stop serving and release every handler waiting on a gate or stall. Idempotent."""
-        with self._condition:
-            self._closed = True
-            waiting, self._waiting = list(self._waiting), set()
-            self._condition.notify_all()
-        for event in waiting:
-            event.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join()
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _error(message, "server_error" if status >= 500 else "invalid_request_error")
 
-    def __enter__(self) -> FakeOpenAI:
-        return self.start()
+    def _stream_headers(self) -> list[tuple[str, str]]:
+        return [
+            ("Content-Type", "text/event-stream"),
+            ("Cache-Control", "no-cache"),
+            ("Connection", "close"),
+        ]
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _frames(self, reply: Reply, request: Mapping[str, Any]) -> Iterator[bytes]:
+        for payload in _render(reply, request):
+            yield f"data: {payload}\n\n".encode()
+
+
+class FakeOpenAI(ScriptedServer[Reply]):
+    """The fake Chat Completions server; ``loopback.ScriptedServer`` has the script, the
+    lifecycle (a context manager, or ``start`` and ``close``) and the thread-safe methods."""
+
+    label = "fake_openai"
+    handler = _Handler
 
     @property
     def url(self) -> str:
         """The base URL to give a client: ``http://127.0.0.1:PORT/v1``."""
-        if self._httpd is None:
-            raise RuntimeError("fake_openai: not started")
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """A copy of the JSON bodies of the chat completion requests, in arrival order."""
-        with self._condition:
-            return list(self._requests)
-
-    @property
-    def failures(self) -> list[str]:
-        """What went wrong on the server side: unscripted or unexpected requests."""
-        with self._condition:
-            return list(self._failures)
-
-    @property
-    def unused_replies(self) -> list[Reply]:
-        """Scripted replies no request has taken yet."""
-        with self._condition:
-            return list(self._script)
-
-    def enqueue(self, *replies: Reply) -> None:
-        """Append replies to the script; each request takes the next one."""
-        with self._condition:
-            self._script.extend(replies)
-
-    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
-        """Block until at least ``n`` requests arrived; return them all (a copy).
-
-        Raises TimeoutError after ``timeout`` seconds.
-        """
-        with self._condition:
-            if not self._condition.wait_for(lambda: len(self._requests) >= n, timeout):
-                raise TimeoutError(
-                    f"fake_openai: waited {timeout:g}s for {n} request(s), "
-                    f"got {len(self._requests)}"
-                )
-            return list(self._requests)
-
-    def assert_script_complete(self) -> None:
-        """Fail unless every request had a scripted reply and every reply was used."""
-        with self._condition:
-            problems = list(self._failures)
-            if self._script:
-                problems.append(f"{len(self._script)} scripted reply(ies) never requested")
-        if problems:
-            raise AssertionError("fake_openai: " + "; ".join(problems))
-
-    def _record_failure(self, message: str) -> None:
-        with self._condition:
-            self._failures.append(message)
-
-    def _take(self, body: dict[str, Any]) -> tuple[int, Reply | None]:
-        """Record a request; return its number (from 1) and its reply, if one is scripted."""
-        with self._condition:
-            self._requests.append(body)
-            number = len(self._requests)
-            reply = self._script.popleft() if self._script else None
-            if reply is None:
-                self._failures.append(f"no scripted reply for request {number}")
-            self._condition.notify_all()
-            return number, reply
-
-    def _wait(self, event: threading.Event) -> bool:
-        """Wait until ``event`` is set or the server closes; True unless it closed."""
-        with self._condition:
-            if self._closed:
-                return False
-            self._waiting.add(event)
-        event.wait()
-        with self._condition:
-            self._waiting.discard(event)
-            return not self._closed
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], fake: FakeOpenAI) -> None:
-        self.fake = fake
-        super().__init__(address, handler)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """Serves one request: the next scripted reply for chat completions, 404 for anything else."""
-
-    protocol_version = "HTTP/1.1"
-    server: _Server
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silence the per-request log lines on stderr."""
-
-    def do_GET(self) -> None:
-        self._unexpected()
-
-    def do_POST(self) -> None:
-        self.close_connection = True
-        fake = self.server.fake
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if self.path.rstrip("/") != "/v1/chat/completions":
-            self._unexpected()
-            return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = {"_unparsed_body": raw.decode("utf-8", "replace")}
-        number, reply = fake._take(body)
-        try:
-            if reply is None:
-                message = f"fake_openai: no scripted reply for request {number}"
-                error = {"message": message, "type": "server_error", "param": None, "code": None}
-                self._send_json(500, {"error": error}, ())
-            else:
-                self._send_reply(reply, body)
-        except OSError:
-            pass  # the client went away: nothing to tell it
-
-    def _unexpected(self) -> None:
-        self.close_connection = True
-        self.server.fake._record_failure(f"unexpected {self.command} {self.path}")
-        message = f"fake_openai: no route for {self.command} {self.path}"
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-        self._send_json(404, {"error": error}, ())
-
-    def _send_json(
-        self, status: int, body: Mapping[str, Any], headers: Sequence[tuple[str, str]]
-    ) -> None:
-        data = _compact(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
-        for name, value in headers:
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _send_reply(self, reply: Reply, request: Mapping[str, Any]) -> None:
-        """Wait for the gate, then send the error body or the event stream and its ending."""
-        fake = self.server.fake
-        if reply.gate is not None and not fake._wait(reply.gate):
-            return
-        if reply.error_body is not None:
-            self._send_json(reply.status, reply.error_body, reply.headers)
-            return
-        self.send_response(reply.status)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        for name, value in reply.headers:
-            self.send_header(name, value)
-        self.end_headers()
-        for payload in _render(reply, request):
-            self.wfile.write(f"data: {payload}\n\n".encode())
-        if reply.ending == "stall":
-            fake._wait(reply.until or threading.Event())
+        return f"{self._origin}/v1"
