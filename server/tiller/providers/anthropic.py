@@ -43,10 +43,8 @@ from tiller.providers.anthropic_request import (
 )
 from tiller.providers.base import (
     ModelRequest,
-    Provider,
+    SdkProvider,
     StreamItem,
-    display_url,
-    redact,
     retry_after_seconds,
 )
 from tiller.providers.openai import parse_tool_arguments
@@ -108,7 +106,7 @@ class _Failure:
     retry_after: float | None = None
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(SdkProvider):
     """Streams the Anthropic Messages API.
 
     ``base_url`` and ``api_key`` left as None fall back to the SDK's defaults (which read
@@ -179,24 +177,11 @@ class AnthropicProvider(Provider):
                     await response.close()
         yield self._final(builder, failure)
 
-    async def aclose(self) -> None:
-        """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
-        if self._client is not None and self._http_client is None:
-            await self._client.close()
-        self._client = None
-
     def _final(self, builder: _MessageBuilder, failure: _Failure | None) -> AssistantMessage:
         message = builder.finish(failure)
         message.provider = self.name
         message.model = self.model
         return message
-
-    def _display_url(self) -> str:
-        """The base URL for messages, without credentials in it."""
-        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
 
     def _describe_failure(self, exc: Exception, *, started: bool) -> _Failure:
         """A user-actionable failure for an exception raised while calling or streaming.

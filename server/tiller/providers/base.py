@@ -26,6 +26,7 @@ __all__ = [
     "ModelInfo",
     "ModelRequest",
     "Provider",
+    "SdkProvider",
     "StreamItem",
     "ToolSpec",
     "display_url",
@@ -100,6 +101,29 @@ class Provider(ABC):
     async def aclose(self) -> None:
         """Release connections. Default: nothing to release."""
         return None
+
+
+class SdkProvider(Provider):
+    """Plumbing shared by providers that wrap a vendor SDK's async client, created lazily in
+    ``_client``: closing it, and error-message hygiene (no credentials in URLs or text)."""
+
+    _client: Any = None
+    _http_client: Any = None
+    _base_url: str | None = None
+    _api_key: str | None = None
+
+    async def aclose(self) -> None:
+        """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
+        if self._client is not None and self._http_client is None:
+            await self._client.close()
+        self._client = None
+
+    def _display_url(self) -> str:
+        """The base URL for messages, without credentials in it."""
+        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._api_key)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,10 +27,8 @@ import anyio
 
 from tiller.providers.base import (
     ModelRequest,
-    Provider,
+    SdkProvider,
     StreamItem,
-    display_url,
-    redact,
     retry_after_seconds,
 )
 from tiller.types import (
@@ -71,7 +69,7 @@ _ERROR_HINTS = {
 }
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(SdkProvider):
     """Streams Chat Completions from any OpenAI-compatible server.
 
     ``base_url`` and ``api_key`` left as None fall back to the SDK's defaults (which read
@@ -148,24 +146,11 @@ class OpenAIProvider(Provider):
                 message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
         yield message
 
-    async def aclose(self) -> None:
-        """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
-        if self._client is not None and self._http_client is None:
-            await self._client.close()
-        self._client = None
-
     def _final(self, builder: _MessageBuilder, error: str | None) -> AssistantMessage:
         message = builder.finish(error)
         message.provider = self.name
         message.model = self.model
         return message
-
-    def _display_url(self) -> str:
-        """The base URL for messages, without credentials in it."""
-        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
 
     def _describe_failure(self, exc: Exception, *, started: bool) -> str:
         """A user-actionable message for an exception raised while calling or streaming."""
