@@ -267,8 +267,9 @@ async def test_both_framings(fake_openai: FakeOpenAI, tmp_path: Path, framing: s
     assert end["message"]["content"][0]["text"] == "Framed reply ünïcödé."
 
 
-async def test_eof_exits_cleanly_and_kills_children(
-    fake_openai: FakeOpenAI, tmp_path: Path
+@pytest.mark.parametrize("ending", ["eof", "sigterm"])
+async def test_eof_or_sigterm_exits_cleanly_and_kills_children(
+    fake_openai: FakeOpenAI, tmp_path: Path, ending: str
 ) -> None:
     fake_openai.enqueue(
         tool_call_reply([("call_sleep", "bash", {"command": "sleep 60 & echo pid=$!; wait"})])
@@ -277,24 +278,11 @@ async def test_eof_exits_cleanly_and_kills_children(
         await tiller.send({"jsonrpc": "2.0", "id": 1, "method": "agent/prompt",
                            "params": {"message": "sleep"}})
         pid = await wait_for_pid(tiller)
-        exit_code = await tiller.close()
-
-    assert exit_code == 0
-    assert process_gone(pid)
-
-
-async def test_sigterm_ends_like_eof_and_kills_children(
-    fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
-    fake_openai.enqueue(
-        tool_call_reply([("call_sleep", "bash", {"command": "sleep 60 & echo pid=$!; wait"})])
-    )
-    async with spawn_tiller(fake_openai, tmp_path) as tiller:
-        await tiller.send({"jsonrpc": "2.0", "id": 1, "method": "agent/prompt",
-                           "params": {"message": "sleep"}})
-        pid = await wait_for_pid(tiller)
-        tiller.process.terminate()
-        exit_code = await tiller.process.wait()
+        if ending == "eof":
+            exit_code = await tiller.close()
+        else:
+            tiller.process.terminate()
+            exit_code = await tiller.process.wait()
 
     assert exit_code == 0
     assert process_gone(pid)
