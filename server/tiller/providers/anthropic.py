@@ -129,12 +129,10 @@ class AnthropicProvider(SdkProvider):
         request_timeout: float = 600.0,
         default_max_tokens: int = 8192,
     ) -> None:
-        self.model = model
-        self._base_url = base_url
-        self._api_key = api_key
-        self._http_client = http_client
-        self._headers = dict(headers or {})
-        self._request_timeout = request_timeout
+        super().__init__(
+            model=model, base_url=base_url, api_key=api_key, http_client=http_client,
+            headers=headers, request_timeout=request_timeout,
+        )
         self._default_max_tokens = default_max_tokens
         self._client: AsyncAnthropic | None = None
 

@@ -108,9 +108,25 @@ class SdkProvider(Provider):
     ``_client``: closing it, and error-message hygiene (no credentials in URLs or text)."""
 
     _client: Any = None
-    _http_client: Any = None
-    _base_url: str | None = None
-    _api_key: str | None = None
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        http_client: Any = None,
+        headers: Mapping[str, str] | None = None,
+        request_timeout: float = 600.0,
+    ) -> None:
+        """``base_url``/``api_key`` None: the SDK's defaults. An injected ``http_client`` is
+        used as is and not closed by ``aclose``."""
+        self.model = model
+        self._base_url = base_url
+        self._api_key = api_key
+        self._http_client = http_client
+        self._headers = dict(headers or {})
+        self._request_timeout = request_timeout
 
     async def aclose(self) -> None:
         """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""

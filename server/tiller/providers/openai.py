@@ -90,12 +90,10 @@ class OpenAIProvider(SdkProvider):
         request_timeout: float = 600.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.model = model
-        self._headers = dict(headers or {})
-        self._base_url = base_url
-        self._api_key = api_key
-        self._http_client = http_client
-        self._request_timeout = request_timeout
+        super().__init__(
+            model=model, base_url=base_url, api_key=api_key, http_client=http_client,
+            headers=headers, request_timeout=request_timeout,
+        )
         self._client: AsyncOpenAI | None = None
 
     def _get_client(self) -> AsyncOpenAI:
