@@ -13,7 +13,9 @@ mode           write/edit in ws      bash         any path outside the ws      o
 ``readonly``   deny                  deny         deny                         allow
 =============  ====================  ===========  ===========================  =================
 
-"Outside" means the real path (symlinks followed) is not under a workspace root. Asking goes
+"Outside" means the real path (symlinks followed) is not under a workspace root. The real path
+is resolved once per call; the verdict, the preview the user sees and the path the tool then
+acts on (``BeforeToolCallResult.resolved_path``) are all that one path. Asking goes
 through the injected ``ask`` (a ``client/requestPermission`` request); a client that cannot be
 asked, fails, or does not answer in time counts as a rejection. A rejection is an error tool
 result with the user's reason; the run goes on.
@@ -35,6 +37,7 @@ from tiller.tools.base import EditorFiles
 from tiller.tools.edit import apply_edits
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
+from tiller.tools.safefs import pin
 from tiller.types import ToolCall
 
 __all__ = [
@@ -97,9 +100,10 @@ class PermissionGate:
     async def __call__(
         self, call: ToolCall, args: dict[str, Any]
     ) -> BeforeToolCallResult | None:
-        verdict, reason, key = self.decide(call.name, args)
+        path = self._path_of(call.name, args)
+        verdict, reason, key = self.decide(call.name, args, path)
         if verdict == "allow":
-            return None
+            return self._allowed(path)
         if verdict == "deny":
             return BeforeToolCallResult(block=True, reason=reason)
         if self.ask is None:
@@ -108,12 +112,15 @@ class PermissionGate:
                 reason=f"{reason}, but the client cannot be asked (it did not declare the "
                 "permissions capability); change the permission mode to allow it",
             )
-        return await self._ask_user(call, args, reason, key)
+        return await self._ask_user(call, args, reason, key, path)
 
-    def decide(self, tool: str, args: dict[str, Any]) -> tuple[Verdict, str, str]:
+    def decide(
+        self, tool: str, args: dict[str, Any], path: Path | None = None
+    ) -> tuple[Verdict, str, str]:
         """The verdict for a call, a sentence saying why, and the key a remembered answer for
-        it is stored under (the resolved path, or the command's first word)."""
-        path = self._path_of(tool, args)
+        it is stored under (the resolved path, or the command's first word). ``path`` is the
+        call's real path when the caller resolved it already (else it is resolved here)."""
+        path = path if path is not None else self._path_of(tool, args)
         command = str(args.get("command", "")) if tool in COMMAND_TOOLS else ""
         key = command.split(maxsplit=1)[0] if command.strip() else str(path or "")
         for rule in self.rules:
@@ -151,7 +158,12 @@ class PermissionGate:
         raw = args.get("path", "." if tool in ("ls", "find", "grep") else None)
         if not isinstance(raw, str):
             return None
-        return Path(os.path.realpath(resolve_path(raw, self.roots[0])))
+        return pin(resolve_path(raw, self.roots[0]))
+
+    @staticmethod
+    def _allowed(path: Path | None) -> BeforeToolCallResult | None:
+        """Allow the call, pinning it to the real path it was judged on."""
+        return None if path is None else BeforeToolCallResult(resolved_path=path)
 
     def _inside(self, path: Path) -> bool:
         return any(path.is_relative_to(os.path.realpath(root)) for root in self.roots)
@@ -169,11 +181,11 @@ class PermissionGate:
         return True
 
     async def _ask_user(
-        self, call: ToolCall, args: dict[str, Any], reason: str, key: str
+        self, call: ToolCall, args: dict[str, Any], reason: str, key: str, path: Path | None
     ) -> BeforeToolCallResult | None:
         assert self.ask is not None
         request = PermissionRequest(
-            call.id, call.name, args, await self._preview(call.name, args), reason
+            call.id, call.name, args, await self._preview(call.name, args, path), reason
         )
         self.waiting(call)
         try:
@@ -183,16 +195,18 @@ class PermissionGate:
         if outcome in ("allowAlways", "rejectAlways"):
             self.remembered[(call.name, key)] = outcome == "allowAlways"
         if outcome in ("allowOnce", "allowAlways"):
-            return None
+            return self._allowed(path)
         because = f": {user_reason}" if user_reason else ""
         return BeforeToolCallResult(block=True, reason=f"the user rejected this call{because}")
 
-    async def _preview(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        """A unified diff for file changes, the command and cwd for bash, else the path."""
+    async def _preview(
+        self, tool: str, args: dict[str, Any], path: Path | None
+    ) -> dict[str, Any]:
+        """A unified diff for file changes, the command and cwd for bash, else the path
+        (``path``: the call's real path, as decided on)."""
         if tool in COMMAND_TOOLS:
             return {"kind": "command", "command": args.get("command", ""),
                     "cwd": str(self.roots[0]) if self.roots else ""}
-        path = self._path_of(tool, args)
         if path is None:
             return {"kind": "none"}
         if tool in EDIT_TOOLS:

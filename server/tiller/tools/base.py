@@ -61,12 +61,16 @@ class EditorFiles(Protocol):
 @dataclass
 class ToolContext:
     """Where and for whom a tool runs. ``update`` emits a cumulative partial result; ``files``
-    is the editor's file access, or None to use the disk only."""
+    is the editor's file access, or None to use the disk only. ``resolved_path`` is the real
+    path of the call's ``path`` argument as the permission gate decided on it (and showed the
+    user): a file tool acts on exactly that path on disk. None when no gate resolved one; the
+    tool then resolves the path itself, once (``tiller.tools.safefs``)."""
 
     cwd: Path
     tool_call_id: str
     update: Callable[[Any], None] = field(default=lambda _partial: None)
     files: EditorFiles | None = None
+    resolved_path: Path | None = None
 
 
 class Tool(ABC, Generic[P]):

@@ -50,10 +50,13 @@ ABORTED_MESSAGE = "Tool call aborted: the user stopped the run before it finishe
 
 @dataclass
 class BeforeToolCallResult:
-    """``block=True`` fails the call with ``reason`` instead of running it."""
+    """``block=True`` fails the call with ``reason`` instead of running it. An allowed call's
+    ``resolved_path`` is the real path its ``path`` argument was judged on; the tool gets it
+    as ``ToolContext.resolved_path`` and acts on that path, not on a new resolution."""
 
     block: bool = False
     reason: str | None = None
+    resolved_path: Path | None = None
 
 
 @dataclass
@@ -115,6 +118,7 @@ class _Prepared:
     call: ToolCall
     tool: Tool[Any]
     params: BaseModel
+    resolved_path: Path | None = None
 
 
 class _BatchRunner:
@@ -182,6 +186,8 @@ class _BatchRunner:
                 reason = verdict.reason or "blocked before it ran"
                 self.finish(index, _error_result(call, f"Tool call blocked: {reason}"))
                 return None
+            if verdict is not None:
+                return _Prepared(index, call, tool, params, verdict.resolved_path)
         return _Prepared(index, call, tool, params)
 
     async def run(self, prepared: _Prepared) -> None:
@@ -192,7 +198,10 @@ class _BatchRunner:
                 tool_call_id=call.id, tool_name=call.name, partial_result=partial
             ))
 
-        ctx = ToolContext(cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files)
+        ctx = ToolContext(
+            cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files,
+            resolved_path=prepared.resolved_path,
+        )
         outcome: ToolResult | None = None
         try:
             with anyio.move_on_after(math.inf if self.timeout is None else self.timeout):

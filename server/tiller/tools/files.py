@@ -1,5 +1,7 @@
 """Filesystem helpers shared by the file tools: path resolution, diffs, the mutation locks.
 
+``pinned_path`` is the one real path a call acts on on disk (see ``tiller.tools.safefs``).
+
 ``write`` and ``edit`` serialise their read-modify-write of one file in two layers, so two calls
 of one parallel batch (or of two sessions) that touch the same file cannot lose each other's
 changes:
@@ -20,8 +22,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
-__all__ = ["first_changed_line", "mutation_lock", "path_lock", "resolve_path", "unified_diff"]
+from tiller.tools.base import ToolContext
+from tiller.tools.safefs import pin
+
+__all__ = [
+    "first_changed_line",
+    "mutation_lock",
+    "path_lock",
+    "pinned_path",
+    "resolve_path",
+    "unified_diff",
+]
 
 mutation_lock = threading.Lock()
 """Held while a worker thread reads, changes and writes back a file on disk."""
@@ -60,6 +73,14 @@ def resolve_path(path: str, cwd: Path) -> Path:
     """``path`` with ``~`` expanded, made absolute against ``cwd`` when relative."""
     expanded = Path(os.path.expanduser(path))
     return expanded if expanded.is_absolute() else cwd / expanded
+
+
+async def pinned_path(path: Path, ctx: ToolContext) -> Path:
+    """The real path the call acts on: the one the permission gate decided on
+    (``ctx.resolved_path``), else ``path`` resolved now, once."""
+    if ctx.resolved_path is not None:
+        return ctx.resolved_path
+    return await anyio.to_thread.run_sync(pin, path)
 
 
 def _lines_with_ends(text: str) -> list[str]:
