@@ -11,10 +11,17 @@ the match runs against ``read_text`` (unsaved edits included) when the editor ca
 against the disk, and the result goes back through ``write_text`` (into the buffer, so the user
 can undo it) when the editor can write, else to the disk. A BOM is then the text's leading
 U+FEFF, kept as it was. The whole call holds the file's ``path_lock``.
+
+On disk the tool acts on the pinned real path (``pinned_path``), walked without following
+symlinks (``tiller.tools.safefs``), reading and writing back through one descriptor, in place.
+A symlink put on that path while the call runs makes it fail without writing. The editor is
+given the path as named.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +34,11 @@ from tiller.tools.files import (
     first_changed_line,
     mutation_lock,
     path_lock,
+    pinned_path,
     resolve_path,
     unified_diff,
 )
+from tiller.tools.safefs import open_nofollow, read_all, replace_content
 
 __all__ = ["EditParams", "EditTool", "Replacement"]
 
@@ -127,52 +136,62 @@ def _transform(text: str, edits: list[Replacement], name: str) -> _Edited:
     return _Edited(text, new_text, ("\ufeff" if bom else "") + output)
 
 
-def _read_disk_text(path: Path) -> str:
-    """The file's text (a BOM becomes a leading U+FEFF); ToolError if it is missing, a directory
-    or not UTF-8. The caller holds ``mutation_lock``."""
-    if not path.exists():
-        raise ToolError(f"File not found: {path}")
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory, not a file")
+def _decode(real: Path, data: bytes) -> str:
+    """The file's text (a BOM becomes a leading U+FEFF); ToolError if it is not UTF-8."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{path} is not valid UTF-8 text; edit cannot change it") from exc
+        raise ToolError(f"{real} is not valid UTF-8 text; edit cannot change it") from exc
 
 
-def _edit_file(path: Path, edits: list[Replacement], name: str) -> _Edited:
-    """Apply ``edits`` to the file at ``path`` on disk under the mutation lock (worker thread)."""
+def _edit_file(real: Path, edits: list[Replacement], name: str) -> _Edited:
+    """Apply ``edits`` to the file at the pinned path under the mutation lock (worker thread);
+    ToolError if it is missing or a directory."""
     with mutation_lock:
-        edited = _transform(_read_disk_text(path), edits, name)
-        path.write_bytes(edited.output.encode("utf-8"))
-        return edited
+        try:
+            with open_nofollow(real, os.O_RDWR) as fd:
+                edited = _transform(_decode(real, read_all(fd)), edits, name)
+                replace_content(fd, edited.output.encode("utf-8"))
+                return edited
+        except FileNotFoundError as exc:
+            raise ToolError(f"File not found: {real}") from exc
+        except IsADirectoryError as exc:
+            raise ToolError(f"{real} is a directory, not a file") from exc
 
 
-def _locked_read(path: Path) -> str:
+def _locked_read(real: Path) -> str:
+    """The text at the pinned path, as ``_edit_file`` reads it (worker thread)."""
     with mutation_lock:
-        return _read_disk_text(path)
+        try:
+            with open_nofollow(real, os.O_RDONLY) as fd:
+                if stat.S_ISDIR(os.fstat(fd).st_mode):
+                    raise ToolError(f"{real} is a directory, not a file")
+                return _decode(real, read_all(fd))
+        except FileNotFoundError as exc:
+            raise ToolError(f"File not found: {real}") from exc
 
 
-def _locked_write(path: Path, text: str) -> None:
-    with mutation_lock:
-        path.write_bytes(text.encode("utf-8"))
+def _locked_write(real: Path, text: str) -> None:
+    with mutation_lock, open_nofollow(real, os.O_WRONLY | os.O_CREAT) as fd:
+        replace_content(fd, text.encode("utf-8"))
 
 
 async def _edit_via_editor(
-    files: EditorFiles, path: Path, edits: list[Replacement], name: str
+    files: EditorFiles, path: Path, real: Path, edits: list[Replacement], name: str
 ) -> _Edited:
-    """Apply ``edits`` to the editor's text (or the disk's, if it cannot read) and store the
-    result through the editor (or on disk, if it cannot write). The caller holds the file's
-    ``path_lock``; the editor's ToolError passes through."""
+    """Apply ``edits`` to the editor's text of ``path`` (or the disk's at the pinned ``real``,
+    if it cannot read) and store the result through the editor (or on disk at ``real``, if it
+    cannot write). The caller holds the file's ``path_lock``; the editor's ToolError passes
+    through."""
     if files.can_read:
         text = await files.read_text(path)
     else:
-        text = await anyio.to_thread.run_sync(_locked_read, path)
+        text = await anyio.to_thread.run_sync(_locked_read, real)
     edited = _transform(text, edits, name)
     if files.can_write:
         await files.write_text(path, edited.output)
     else:
-        await anyio.to_thread.run_sync(_locked_write, path, edited.output)
+        await anyio.to_thread.run_sync(_locked_write, real, edited.output)
     return edited
 
 
@@ -192,12 +211,15 @@ class EditTool(Tool[EditParams]):
         path = resolve_path(params.path, ctx.cwd)
         files = ctx.files
         try:
-            async with path_lock(path):
+            real = await pinned_path(path, ctx)
+            async with path_lock(real):
                 if files is not None and (files.can_read or files.can_write):
-                    edited = await _edit_via_editor(files, path, params.edits, params.path)
+                    edited = await _edit_via_editor(
+                        files, path, real, params.edits, params.path
+                    )
                 else:
                     edited = await anyio.to_thread.run_sync(
-                        _edit_file, path, params.edits, params.path
+                        _edit_file, real, params.edits, params.path
                     )
         except OSError as exc:
             raise ToolError(f"Could not edit {path}: {exc.strerror or exc}") from exc

@@ -11,24 +11,33 @@ window, with the same notices and details, as the disk would give for that text.
 decides what the file is: a directory, an image or a binary file is handled as without the
 editor (its API is text only). A path missing on disk is asked of the editor all the same (it
 may be an unsaved buffer); the editor's ToolError is the answer when it has no such file.
+
+On disk the tool reads the pinned real path (``pinned_path``), opened without following
+symlinks (``tiller.tools.safefs``), through one descriptor: a symlink put on that path while
+the call runs makes it fail instead of reading elsewhere. The editor is asked for the path as
+named. FIFOs, devices and other non-regular files are refused.
 """
 
 from __future__ import annotations
 
 import base64
 import codecs
+import os
 import shlex
+import stat
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
 from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
-from tiller.tools.files import resolve_path
+from tiller.tools.files import pinned_path, resolve_path
+from tiller.tools.safefs import open_nofollow
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -118,10 +127,10 @@ def _select(
     return kept, total
 
 
-def _read_window(path: Path, offset: int, limit: int | None) -> _TextWindow:
-    """The window of the file on disk, streamed (run in a worker thread)."""
-    with path.open("rb") as file:
-        kept, total = _select(file, offset, limit, len)
+def _read_window(file: BinaryIO, offset: int, limit: int | None) -> _TextWindow:
+    """The window of the open file, streamed from its start (run in a worker thread)."""
+    file.seek(0)
+    kept, total = _select(file, offset, limit, len)
     data = b"".join(kept)
     if offset == 1 and data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8) :]
@@ -184,10 +193,11 @@ class ReadTool(Tool[ReadParams]):
         path = resolve_path(params.path, ctx.cwd)
         offset = params.offset or 1
         try:
+            real = await pinned_path(path, ctx)
             if ctx.files is not None and ctx.files.can_read:
-                loaded = await _load_from_editor(ctx.files, path, offset, params.limit)
+                loaded = await _load_from_editor(ctx.files, path, real, offset, params.limit)
             else:
-                loaded = await anyio.to_thread.run_sync(_load, path, offset, params.limit)
+                loaded = await anyio.to_thread.run_sync(_load, real, offset, params.limit)
         except OSError as exc:
             raise ToolError(f"Could not read {path}: {exc.strerror or exc}") from exc
         if isinstance(loaded, _Image):
@@ -195,56 +205,67 @@ class ReadTool(Tool[ReadParams]):
         return _text_result(params, path, offset, loaded)
 
 
-def _probe(path: Path) -> _Image | None:
-    """What the file on disk is: its image, or None for text; ToolError for a missing file, a
-    directory, an image over the limit or a binary file. Run in a worker thread."""
-    if not path.exists():
-        raise ToolError(f"File not found: {path}")
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory, not a file (use bash with ls to list it)")
-    with path.open("rb") as file:
-        head = file.read(_SNIFF_BYTES)
-    mime = _image_mime(path, head)
+@contextmanager
+def _open_file(real: Path) -> Iterator[BinaryIO]:
+    """The regular file at the pinned path, open for reading without following symlinks;
+    ToolError for a directory, ``FileNotFoundError`` when it is missing."""
+    with open_nofollow(real, os.O_RDONLY) as fd:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise ToolError(f"{real} is a directory, not a file (use bash with ls to list it)")
+        with open(fd, "rb", closefd=False) as file:
+            yield file
+
+
+def _probe(real: Path, file: BinaryIO) -> _Image | None:
+    """What the open file is: its image, or None for text; ToolError for an image over the
+    limit or a binary file. Run in a worker thread."""
+    head = file.read(_SNIFF_BYTES)
+    mime = _image_mime(real, head)
     if mime is not None:
-        size = path.stat().st_size
+        size = os.fstat(file.fileno()).st_size
         if size > MAX_IMAGE_BYTES:
             raise ToolError(
-                f"{path} is a {format_size(size)} image, over the "
+                f"{real} is a {format_size(size)} image, over the "
                 f"{format_size(MAX_IMAGE_BYTES)} limit for images"
             )
-        return _Image(path.read_bytes(), mime)
+        file.seek(0)
+        return _Image(file.read(), mime)
     if _looks_binary(head):
-        raise ToolError(f"{path} is a binary file and cannot be read as text")
+        raise ToolError(f"{real} is a binary file and cannot be read as text")
     return None
 
 
-def _load(path: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
+def _load(real: Path, offset: int, limit: int | None) -> _TextWindow | _Image:
     """Everything read does on disk (run in a worker thread)."""
-    image = _probe(path)
-    return image if image is not None else _read_window(path, offset, limit)
+    try:
+        with _open_file(real) as file:
+            image = _probe(real, file)
+            return image if image is not None else _read_window(file, offset, limit)
+    except FileNotFoundError as exc:
+        raise ToolError(f"File not found: {real}") from exc
 
 
-def _probe_for_editor(path: Path) -> _Image | None:
+def _probe_for_editor(real: Path) -> _Image | None:
     """``_probe``, except that a file the disk does not have or cannot open is left to the
     editor (None): it may be an unsaved buffer, or one the editor can still read."""
     try:
-        if not path.exists():
-            return None
-        return _probe(path)
+        with _open_file(real) as file:
+            return _probe(real, file)
     except OSError:
         return None
 
 
 async def _load_from_editor(
-    files: EditorFiles, path: Path, offset: int, limit: int | None
+    files: EditorFiles, path: Path, real: Path, offset: int, limit: int | None
 ) -> _TextWindow | _Image:
-    """An image from the disk, else the window of the editor's whole text of ``path``.
+    """An image from the disk at the pinned ``real``, else the window of the editor's whole
+    text of ``path``.
 
     Raises the disk's ToolError for a directory or a binary file and the editor's ToolError when
     the editor cannot read the file. The window is cut here, not by the editor, so that the line
     count and the notices are exactly those of a disk read.
     """
-    image = await anyio.to_thread.run_sync(_probe_for_editor, path)
+    image = await anyio.to_thread.run_sync(_probe_for_editor, real)
     if image is not None:
         return image
     text = await files.read_text(path)

@@ -8,10 +8,17 @@ When the editor can write files (``ctx.files.can_write``), the content goes thro
 directories, Tiller does not touch the disk). The previous content for the diff is then the
 editor's text when it can read (unsaved edits included), else the disk's; "" for a new file.
 The whole call holds the file's ``path_lock``.
+
+On disk the tool acts on the pinned real path (``pinned_path``), walked without following
+symlinks (``tiller.tools.safefs``): the previous content is read and the new one written
+through one descriptor, in place. A symlink put on that path while the call runs (or while the
+user is asked) makes the call fail without writing. The editor is given the path as named.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,9 +31,11 @@ from tiller.tools.files import (
     first_changed_line,
     mutation_lock,
     path_lock,
+    pinned_path,
     resolve_path,
     unified_diff,
 )
+from tiller.tools.safefs import open_nofollow, read_all, replace_content
 
 __all__ = ["WriteParams", "WriteTool"]
 
@@ -42,38 +51,47 @@ class _Written:
     size: int
 
 
-def _old_disk_text(path: Path) -> str:
-    """The file's current text ("" if absent); ToolError for a directory. Caller holds the lock."""
-    if path.is_dir():
-        raise ToolError(f"{path} is a directory")
-    return path.read_bytes().decode("utf-8", errors="replace") if path.exists() else ""
+def _old_disk_text(real: Path) -> str:
+    """The text at the pinned path ("" if absent); ToolError for a directory. Caller holds
+    ``mutation_lock``."""
+    try:
+        with open_nofollow(real, os.O_RDONLY) as fd:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise ToolError(f"{real} is a directory")
+            return read_all(fd).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
-def _write_file(path: Path, content: str) -> _Written:
-    """Write ``content`` to ``path`` (creating parents); returns the previous text and size."""
+def _write_file(real: Path, content: str) -> _Written:
+    """Write ``content`` at the pinned path (creating parents); the previous text and size."""
+    data = content.encode("utf-8")
     with mutation_lock:
-        old = _old_disk_text(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = content.encode("utf-8")
-        path.write_bytes(data)
-        return _Written(old, len(data))
+        try:
+            with open_nofollow(real, os.O_RDWR | os.O_CREAT, make_parents=True) as fd:
+                old = read_all(fd).decode("utf-8", errors="replace")
+                replace_content(fd, data)
+        except IsADirectoryError as exc:
+            raise ToolError(f"{real} is a directory") from exc
+    return _Written(old, len(data))
 
 
-def _locked_old_disk_text(path: Path) -> str:
+def _locked_old_disk_text(real: Path) -> str:
     with mutation_lock:
-        return _old_disk_text(path)
+        return _old_disk_text(real)
 
 
-async def _write_via_editor(files: EditorFiles, path: Path, content: str) -> _Written:
-    """Store ``content`` through the editor; returns the previous text and the new size.
+async def _write_via_editor(
+    files: EditorFiles, path: Path, real: Path, content: str
+) -> _Written:
+    """Store ``content`` through the editor at ``path``; the previous text and the new size.
 
     The previous text is the editor's when it can read; when it cannot, or its read fails (the
-    usual answer for a file that does not exist yet), it is the disk's, "" for no file. A
-    directory on disk is refused before the editor is asked. The caller holds ``path_lock``;
-    the editor's ToolError from ``write_text`` passes through.
+    usual answer for a file that does not exist yet), it is the disk's at the pinned ``real``,
+    "" for no file. A directory on disk is refused before the editor is asked. The caller
+    holds ``path_lock``; the editor's ToolError from ``write_text`` passes through.
     """
-    if await anyio.to_thread.run_sync(path.is_dir):
-        raise ToolError(f"{path} is a directory")
+    disk_old = await anyio.to_thread.run_sync(_locked_old_disk_text, real)
     old: str | None = None
     if files.can_read:
         try:
@@ -81,7 +99,7 @@ async def _write_via_editor(files: EditorFiles, path: Path, content: str) -> _Wr
         except ToolError:
             old = None
     if old is None:
-        old = await anyio.to_thread.run_sync(_locked_old_disk_text, path)
+        old = disk_old
     await files.write_text(path, content)
     return _Written(old, len(content.encode("utf-8")))
 
@@ -100,11 +118,12 @@ class WriteTool(Tool[WriteParams]):
         path = resolve_path(params.path, ctx.cwd)
         files = ctx.files
         try:
-            async with path_lock(path):
+            real = await pinned_path(path, ctx)
+            async with path_lock(real):
                 if files is not None and files.can_write:
-                    written = await _write_via_editor(files, path, params.content)
+                    written = await _write_via_editor(files, path, real, params.content)
                 else:
-                    written = await anyio.to_thread.run_sync(_write_file, path, params.content)
+                    written = await anyio.to_thread.run_sync(_write_file, real, params.content)
         except OSError as exc:
             raise ToolError(f"Could not write {path}: {exc.strerror or exc}") from exc
         return ToolResult.text(
