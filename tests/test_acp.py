@@ -480,4 +480,6 @@ def test_prompt_content_and_permission_answers_map_to_tiller() -> None:
     assert tiller_outcome({"outcome": {"outcome": "cancelled"}})["outcome"] == "rejectOnce"
     assert tiller_outcome(None) == {"outcome": None}
     names = [o["name"] for o in permission_options("bash", {"command": "git push -f"})]
-    assert names[1] == "Always allow `git` commands"
+    assert names[1] == "Always allow `git push -f`"
+    long = [o["name"] for o in permission_options("bash", {"command": "echo " + "x" * 80})]
+    assert long[3] == "Always reject `echo " + "x" * 54 + "…`"

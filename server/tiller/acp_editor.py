@@ -17,7 +17,8 @@ ACP option id      ACP kind           Tiller outcome
 
 The ``cancelled`` outcome (the client's answer to ``session/cancel``) is a rejection. Answers
 "always" are remembered by Tiller's PermissionGate per session: for file tools per tool and
-path, for ``bash`` per first word of the command; the option names say so.
+path, for ``bash`` per exact simple command (tiller.permissions_command); the option names say
+so.
 
 ``read_snapshot`` gives a file's current text the way the tools see it (the editor's buffer when
 it can read files, else the disk), for the diffs of tiller.acp_diff.
@@ -62,8 +63,9 @@ OUTCOMES = {
 def permission_options(tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
     """ACP's four permission options; the "always" names say what will be remembered."""
     command = args.get("command") if tool == "bash" else None
-    if isinstance(command, str) and command.split():
-        scope = f"`{command.split()[0]}` commands"
+    if isinstance(command, str) and command.strip():
+        shown = " ".join(command.split())
+        scope = f"`{shown if len(shown) <= 60 else shown[:59] + '…'}`"
     else:
         path = args.get("path")
         scope = f"{tool} on {Path(path).name}" if isinstance(path, str) and path else tool

@@ -13,6 +13,10 @@ mode           write/edit in ws      bash         any path outside the ws      o
 ``readonly``   deny                  deny         deny                         allow
 =============  ====================  ===========  ===========================  =================
 
+For ``bash`` the rules' ``command`` and the remembered answers match each simple command of the
+command line, parsed as shell (tiller.permissions_command): an answer never covers more than the
+command the user saw, and a command the parser cannot vouch for is never allowed by them.
+
 "Outside" means the real path (symlinks followed) is not under a workspace root. The real path
 is resolved once per call; the verdict, the preview the user sees and the path the tool then
 acts on (``BeforeToolCallResult.resolved_path``) are all that one path. Asking goes
@@ -33,6 +37,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.errors import ToolError
+from tiller.permissions_command import CommandMemory, Verdict, decide_command
 from tiller.tools.base import EditorFiles
 from tiller.tools.edit import apply_edits
 from tiller.tools.execute import BeforeToolCallResult
@@ -53,7 +58,6 @@ PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
 PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "acceptEdits", "auto", "readonly")
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
-Verdict = Literal["allow", "deny", "ask"]
 
 EDIT_TOOLS = frozenset({"write", "edit"})
 COMMAND_TOOLS = frozenset({"bash"})
@@ -62,7 +66,8 @@ COMMAND_TOOLS = frozenset({"bash"})
 @dataclass(frozen=True)
 class PermissionRule:
     """A config-file rule; the first that matches decides. ``path`` is a glob against the
-    resolved path (relative globs are taken from the workspace root); ``command`` a prefix."""
+    resolved path (relative globs are taken from the workspace root); ``command`` the first words
+    of a ``bash`` command (see tiller.permissions_command)."""
 
     action: Verdict
     tool: str | None = None
@@ -96,6 +101,7 @@ class PermissionGate:
     files: EditorFiles | None = None
     waiting: Callable[[ToolCall], None] = field(default=lambda _call: None)
     remembered: dict[tuple[str, str], bool] = field(default_factory=dict)
+    commands: CommandMemory = field(default_factory=CommandMemory)
 
     async def __call__(
         self, call: ToolCall, args: dict[str, Any]
@@ -118,13 +124,19 @@ class PermissionGate:
         self, tool: str, args: dict[str, Any], path: Path | None = None
     ) -> tuple[Verdict, str, str]:
         """The verdict for a call, a sentence saying why, and the key a remembered answer for
-        it is stored under (the resolved path, or the command's first word). ``path`` is the
+        it is stored under (the resolved path; the command for ``bash``). ``path`` is the
         call's real path when the caller resolved it already (else it is resolved here)."""
+        if tool in COMMAND_TOOLS:
+            command = str(args.get("command", ""))
+            verdict, reason = decide_command(command, tool, self.rules, self.commands)
+            if verdict is None:
+                verdict, by_mode = self._by_mode(tool, False, None)
+                reason = f"{by_mode} ({reason})" if verdict == "ask" and reason else by_mode
+            return verdict, reason, command
         path = path if path is not None else self._path_of(tool, args)
-        command = str(args.get("command", "")) if tool in COMMAND_TOOLS else ""
-        key = command.split(maxsplit=1)[0] if command.strip() else str(path or "")
+        key = str(path or "")
         for rule in self.rules:
-            if self._matches(rule, tool, path, command):
+            if self._matches(rule, tool, path):
                 return rule.action, f"a permission rule says {rule.action}", key
         if (tool, key) in self.remembered:
             allowed = self.remembered[(tool, key)]
@@ -168,10 +180,8 @@ class PermissionGate:
     def _inside(self, path: Path) -> bool:
         return any(path.is_relative_to(os.path.realpath(root)) for root in self.roots)
 
-    def _matches(self, rule: PermissionRule, tool: str, path: Path | None, command: str) -> bool:
-        if rule.tool is not None and rule.tool != tool:
-            return False
-        if rule.command is not None and not command.startswith(rule.command):
+    def _matches(self, rule: PermissionRule, tool: str, path: Path | None) -> bool:
+        if (rule.tool is not None and rule.tool != tool) or rule.command is not None:
             return False
         if rule.path is not None:
             if path is None:
@@ -192,7 +202,9 @@ class PermissionGate:
             outcome, user_reason = await self.ask(request)
         except ToolError as exc:
             return BeforeToolCallResult(block=True, reason=f"permission not granted: {exc}")
-        if outcome in ("allowAlways", "rejectAlways"):
+        if outcome in ("allowAlways", "rejectAlways") and call.name in COMMAND_TOOLS:
+            self.commands.remember(key, outcome == "allowAlways")
+        elif outcome in ("allowAlways", "rejectAlways"):
             self.remembered[(call.name, key)] = outcome == "allowAlways"
         if outcome in ("allowOnce", "allowAlways"):
             return self._allowed(path)
