@@ -1,16 +1,18 @@
-"""End to end over raw stdio bytes: bad framing and deep nesting each get exactly one answer,
-and the server keeps serving the frames that follow."""
+"""End to end over raw stdio bytes: bad framing, deep nesting and ``$/cancelRequest`` as a
+request each get exactly one answer, and the server keeps serving the frames that follow."""
 
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from helpers import spawn_tiller
+from fake_openai import FakeOpenAI, text_reply
+from helpers import spawn_tiller, wait_requests
 from tiller.client import TillerClient
 
 pytestmark = pytest.mark.anyio
@@ -143,3 +145,23 @@ async def test_nesting_under_the_limit_is_served(tmp_path: Path) -> None:
         await tiller.send_raw(nested_params(500) + b"\n")
         response = await tiller.wait_for(lambda m: m.get("id") == 7, timeout=15)
     assert response["result"]["isRunning"] is False
+
+
+async def test_cancel_request_sent_as_a_request_is_answered_and_still_cancels(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    gate = threading.Event()
+    fake_openai.enqueue(text_reply("never finished", gate=gate))
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        await tiller.send({"jsonrpc": "2.0", "id": 50, "method": "agent/prompt",
+                           "params": {"message": "run"}})
+        await wait_requests(fake_openai, 1)
+        cancel = await tiller.request_raw("$/cancelRequest", {"id": 50}, msg_id="cancel-1")
+        prompt = await tiller.wait_for(lambda m: m.get("id") == 50, timeout=15)
+        unknown = await tiller.request_raw("$/cancelRequest", {"id": 999}, msg_id="cancel-2")
+        gate.set()
+
+    assert cancel == {"jsonrpc": "2.0", "id": "cancel-1", "result": None}
+    assert prompt["result"]["stopReason"] == "aborted"
+    assert unknown == {"jsonrpc": "2.0", "id": "cancel-2", "result": None}
+    assert [m.get("id") for m in responses(tiller)].count("cancel-1") == 1

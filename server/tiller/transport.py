@@ -6,7 +6,7 @@ stdin itself through ``tiller.framing`` (which detects the framing and recovers 
 frames), answers in the same framing, replies -32700/-32600 exactly once to input that is not a
 valid JSON-RPC message (or nests deeper than ``MAX_DEPTH``), and hands valid messages to pygls
 with their params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of
-pygls.
+pygls, and answered ``null`` when it was sent as a request.
 """
 
 from __future__ import annotations
@@ -121,6 +121,9 @@ class MessageRouter:
         if method == "$/cancelRequest":
             if isinstance(params, dict) and "id" in params:
                 self.on_cancel(params["id"])
+            if "id" in data:  # sent as a request: answered once it has acted
+                self.writer.write(json.dumps({"jsonrpc": "2.0", "id": data["id"],
+                                              "result": None}).encode())
             return
         message: Any
         if method is not None and "id" in data:
