@@ -2,23 +2,23 @@
 
 pygls's own stdio reader understands only ``Content-Length`` framing, reads through a thread hop
 per message, turns params into namedtuples and silently drops malformed input. This module reads
-stdin itself: it detects the framing from the first bytes (``Content-Length:`` headers as LSP
-clients send, or one JSON message per line), answers in the same framing, replies -32700/-32600
-to input that is not a valid JSON-RPC message, and hands valid messages to pygls with their
-params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of pygls.
+stdin itself through ``tiller.framing`` (which detects the framing and recovers from bad
+frames), answers in the same framing, replies -32700/-32600 exactly once to input that is not a
+valid JSON-RPC message (or nests deeper than ``MAX_DEPTH``), and hands valid messages to pygls
+with their params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of
+pygls, and answered ``null`` when it was sent as a request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import logging
 import os
 import stat
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from lsprotocol.types import ResponseError, ResponseErrorMessage
@@ -29,146 +29,20 @@ from pygls.protocol.json_rpc import (
     JsonRPCResponseMessage,
 )
 
+from tiller.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth, frame
+
 __all__ = ["FramedReader", "FramedWriter", "Framing", "Selector", "frame", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 
-UTF8_BOM = b"\xef\xbb\xbf"
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 
 
-ReadFn = Callable[[int], Awaitable[bytes]]
 CancelFn = Callable[[Any], None]
 Selector = Callable[[dict[str, Any]], "tuple[JsonRPCProtocol, CancelFn] | None"]
 """Given the first valid message, another protocol (and cancel hook) to serve the whole
 connection with, or None to keep the default (how ``tiller`` detects an ACP client)."""
-
-
-class Framing(enum.Enum):
-    LSP = "lsp"
-    NDJSON = "ndjson"
-
-
-class _ByteBuffer:
-    """readline/readexactly/peek over any ``read(n)`` stream, with our own buffer."""
-
-    def __init__(self, read: ReadFn) -> None:
-        self.read = read
-        self.buf = bytearray()
-
-    async def _fill(self) -> bool:
-        chunk = await self.read(65536)
-        self.buf += chunk
-        return bool(chunk)
-
-    async def peek(self) -> bytes:
-        """The next byte without consuming it; b"" at end of input."""
-        if not self.buf and not await self._fill():
-            return b""
-        return bytes(self.buf[:1])
-
-    async def starts_with(self, prefix: bytes) -> bool:
-        while len(self.buf) < len(prefix) and await self._fill():
-            pass
-        return self.buf.startswith(prefix)
-
-    def skip(self, n: int) -> None:
-        del self.buf[:n]
-
-    async def readline(self) -> bytes:
-        """Up to and including the next newline; what is left (maybe b"") at end of input."""
-        searched = 0
-        while (newline := self.buf.find(b"\n", searched)) < 0:
-            searched = len(self.buf)
-            if not await self._fill():
-                line = bytes(self.buf)
-                self.buf.clear()
-                return line
-        line = bytes(self.buf[: newline + 1])
-        del self.buf[: newline + 1]
-        return line
-
-    async def readexactly(self, n: int) -> bytes | None:
-        while len(self.buf) < n:
-            if not await self._fill():
-                return None
-        data = bytes(self.buf[:n])
-        del self.buf[:n]
-        return data
-
-
-class FramedReader:
-    """Reads message bodies from a byte stream, detecting the framing unless it is forced."""
-
-    def __init__(self, read: ReadFn, framing: Framing | None = None) -> None:
-        """``read(n)`` returns up to n bytes, b"" at end of input."""
-        self.input = _ByteBuffer(read)
-        self.framing = framing
-
-    async def detect(self) -> Framing | None:
-        """Skip a BOM and whitespace; a ``Content-`` header means LSP framing, anything else
-        (a JSON message, or garbage to answer with a parse error) one message per line."""
-        while True:
-            head = await self.input.peek()
-            if not head:
-                return None
-            if head in (b" ", b"\t", b"\r", b"\n"):
-                self.input.skip(1)
-                continue
-            if await self.input.starts_with(UTF8_BOM):
-                self.input.skip(len(UTF8_BOM))
-                continue
-            is_header = await self.input.starts_with(b"Content-") or await self.input.starts_with(
-                b"content-"
-            )
-            return Framing.LSP if is_header else Framing.NDJSON
-
-    async def read(self) -> bytes | None:
-        """The next message body, or None at end of input."""
-        if self.framing is None:
-            self.framing = await self.detect()
-            if self.framing is None:
-                return None
-        if self.framing is Framing.NDJSON:
-            return await self._read_line()
-        return await self._read_lsp()
-
-    async def _read_line(self) -> bytes | None:
-        while True:
-            line = await self.input.readline()
-            if not line:
-                return None
-            line = line.strip()
-            if line:
-                return line
-
-    async def _read_lsp(self) -> bytes | None:
-        length: int | None = None
-        while True:
-            line = await self.input.readline()
-            if not line:
-                return None
-            text = line.decode("ascii", "replace").strip()
-            if not text:
-                if length is not None:
-                    return await self.input.readexactly(length)
-                continue  # stray blank line between messages
-            name, _, value = text.partition(":")
-            if name.strip().lower() == "content-length":
-                try:
-                    length = int(value.strip())
-                except ValueError:
-                    length = None
-            elif text.startswith(("{", "[")) and length is None:
-                return line.strip()  # a body without headers: let the router judge it
-
-
-def frame(body: bytes, framing: Framing | None) -> bytes:
-    """``body`` framed for the wire: LSP headers, or one line (NDJSON, also the default)."""
-    if framing is Framing.LSP:
-        return b"Content-Length: %d\r\n\r\n" % len(body) + body
-    return body + b"\n"
 
 
 class FramedWriter:
@@ -212,24 +86,28 @@ class MessageRouter:
         body = {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
         self.writer.write(json.dumps(body).encode())
 
-    def handle_body(self, body: bytes) -> None:
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            self.send_error(None, PARSE_ERROR, f"Parse error: invalid JSON ({exc})")
+    def handle(self, message: Any) -> None:
+        """Answer a ``BadFrame`` with -32700, an invalid message with -32600, else dispatch."""
+        if isinstance(message, BadFrame):
+            self.send_error(None, PARSE_ERROR, f"Parse error: {message.reason}")
             return
-        if isinstance(data, list):
+        readable_id = message.get("id") if isinstance(message, dict) else None
+        msg_id = readable_id if _valid_id(readable_id) else None
+        if exceeds_depth(message):
+            reason = f"nested more than {MAX_DEPTH} levels deep"
+            self.send_error(msg_id, INVALID_REQUEST, f"Invalid request: {reason}")
+            return
+        if isinstance(message, list):
             self.send_error(None, INVALID_REQUEST, "Invalid request: batches are not supported")
             return
-        if not isinstance(data, dict):
+        if not isinstance(message, dict):
             self.send_error(None, INVALID_REQUEST, "Invalid request: expected a JSON object")
             return
-        problem = _request_problem(data)
+        problem = _request_problem(message)
         if problem is not None:
-            msg_id = data.get("id") if _valid_id(data.get("id")) else None
             self.send_error(msg_id, INVALID_REQUEST, f"Invalid request: {problem}")
             return
-        self.dispatch(data)
+        self.dispatch(message)
 
     def dispatch(self, data: dict[str, Any]) -> None:
         if self.select is not None:  # the first valid message may pick another protocol
@@ -243,6 +121,9 @@ class MessageRouter:
         if method == "$/cancelRequest":
             if isinstance(params, dict) and "id" in params:
                 self.on_cancel(params["id"])
+            if "id" in data:  # sent as a request: answered once it has acted
+                self.writer.write(json.dumps({"jsonrpc": "2.0", "id": data["id"],
+                                              "result": None}).encode())
             return
         message: Any
         if method is not None and "id" in data:
@@ -330,8 +211,8 @@ async def serve_stdio(
     writer = FramedWriter(_stdout_writer(stdout or sys.stdout.buffer), reader)
     protocol.set_writer(writer, include_headers=False)
     router = MessageRouter(protocol, writer, on_cancel, select)
-    while (body := await reader.read()) is not None:
+    async for message in reader.messages():
         try:
-            router.handle_body(body)
+            router.handle(message)
         except Exception:
             log.exception("failed to handle a message")
