@@ -1,5 +1,9 @@
-"""End to end: the API keys the server holds cannot be read back by the commands it runs
-(``tiller.procs``), driven by the real ``bash`` tool and the loopback fakes."""
+"""End to end: no tool process outlives the server or its session, and the API keys the server
+holds cannot be read back by the commands it runs (``tiller.procs``).
+
+Processes are started by the real ``bash`` tool, scripted through the loopback OpenAI fake;
+"gone" is awaited with a bounded poll of ``/proc`` (``helpers.process_gone``).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +12,149 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 from fake_anthropic import FakeAnthropic, tool_use_reply
 from fake_anthropic import text_reply as anthropic_text
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from helpers import clean_env
+from helpers import clean_env, process_gone, spawn_tiller
 from tiller.client import TillerClient
 
 pytestmark = pytest.mark.anyio
 
+DAEMONS = (
+    "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; "
+    "nohup sleep 1000 >/dev/null 2>&1 & echo pid=$!"
+)
+"""A daemon in its own session and a ``nohup`` job in the call's group, both left running."""
 NOBODY = 65534
+
+
+def printed_pids(events: list[dict[str, Any]], call_id: str) -> list[int]:
+    """The ``pid=N`` numbers in the result of tool call ``call_id``."""
+    end = next(e for e in events
+               if e["type"] == "tool_execution_end" and e["toolCallId"] == call_id)
+    assert end["isError"] is False, end
+    return [int(n) for n in re.findall(r"pid=(\d+)", json.dumps(end["result"]))]
+
+
+async def still_running(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """The pids of ``pids`` still running after at most ``timeout`` seconds of polling."""
+    with anyio.move_on_after(timeout):
+        # No event to await: another process's end (not our child's) shows only in /proc.
+        while not all(process_gone(pid) for pid in pids):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    return [pid for pid in pids if not process_gone(pid)]
+
+
+@contextlib.contextmanager
+def killed_afterwards(pids: list[int]) -> Iterator[list[int]]:
+    """Yield a list to put pids in; whatever still runs of them at the end is SIGKILLed, so a
+    failing test leaves no sleeper behind."""
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def start_daemons(tiller: TillerClient, call_id: str, session_id: str | None = None) -> \
+        list[int]:
+    """Prompt a (scripted) bash call that leaves DAEMONS running; their pids, checked alive."""
+    params: dict[str, Any] = {"message": "start the daemons"}
+    if session_id is not None:
+        params["sessionId"] = session_id
+    result = await tiller.request("agent/prompt", params)
+    assert result["stopReason"] == "stop"
+    pids = printed_pids(tiller.events, call_id)
+    assert len(pids) == 2 and not any(process_gone(pid) for pid in pids)
+    return pids
+
+
+def daemon_script(call_id: str) -> tuple[Any, Any]:
+    return tool_call_reply([(call_id, "bash", {"command": DAEMONS})]), text_reply("started")
+
+
+@pytest.mark.parametrize("ending", ["eof", "sigterm", "sighup"])
+async def test_shutdown_kills_daemons_left_by_a_finished_call(
+    fake_openai: FakeOpenAI, tmp_path: Path, ending: str
+) -> None:
+    fake_openai.enqueue(*daemon_script("call_daemons"))
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            pids += await start_daemons(tiller, "call_daemons")
+            if ending == "eof":
+                exit_code = await tiller.close()
+            else:
+                tiller.process.send_signal(signal.SIGTERM if ending == "sigterm" else
+                                           signal.SIGHUP)
+                exit_code = await tiller.process.wait()
+
+        assert exit_code == 0
+        assert await still_running(pids) == []
+
+
+async def test_session_close_kills_that_sessions_processes_only(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(*daemon_script("call_a"), *daemon_script("call_b"))
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            session_a = (await tiller.request("session/new"))["sessionId"]
+            session_b = (await tiller.request("session/new"))["sessionId"]
+            pids_a = await start_daemons(tiller, "call_a", session_a)
+            pids_b = await start_daemons(tiller, "call_b", session_b)
+            pids += pids_a + pids_b
+
+            assert await tiller.request("session/close", {"sessionId": session_a}) == {}
+            assert await still_running(pids_a) == []
+            assert not any(process_gone(pid) for pid in pids_b)
+            assert await tiller.close() == 0
+
+        assert await still_running(pids_b) == []
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the name: state, ppid, ...; None once the pid is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+
+
+async def test_an_exited_orphan_is_the_servers_and_is_reaped(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(
+        tool_call_reply([("call_orphan", "bash",
+                          {"command": "sleep 1 >/dev/null 2>&1 & echo pid=$!"})]),
+        text_reply("left one"),
+        tool_call_reply([("call_next", "bash", {"command": "true"})]),
+        text_reply("next"),
+    )
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            await tiller.request("agent/prompt", {"message": "leave an orphan"})
+            [orphan] = pids[:] = printed_pids(tiller.events, "call_orphan")
+            with anyio.move_on_after(10):  # the orphan exits a second after its shell
+                while (stat_fields(orphan) or ["Z"])[0] != "Z":  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            fields = stat_fields(orphan)
+            assert fields is not None and fields[:2] == ["Z", str(tiller.process.pid)]
+
+            await tiller.request("agent/prompt", {"message": "run the next command"})
+            assert stat_fields(orphan) is None  # the server collected its exit status
+            assert await tiller.close() == 0
 
 
 # ------------------------------------------------------------------------------ secrets
