@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from tiller import procs
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ConfigError
 
@@ -33,11 +34,13 @@ def setup_logging(config: ServerConfig) -> None:
 
 
 def serve(argv: Sequence[str]) -> int:
+    procs.harden()  # before any key is read: /proc/PID/environ, memory, fds become private
     try:
         config = load_config(argv, os.environ)
     except ConfigError as exc:
         print(f"tiller: {exc}", file=sys.stderr)
         return 2
+    procs.scrub_environ(config.key_variables())  # config.env keeps them for the providers
     setup_logging(config)
     from tiller.rpc import TillerServer
 

@@ -74,6 +74,10 @@ class ServerConfig:
     system_prompt: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
 
+    def key_variables(self) -> set[str]:
+        """The environment variables that hold a configured provider's API key."""
+        return {s.api_key_env for s in self.providers.values() if s.api_key_env}
+
     def model_info(self, provider: str, model: str) -> ModelInfo | None:
         """The catalog entry for ``model`` of ``provider`` (the last definition wins)."""
         for info in reversed(self.models):

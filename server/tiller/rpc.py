@@ -35,6 +35,7 @@ from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.loop import RunResult, model_context
+from tiller.procs import kill_descendants
 from tiller.protocol import (
     CompactParams,
     CompactResult,
@@ -154,8 +155,8 @@ class TillerServer:
                 self.notify("$/cancelRequest", {"id": msg_id})
 
     async def serve(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve until end of input (or SIGTERM/SIGHUP), then abort runs (killing their
-        processes) and return."""
+        """Serve until end of input (or SIGTERM/SIGHUP), then abort runs, kill every process
+        the server started that still runs, and return."""
         framing = None if self.config.framing == "auto" else Framing(self.config.framing)
         switched: list[TillerServer] = []
         try:
@@ -175,6 +176,7 @@ class TillerServer:
             await self.sessions.shutdown()
             for other in switched:
                 await other.sessions.shutdown()
+            await kill_descendants()  # what the runs' aborts did not end (tiller.procs)
 
     # --- ACP detection (tiller.acp) ------------------------------------------------------
     def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:

@@ -25,6 +25,7 @@ from tiller.config import ServerConfig, default_system_prompt
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.permissions import PermissionGate, PermissionMode
+from tiller.procs import ProcessScope
 from tiller.protocol import EVENT_METHOD, SessionNewParams
 from tiller.providers import Provider, create_provider
 from tiller.store import (
@@ -82,6 +83,8 @@ class Session:
     gate: PermissionGate = field(init=False)
     explicit_mode: PermissionMode | None = None
     """The mode a client chose for this session; None follows the server's default."""
+    processes: ProcessScope = field(default_factory=ProcessScope)
+    """What the session's commands started; killed when the session closes."""
 
 
 def workspace_dir_name(cwd: Path) -> str:
@@ -156,9 +159,10 @@ class SessionManager:
         session_log: SessionLog, mode: PermissionMode | None = None,
     ) -> Session:
         info = self.config.model_info(provider, model)
+        processes = ProcessScope()
         agent_config = AgentConfig(
             provider_factory=self.provider_factory(provider, model),
-            tools=default_tools(sanitize_env=self.config.sanitize_env),
+            tools=default_tools(sanitize_env=self.config.sanitize_env, processes=processes),
             system_prompt=system_prompt,
             cwd=cwd,
             max_turns=self.config.max_turns,
@@ -169,7 +173,7 @@ class SessionManager:
             context_window=info.context_window if info else None,
             max_run_tokens=self.config.max_run_tokens,
         )
-        session = Session(session_id, cwd, provider, model, session_log)
+        session = Session(session_id, cwd, provider, model, session_log, processes=processes)
         session.agent = Agent(agent_config, self._emitter(session))
         self._wire_editor(session, mode)
         self.sessions[session_id] = session
@@ -390,11 +394,13 @@ class SessionManager:
         return self.load(new_id)
 
     async def close(self, session_id: str) -> None:
-        """Stop the session's run (if any) and unload it; its log stays."""
+        """Stop the session's run (if any), kill the processes its commands left running
+        (``ProcessScope.kill``) and unload it; its log stays."""
         session = self.get(session_id)
         if session.agent.is_running:
             session.agent.abort()
             await session.agent.wait_idle()
+        await session.processes.kill()
         session.log.close()
         del self.sessions[session_id]
         if self.default_id == session_id:

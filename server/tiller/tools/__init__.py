@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiller.procs import ProcessScope
 from tiller.tools.base import Tool, ToolContext, ToolResult
 from tiller.tools.bash import BashTool
 from tiller.tools.edit import EditTool
@@ -28,10 +29,14 @@ __all__ = [
 ]
 
 
-def default_tools(*, sanitize_env: bool = True) -> list[Tool[Any]]:
+def default_tools(
+    *, sanitize_env: bool = True, processes: ProcessScope | None = None
+) -> list[Tool[Any]]:
     """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls.
-    ``sanitize_env`` keeps secrets out of the environment of bash commands."""
+    ``sanitize_env`` keeps secrets out of the environment of bash commands; ``processes``
+    collects what they start (a new scope when None)."""
     return [
-        ReadTool(), WriteTool(), EditTool(), BashTool(sanitize_env=sanitize_env),
+        ReadTool(), WriteTool(), EditTool(),
+        BashTool(sanitize_env=sanitize_env, processes=processes),
         GrepTool(), FindTool(), LsTool(),
     ]

@@ -14,6 +14,10 @@ the output pipe ``BACKGROUND_GRACE`` seconds after the shell exits are killed wi
 and the result says so: waiting for them (as pi does) would hang the call on ``sleep 100 &``.
 A holder outside the group (``setsid cmd &``) is not killed; reading stops after another grace
 period and it gets SIGPIPE if it writes again.
+
+Processes left running belong to the tool's ``ProcessScope`` (``tiller.procs``): the command's
+environment carries the scope's tag, its group is recorded, and they are killed when the
+session closes or the server shuts down.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
+from tiller.procs import ProcessScope, reap_orphans
 from tiller.tools.base import Tool, ToolContext, ToolResult
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -255,10 +260,14 @@ class BashTool(Tool[BashParams]):
     Params = BashParams
     sequential = False
 
-    def __init__(self, *, sanitize_env: bool = True) -> None:
+    def __init__(
+        self, *, sanitize_env: bool = True, processes: ProcessScope | None = None
+    ) -> None:
         """``sanitize_env`` drops secrets (API keys, tokens, passwords) from the environment
-        the command sees, so the model cannot read them with ``env``."""
+        the command sees, so the model cannot read them with ``env``. ``processes`` (a new
+        scope when None) is where the commands' processes are recorded."""
         self.sanitize_env = sanitize_env
+        self.processes = processes or ProcessScope()
 
     async def execute(self, params: BashParams, ctx: ToolContext) -> ToolResult:
         """Run the command; ToolError (with the output) on nonzero exit or timeout.
@@ -266,16 +275,19 @@ class BashTool(Tool[BashParams]):
         Cancellation kills the process group and propagates.
         """
         output = _Output(ctx.update)
+        env = command_env(os.environ) if self.sanitize_env else dict(os.environ)
         try:
-            process = await anyio.open_process(
-                [_shell(), "-c", params.command],
-                env=command_env(os.environ) if self.sanitize_env else None,
-                cwd=ctx.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            with self.processes.spawning() as started:
+                process = await anyio.open_process(
+                    [_shell(), "-c", params.command],
+                    env=self.processes.environ(env),
+                    cwd=ctx.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+                started(process.pid)
         except OSError as exc:
             raise ToolError(f"Could not start the command: {exc}") from exc
         finished = killed_background = False
@@ -296,6 +308,9 @@ class BashTool(Tool[BashParams]):
                 if not finished:
                     _kill_group(process)
                 await process.aclose()
+                if process.returncode is not None:
+                    self.processes.collected(process.pid)
+                await reap_orphans()
         text, truncated = output.render()
         if exit_code is None or deadline.cancelled_caught:
             raise ToolError(_with_note(text, f"Command timed out after {params.timeout:g} seconds"))

@@ -1,0 +1,265 @@
+"""Process hygiene: keys out of the commands' reach, and no tool process outliving its owner.
+
+Linux only; elsewhere every function here does nothing (there is no ``prctl`` or ``/proc``).
+
+- ``harden()``, at start-up: ``PR_SET_DUMPABLE 0`` makes the server's ``/proc/PID/environ``,
+  memory and fds unreadable to other processes of the same user (the commands it runs included;
+  root can still read them), and ``PR_SET_CHILD_SUBREAPER 1`` makes every orphaned descendant
+  (``setsid cmd &``, ``nohup cmd &`` after its shell exited) re-parent to the server instead of
+  init, so it stays findable as a descendant.
+- ``scrub_environ(names)``: drop the provider keys from ``os.environ`` once the config holds
+  them, so no child inherits them.
+- ``ProcessScope``: what one session's ``bash`` calls started. ``kill()`` ends the processes in
+  the process groups (and sessions) its calls created, every process whose environment carries
+  the scope's tag (``TILLER_SCOPE``), and their descendants.
+- ``kill_descendants()``: at shutdown, every descendant of the server.
+- ``reap_orphans()``: wait for re-parented orphans that have exited (zombies). It only reaps a
+  child that is in another session than the server and was not started by ``ProcessScope``:
+  asyncio's child watcher must get the exit status of the processes Tiller started itself.
+  Code that starts a process in a new session must do so through ``ProcessScope.spawning``.
+
+A process that leaves the server's tree (re-parented to a nearer subreaper of its own), changes
+user, or clears its environment and leaves its group is not found by ``ProcessScope.kill``; it
+still dies at shutdown if it stayed a descendant. Nothing survives SIGKILL of the server itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import logging
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+import anyio
+
+__all__ = [
+    "SCOPE_VARIABLE",
+    "ProcessScope",
+    "harden",
+    "kill_descendants",
+    "reap_orphans",
+    "scrub_environ",
+]
+
+log = logging.getLogger(__name__)
+
+SCOPE_VARIABLE = "TILLER_SCOPE"
+"""The environment variable that tags a command (and what it starts) with its ProcessScope."""
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+_KILL_TIMEOUT = 5.0
+_KILL_POLL = 0.01
+
+_own_children: set[int] = set()
+"""Pids started through ``ProcessScope.spawning`` whose exit asyncio has not collected yet."""
+_spawning = 0
+"""How many ``ProcessScope.spawning`` blocks are open (their pid may not be known yet)."""
+
+
+def harden() -> None:
+    """Make the server non-dumpable and a child subreaper; logs (never raises) on failure."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    for option, value, what in ((_PR_SET_DUMPABLE, 0, "non-dumpable"),
+                                (_PR_SET_CHILD_SUBREAPER, 1, "a child subreaper")):
+        if libc.prctl(option, value, 0, 0, 0) != 0:
+            error = os.strerror(ctypes.get_errno())
+            log.warning("could not make the server %s: %s", what, error)
+
+
+def scrub_environ(names: Iterable[str]) -> None:
+    """Remove ``names`` from ``os.environ`` (and the C environment) where present."""
+    for name in names:
+        os.environ.pop(name, None)
+
+
+# ------------------------------------------------------------------------------ /proc
+
+
+@dataclass(frozen=True)
+class _Proc:
+    pid: int
+    ppid: int
+    pgid: int
+    sid: int
+    state: str
+    start: int
+    """Start time in clock ticks since boot: with ``pid``, names one process for good."""
+
+    @property
+    def running(self) -> bool:
+        return self.state not in ("Z", "X")
+
+
+def _read_stat(pid: int) -> _Proc | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # the name, in parentheses, may hold anything
+    return _Proc(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], int(fields[19]))
+
+
+def _table() -> dict[int, _Proc]:
+    """Every process visible in ``/proc``, by pid (empty without ``/proc``)."""
+    table: dict[int, _Proc] = {}
+    with contextlib.suppress(OSError), os.scandir("/proc") as entries:
+        for entry in entries:
+            if entry.name.isdigit() and (proc := _read_stat(int(entry.name))) is not None:
+                table[proc.pid] = proc
+    return table
+
+
+def _subtree(table: Mapping[int, _Proc], roots: Iterable[int]) -> set[int]:
+    """``roots`` (those in ``table``) and all their descendants."""
+    children: dict[int, list[int]] = {}
+    for proc in table.values():
+        children.setdefault(proc.ppid, []).append(proc.pid)
+    found: set[int] = set()
+    pending = [pid for pid in roots if pid in table]
+    while pending:
+        pid = pending.pop()
+        if pid not in found:
+            found.add(pid)
+            pending.extend(children.get(pid, ()))
+    return found
+
+
+def _scope_tag(pid: int) -> str | None:
+    """The ``SCOPE_VARIABLE`` a process was started with; None if absent or unreadable."""
+    prefix = f"{SCOPE_VARIABLE}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as file:
+            variables = file.read().split(b"\0")
+    except OSError:
+        return None
+    tags = [v[len(prefix):].decode(errors="replace") for v in variables if v.startswith(prefix)]
+    return tags[-1] if tags else None
+
+
+def _kill(proc: _Proc) -> None:
+    """SIGKILL ``proc``, unless its pid names another process by now."""
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except ProcessLookupError:
+        return
+    except OSError:  # no pidfd (old kernel): a check then a kill, a small window for reuse
+        current = _read_stat(proc.pid)
+        if current is not None and current.start == proc.start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
+        return
+    try:
+        current = _read_stat(proc.pid)
+        if current is not None and current.start == proc.start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    finally:
+        os.close(pidfd)
+
+
+def _kill_pass(select: Callable[[dict[int, _Proc]], set[int]]) -> int:
+    """SIGKILL the running processes ``select`` picks from a fresh table; how many it found."""
+    table = _table()
+    targets = [table[pid] for pid in select(table) if table[pid].running]
+    for proc in targets:
+        _kill(proc)
+    return len(targets)
+
+
+async def _kill_until_gone(select: Callable[[dict[int, _Proc]], set[int]]) -> None:
+    """Kill what ``select`` picks until it picks nothing running (a forking process is caught
+    by a later pass), for at most ``_KILL_TIMEOUT`` seconds; then reap the orphans."""
+    with anyio.move_on_after(_KILL_TIMEOUT) as scope:
+        while True:  # no event tells when another process is gone: poll /proc
+            if not await anyio.to_thread.run_sync(_kill_pass, select):
+                break
+            await anyio.sleep(_KILL_POLL)
+    if scope.cancelled_caught:
+        log.warning("some tool processes were still running %gs after SIGKILL", _KILL_TIMEOUT)
+    await reap_orphans()
+
+
+async def kill_descendants() -> None:
+    """SIGKILL every descendant of the server (at shutdown) and reap them."""
+    me = os.getpid()
+    await _kill_until_gone(lambda table: _subtree(table, [me]) - {me})
+
+
+async def reap_orphans() -> None:
+    """Collect the exit status of exited orphans re-parented to the server (see the module
+    docstring for which children are left to asyncio). Never raises."""
+    me = os.getpid()
+    table = await anyio.to_thread.run_sync(_table)
+    candidates = [p.pid for p in table.values() if p.ppid == me and not p.running]
+    if not candidates:
+        return
+    own_session = os.getsid(0)
+    for pid in candidates:
+        proc = _read_stat(pid)  # fresh: the table may be stale by now
+        if (_spawning or proc is None or proc.ppid != me or proc.running
+                or proc.sid == own_session or pid in _own_children):
+            continue
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG: never blocks)
+
+
+# ------------------------------------------------------------------------------ scopes
+
+
+class ProcessScope:
+    """The processes one session's commands started; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.tag = secrets.token_hex(8)
+        self._groups: set[int] = set()
+
+    def environ(self, base: Mapping[str, str]) -> dict[str, str]:
+        """``base`` plus this scope's tag, for a command's environment."""
+        return {**base, SCOPE_VARIABLE: self.tag}
+
+    @contextlib.contextmanager
+    def spawning(self) -> Iterator[Callable[[int], None]]:
+        """Wrap the start of a process that leads a new session; call the yielded function with
+        its pid. Until then no orphan is reaped (it could be this one, exited already)."""
+        global _spawning
+        _spawning += 1
+        try:
+            yield self._started
+        finally:
+            _spawning -= 1
+
+    def _started(self, pid: int) -> None:
+        self._groups.add(pid)
+        _own_children.add(pid)
+
+    def collected(self, pid: int) -> None:
+        """``pid``'s exit status has been collected (by asyncio): reaping it is safe again."""
+        _own_children.discard(pid)
+
+    def _members(self, groups: frozenset[int], table: dict[int, _Proc]) -> set[int]:
+        """The server's descendants tagged with this scope, or in one of ``groups`` (process
+        groups or sessions) and not tagged with another scope (a reused group id), and their
+        descendants."""
+        me = os.getpid()
+        descendants = _subtree(table, [me]) - {me}
+        roots = []
+        for pid in descendants:
+            tag = _scope_tag(pid)
+            in_groups = table[pid].pgid in groups or table[pid].sid in groups
+            if tag == self.tag or tag is None and in_groups:
+                roots.append(pid)
+        return _subtree(table, roots) & descendants
+
+    async def kill(self) -> None:
+        """SIGKILL every process this scope's commands left behind, and reap them."""
+        groups = frozenset(self._groups)
+        await _kill_until_gone(functools.partial(self._members, groups))
