@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 
@@ -34,15 +34,14 @@ from tiller.types import (
     AgentSettled,
     AssistantMessage,
     Message,
+    QueueMode,
     ThinkingLevel,
     Usage,
     UserContent,
     UserMessage,
 )
 
-__all__ = ["Agent", "AgentConfig", "QueueMode"]
-
-QueueMode = Literal["one-at-a-time", "all"]
+__all__ = ["Agent", "AgentConfig"]
 
 
 @dataclass

@@ -35,7 +35,7 @@ from tiller.tools.base import EditorFiles
 from tiller.tools.edit import apply_edits
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
-from tiller.types import ToolCall
+from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall
 
 __all__ = [
     "OPTIONS",
@@ -46,8 +46,6 @@ __all__ = [
     "PermissionRule",
 ]
 
-PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "acceptEdits", "auto", "readonly")
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 Verdict = Literal["allow", "deny", "ask"]

@@ -71,7 +71,7 @@ from tiller.protocol import (
 )
 from tiller.sessions import Session, SessionManager
 from tiller.transport import Framing, Selector, serve_stdio
-from tiller.types import WireModel
+from tiller.types import PERMISSION_MODES, QUEUE_MODES, WireModel
 
 __all__ = ["TillerServer"]
 
@@ -79,10 +79,6 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=BaseModel)
 Handler = Callable[[P], Awaitable[WireModel | None]]
-
-
-class _Protocol(JsonRPCProtocol):
-    """pygls's protocol without its error reporting: rpc logs what matters itself."""
 
 
 class _Server(JsonRPCServer):
@@ -103,7 +99,7 @@ class TillerServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.server = _Server(_Protocol, default_converter)
+        self.server = _Server(JsonRPCProtocol, default_converter)
         self.sessions = SessionManager(config, self.notify)
         self.runs_by_request: dict[Any, Agent] = {}
         self.client_capabilities: dict[str, Any] = {}
@@ -240,8 +236,8 @@ class TillerServer:
                 protocol_version=PROTOCOL_VERSION,
                 capabilities={
                     "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
-                    "queueModes": ["one-at-a-time", "all"],
-                    "permissionModes": ["ask", "acceptEdits", "auto", "readonly"],
+                    "queueModes": list(QUEUE_MODES),
+                    "permissionModes": list(PERMISSION_MODES),
                     "sessions": {
                         "new": True, "list": True, "load": True, "fork": True,
                         "persistent": self.config.session_dir is not None,

@@ -36,6 +36,7 @@ from tiller.store import (
 )
 from tiller.tools import default_tools
 from tiller.types import (
+    THINKING_LEVELS,
     AgentEnd,
     AgentEvent,
     AgentStart,
@@ -319,8 +320,8 @@ class SessionManager:
         session.entry_ids.extend(state.entry_ids)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)
-        if state.thinking in ("off", "low", "medium", "high"):
-            agent.config.thinking = state.thinking  # type: ignore[assignment]
+        if state.thinking in THINKING_LEVELS:
+            agent.config.thinking = state.thinking
         for call, started in state.interrupted:
             result = interrupted_result(call, started)
             agent.messages.append(result)
