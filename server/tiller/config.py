@@ -19,10 +19,10 @@ from typing import Any, Literal
 from tiller import __version__
 from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
-from tiller.loop import RetryPolicy
 from tiller.permissions import PermissionRule
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
+from tiller.retry import RetryPolicy
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
 
 __all__ = [

@@ -34,7 +34,7 @@ from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
-from tiller.loop import RunResult, model_context
+from tiller.model_call import model_context
 from tiller.protocol import (
     CompactParams,
     CompactResult,
@@ -71,7 +71,7 @@ from tiller.protocol import (
 )
 from tiller.sessions import Session, SessionManager
 from tiller.transport import Framing, Selector, serve_stdio
-from tiller.types import PERMISSION_MODES, QUEUE_MODES, WireModel
+from tiller.types import PERMISSION_MODES, QUEUE_MODES, RunResult, WireModel
 
 __all__ = ["TillerServer"]
 
@@ -313,7 +313,7 @@ class TillerServer:
                 pending_follow_up=len(agent.follow_up_queue),
                 steering_mode=agent.steering_mode,
                 follow_up_mode=agent.follow_up_mode,
-                thinking_level=agent.config.thinking,
+                thinking_level=agent.thinking,
                 permission_mode=session.gate.mode,
                 usage=agent.usage,
             )

@@ -14,19 +14,20 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 
-from tiller.agent import Agent, AgentConfig
+from tiller.agent import Agent
 from tiller.config import ServerConfig, default_system_prompt
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.protocol import EVENT_METHOD, SessionNewParams
 from tiller.providers import Provider, create_provider
+from tiller.settings import AgentSettings
 from tiller.store import (
     SessionLog,
     SessionLogError,
@@ -157,21 +158,20 @@ class SessionManager:
         session_log: SessionLog, mode: PermissionMode | None = None,
     ) -> Session:
         info = self.config.model_info(provider, model)
-        agent_config = AgentConfig(
-            provider_factory=self.provider_factory(provider, model),
+        settings = AgentSettings(
             tools=default_tools(sanitize_env=self.config.sanitize_env),
             system_prompt=system_prompt,
             cwd=cwd,
             max_turns=self.config.max_turns,
-            thinking=self.config.thinking,
             retry=self.config.retry,
-            price=info.cost if info else None,
             compaction=self.config.compaction,
-            context_window=info.context_window if info else None,
             max_run_tokens=self.config.max_run_tokens,
         )
         session = Session(session_id, cwd, provider, model, session_log)
-        session.agent = Agent(agent_config, self._emitter(session))
+        session.agent = Agent(
+            settings, self.provider_factory(provider, model), self._emitter(session),
+            model_info=info, thinking=self.config.thinking,
+        )
         self._wire_editor(session, mode)
         self.sessions[session_id] = session
         return session
@@ -201,8 +201,9 @@ class SessionManager:
         session.gate = PermissionGate(
             chosen, [session.cwd], self.config.permission_rules, asker, files, waiting
         )
-        session.agent.config.before_tool_call = session.gate
-        session.agent.config.files = files
+        session.agent.settings = replace(
+            session.agent.settings, before_tool_call=session.gate, files=files
+        )
 
     # ------------------------------------------------------------------ using
 
@@ -237,15 +238,12 @@ class SessionManager:
         """Switch ``session`` to another provider/model between runs."""
         model = model or self.default_model(provider)
         info = self.config.model_info(provider, model)
-        session.agent.set_provider(
-            self.provider_factory(provider, model), info.cost if info else None
-        )
-        session.agent.config.context_window = info.context_window if info else None
+        session.agent.set_provider(self.provider_factory(provider, model), info)
         session.provider, session.model = provider, model
         self._append(session, "model_change", provider=provider, model=model)
 
     def set_thinking(self, session: Session, level: ThinkingLevel) -> None:
-        session.agent.config.thinking = level
+        session.agent.thinking = level
         self._append(session, "thinking_change", level=level)
 
     def _append(self, session: Session, entry_type: str, **data: Any) -> Any:
@@ -321,7 +319,7 @@ class SessionManager:
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)
         if state.thinking in THINKING_LEVELS:
-            agent.config.thinking = state.thinking
+            agent.thinking = state.thinking
         for call, started in state.interrupted:
             result = interrupted_result(call, started)
             agent.messages.append(result)

@@ -7,6 +7,7 @@ camelCase JSON via ``dump()``. This module imports nothing of Tiller's own.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,6 +44,7 @@ __all__ = [
     "ToolExecutionUpdate",
     "RetryEnd",
     "RetryScheduled",
+    "RunResult",
     "ThinkingLevel",
     "ToolResultMessage",
     "TurnEnd",
@@ -354,3 +356,13 @@ AgentEvent = Annotated[
     | AgentSettled,
     Field(discriminator="type"),
 ]
+
+
+@dataclass
+class RunResult:
+    """How a run ended: ``agent_end``'s payload plus the messages the run appended."""
+
+    stop_reason: RunStopReason
+    error_message: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    messages: list[Message] = field(default_factory=list)
