@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from scripted import ScriptedProvider, call, reply_error, reply_text, reply_tools
 from tiller.abort import AbortSignal
-from tiller.agent import Agent, AgentConfig
+from tiller.agent import Agent
 from tiller.errors import (
     AgentBusyError,
     CannotContinueError,
@@ -27,14 +27,17 @@ from tiller.errors import (
     ProviderNotConfiguredError,
     ToolError,
 )
-from tiller.loop import LENGTH_POISON_MESSAGE, LoopConfig, RunResult, model_context, run_agent_loop
+from tiller.loop import LENGTH_POISON_MESSAGE, Queues, run_agent_loop
+from tiller.model_call import ModelSpec, model_context, streaming_call
 from tiller.providers.base import ModelRequest
+from tiller.settings import AgentSettings
 from tiller.tools.base import Tool, ToolContext, ToolResult
 from tiller.tools.execute import AfterToolCallResult, BeforeToolCallResult
 from tiller.types import (
     AgentEvent,
     AssistantMessage,
     Message,
+    RunResult,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -216,12 +219,10 @@ class Recorder:
 
 
 def make_agent(
-    provider: ScriptedProvider, *tools: Tool[Any], **config: Any
+    provider: ScriptedProvider, *tools: Tool[Any], **settings: Any
 ) -> tuple[Agent, Recorder]:
     recorder = Recorder()
-    agent = Agent(
-        AgentConfig(provider_factory=lambda: provider, tools=list(tools), **config), recorder
-    )
+    agent = Agent(AgentSettings(tools=tools, **settings), lambda: provider, recorder)
     return agent, recorder
 
 
@@ -565,11 +566,14 @@ async def test_length_stop_poisons_the_whole_batch(provider: ScriptedProvider) -
     provider.enqueue(reply_tools(*calls, stop_reason="length"), reply_text("retrying"))
     recorder = Recorder()
     context: list[Message] = []
-    config = LoopConfig(stream=provider.stream, tools=[echo])
+    settings = AgentSettings(tools=[echo])
+    abort = AbortSignal()
+    spec = ModelSpec(provider.stream, provider.name, provider.model)
+    call_model = streaming_call(spec, recorder, abort)
 
     with anyio.fail_after(TIMEOUT):
         result = await run_agent_loop(
-            [UserMessage(content="write")], context, config, recorder, AbortSignal()
+            [UserMessage(content="write")], context, settings, call_model, Queues(), recorder, abort
         )
 
     assert echo.calls == []
@@ -933,7 +937,7 @@ async def test_continue_keeps_queued_messages_when_the_provider_cannot_be_create
     def no_provider() -> ScriptedProvider:
         raise ProviderNotConfiguredError("no API key for the new model")
 
-    agent = Agent(AgentConfig(provider_factory=no_provider), lambda event: None)
+    agent = Agent(AgentSettings(), no_provider, lambda event: None)
     agent.follow_up("one more thing")
 
     with pytest.raises(ProviderNotConfiguredError):

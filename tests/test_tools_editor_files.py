@@ -17,6 +17,7 @@ import pytest
 
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
+from tiller.settings import AgentSettings
 from tiller.tools import EditTool, ReadTool, Tool, ToolContext, WriteTool
 from tiller.tools import files as files_module
 from tiller.tools.base import EditorFiles, ToolResult
@@ -353,14 +354,8 @@ async def test_a_client_failure_becomes_an_error_result_the_model_reads(tmp_path
     (tmp_path / "f.txt").write_text("on disk\n")
     editor = FakeEditor(fail=frozenset({"read"}))
     calls = [ToolCall(id="c1", name="read", arguments={"path": "f.txt"})]
-    batch = await execute_tool_calls(
-        calls,
-        tools=[ReadTool()],
-        emit=lambda _event: None,
-        abort=AbortSignal(),
-        cwd=tmp_path,
-        files=editor,
-    )
+    settings = AgentSettings(tools=[ReadTool()], cwd=tmp_path, files=editor)
+    batch = await execute_tool_calls(calls, settings, lambda _event: None, AbortSignal())
     (result,) = batch.results
     assert result.is_error
     assert "".join(block.text for block in result.content if isinstance(block, TextContent)) == (

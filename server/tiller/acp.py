@@ -22,7 +22,7 @@ protocol.md's "ACP" section is the contract.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,6 @@ from tiller.acp_editor import AcpEditorBridge, read_snapshot
 from tiller.acp_updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
 from tiller.errors import RunFailedError
-from tiller.loop import RunResult
 from tiller.permissions import PermissionMode
 from tiller.protocol import EVENT_METHOD, QueueResult, SessionNewParams
 from tiller.rpc import TillerServer
@@ -44,7 +43,7 @@ from tiller.tools.base import EditorFiles
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path
 from tiller.transport import Selector
-from tiller.types import ToolCall, UserContent, WireModel
+from tiller.types import RunResult, ToolCall, UserContent, WireModel
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpServer", "RunFailedError", "is_acp_initialize"]
 
@@ -194,7 +193,7 @@ class AcpServer(TillerServer):
 
     def _session_info(self, session_id: str) -> tuple[Path, EditorFiles | None]:
         session = self.sessions.get(session_id)
-        return session.cwd, session.agent.config.files
+        return session.cwd, session.agent.settings.files
 
     def _attach(self, session: Session) -> None:
         """Give a new or loaded session its update mapper and the wrapped permission gate."""
@@ -211,7 +210,7 @@ class AcpServer(TillerServer):
                 await self._cleared(session, call, args)
             return verdict
 
-        session.agent.config.before_tool_call = before
+        session.agent.settings = replace(session.agent.settings, before_tool_call=before)
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
         """A call is about to run: snapshot the file a write/edit changes, report in_progress."""
@@ -219,7 +218,7 @@ class AcpServer(TillerServer):
         path = args.get("path")
         if call.name in FILE_CHANGE_TOOLS and isinstance(path, str):
             target = resolve_path(path, session.cwd)
-            taken, text = await read_snapshot(session.agent.config.files, target)
+            taken, text = await read_snapshot(session.agent.settings.files, target)
             if taken:
                 mapper.snapshots[call.id] = text
         self.send_update(session.id, {"sessionUpdate": "tool_call_update",

@@ -1,78 +1,64 @@
 """``Agent``: the thin stateful owner of one conversation: its messages, queues and abort.
 
-The loop itself is stateless (``tiller.loop``); the Agent hands it the context, the steering and
-follow-up queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is active
-at a time; ``prompt`` while busy raises ``AgentBusyError``.
+The loop itself is stateless (``tiller.loop``); the Agent hands it the context, its settings, the
+model call (streamed, retried, compacted and priced: ``_model_call``), the steering and follow-up
+queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is active at a time;
+``prompt`` while busy raises ``AgentBusyError``.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
 
 import anyio
 
 from tiller.abort import AbortSignal
-from tiller.compaction import CompactionSettings
+from tiller.compaction import CompactionSettings, run_compaction, with_compaction
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
-from tiller.loop import (
-    Emit,
-    LoopConfig,
-    RetryPolicy,
-    RunResult,
-    model_context,
-    run_agent_loop,
-    run_compaction,
-)
-from tiller.providers.base import ModelCost, Provider
-from tiller.tools.base import EditorFiles, Tool
-from tiller.tools.execute import AfterToolCall, BeforeToolCall
+from tiller.loop import Queues, run_agent_loop
+from tiller.model_call import Emit, ModelCall, ModelSpec, model_context, streaming_call
+from tiller.pricing import priced
+from tiller.providers.base import ModelInfo, Provider
+from tiller.retry import with_retry
+from tiller.settings import AgentSettings
 from tiller.types import (
     AgentSettled,
     AssistantMessage,
     Message,
+    QueueMode,
+    RunResult,
     ThinkingLevel,
     Usage,
     UserContent,
     UserMessage,
 )
 
-__all__ = ["Agent", "AgentConfig", "QueueMode"]
-
-QueueMode = Literal["one-at-a-time", "all"]
-
-
-@dataclass
-class AgentConfig:
-    """What an Agent is built from. ``provider_factory`` is called lazily, on the first run,
-    and may raise ``ProviderNotConfiguredError``."""
-
-    provider_factory: Callable[[], Provider]
-    tools: Sequence[Tool[Any]] = ()
-    system_prompt: str | None = None
-    cwd: Path = field(default_factory=Path.cwd)
-    max_turns: int | None = 50
-    max_tokens: int | None = None
-    tool_timeout: float | None = None
-    thinking: ThinkingLevel = "off"
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    price: ModelCost | None = None
-    compaction: CompactionSettings | None = None
-    context_window: int | None = None
-    max_run_tokens: int | None = None
-    files: EditorFiles | None = None
-    before_tool_call: BeforeToolCall | None = None
-    after_tool_call: AfterToolCall | None = None
+__all__ = ["Agent"]
 
 
 class Agent:
-    """One conversation. ``emit`` receives every event of every run, in order."""
+    """One conversation. ``emit`` receives every event of every run, in order.
 
-    def __init__(self, config: AgentConfig, emit: Emit) -> None:
-        self.config = config
+    ``settings`` is replaced as a whole between runs (``dataclasses.replace``); a run keeps the
+    settings it started with. ``provider_factory`` is called lazily, on the first run, and may
+    raise ``ProviderNotConfiguredError``; ``model_info`` (the catalog entry, if any) gives the
+    prices and the context window. The provider, ``model_info`` and ``thinking`` change between
+    runs (``set_provider``; ``thinking`` is read when a run starts)."""
+
+    def __init__(
+        self,
+        settings: AgentSettings,
+        provider_factory: Callable[[], Provider],
+        emit: Emit,
+        *,
+        model_info: ModelInfo | None = None,
+        thinking: ThinkingLevel = "off",
+    ) -> None:
+        self.settings = settings
+        self.model_info = model_info
+        self.thinking: ThinkingLevel = thinking
+        self._provider_factory = provider_factory
         self._emit = emit
         self.messages: list[Message] = []
         self.steering_queue: deque[UserMessage] = deque()
@@ -93,17 +79,19 @@ class Agent:
     def provider(self) -> Provider:
         """The provider, created on first use (may raise ProviderNotConfiguredError)."""
         if self._provider is None:
-            self._provider = self.config.provider_factory()
+            self._provider = self._provider_factory()
         return self._provider
 
-    def set_provider(self, factory: Callable[[], Provider], price: ModelCost | None) -> Provider:
+    def set_provider(
+        self, factory: Callable[[], Provider], model_info: ModelInfo | None
+    ) -> Provider:
         """Switch model/provider between runs. The new provider is built now, so a missing key
         fails here (ProviderNotConfiguredError) and the old one stays in place."""
         if self.is_running:
             raise AgentBusyError("cannot switch the model while a run is active")
         provider = factory()
-        self.config.provider_factory = factory
-        self.config.price = price
+        self._provider_factory = factory
+        self.model_info = model_info
         self._provider = provider
         return provider
 
@@ -153,7 +141,7 @@ class Agent:
         self._idle = anyio.Event()
         try:
             return await run_compaction(
-                self.messages, provider.stream, self.config.compaction or CompactionSettings(),
+                self.messages, provider.stream, self.settings.compaction or CompactionSettings(),
                 self._emit, "manual", self._abort, instructions,
             )
         finally:
@@ -173,35 +161,17 @@ class Agent:
 
     async def _run(self, prompts: list[Message]) -> RunResult:
         provider = self.provider
-        self._abort = AbortSignal()
+        self._abort = abort = AbortSignal()
         self._idle = anyio.Event()
-        config = self.config
-        loop_config = LoopConfig(
-            stream=provider.stream,
-            tools=config.tools,
-            system_prompt=config.system_prompt,
+        queues = Queues(
             poll_steering=self._poll_steering,
             poll_follow_up=self._poll_follow_up,
             has_queued=lambda: bool(self.steering_queue or self.follow_up_queue),
-            before_tool_call=config.before_tool_call,
-            after_tool_call=config.after_tool_call,
-            max_turns=config.max_turns,
-            max_tokens=config.max_tokens,
-            tool_timeout=config.tool_timeout,
-            thinking=config.thinking,
-            retry=config.retry,
-            price=config.price,
-            compaction=config.compaction,
-            context_window=config.context_window,
-            max_run_tokens=config.max_run_tokens,
-            files=config.files,
-            cwd=config.cwd,
-            provider_name=provider.name,
-            model_name=provider.model,
         )
         try:
             result = await run_agent_loop(
-                prompts, self.messages, loop_config, self._emit, self._abort
+                prompts, self.messages, self.settings, self._model_call(provider, abort),
+                queues, self._emit, abort,
             )
             self.usage = self.usage.add(result.usage)
             return result
@@ -209,6 +179,27 @@ class Agent:
             self._abort = None
             self._idle.set()
             self._emit(AgentSettled())
+
+    def _model_call(self, provider: Provider, abort: AbortSignal) -> ModelCall:
+        """One run's model call: streamed from ``provider``, retried on transient failures,
+        compacted near the window and on overflow, priced from the catalog."""
+        settings, model = self.settings, self.model_info
+        spec = ModelSpec(
+            stream=provider.stream,
+            provider=provider.name,
+            model=provider.model,
+            system_prompt=settings.system_prompt,
+            tools=settings.tools,
+            thinking=self.thinking,
+            idle_timeout=settings.retry.idle_timeout,
+        )
+        call = streaming_call(spec, self._emit, abort)
+        call = with_retry(call, settings.retry, self._emit, abort)
+        window = model.context_window if model else None
+        call = with_compaction(
+            call, provider.stream, settings.compaction, window, self._emit, abort
+        )
+        return priced(call, model.cost if model else None)
 
     def _poll_steering(self) -> list[Message]:
         return _drain(self.steering_queue, self.steering_mode)

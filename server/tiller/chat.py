@@ -49,11 +49,10 @@ from tiller.chat_render import (
     terminal_lines,
 )
 from tiller.client import RpcError, TillerClient
-from tiller.config import THINKING_LEVELS
 from tiller.errors import ProviderNotConfiguredError
-from tiller.permissions import PERMISSION_MODES
 from tiller.protocol import EVENT_METHOD
 from tiller.transport import Framing
+from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
 __all__ = ["Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main"]
 

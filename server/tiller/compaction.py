@@ -3,19 +3,26 @@
 ``compact`` asks the model for a summary of everything before a cut point and replaces those
 messages, in place, with one user message carrying the summary. The cut never separates an
 assistant's tool calls from their results: the kept part starts at a user or assistant message.
-Token counts are estimates (~4 characters per token).
+Token counts are estimates (~4 characters per token). ``with_compaction`` wraps a run's model
+call: it compacts before a call once the context nears the window, and once more when the provider
+says the context overflowed; ``run_compaction`` is one compaction between its two events.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiller.providers.base import ModelRequest, StreamItem
+from tiller.abort import AbortSignal
+from tiller.model_call import Emit, ModelCall, StreamFn, model_context
+from tiller.providers.base import ModelRequest
 from tiller.types import (
     AssistantMessage,
+    CompactionEnd,
+    CompactionReason,
+    CompactionStart,
     ImageContent,
     Message,
     TextContent,
@@ -33,6 +40,8 @@ __all__ = [
     "estimate_tokens",
     "find_cut",
     "is_context_overflow",
+    "run_compaction",
+    "with_compaction",
 ]
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
@@ -43,7 +52,6 @@ SUMMARY_SYSTEM_PROMPT = (
     "run and their outcomes, errors met, and what remains to do. Be specific and concise; use "
     "short sections and bullet points. Do not address the user."
 )
-StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
 _OVERFLOW = re.compile(
     r"context[^.]{0,40}(too long|length|exceed|window)|prompt is too long|maximum context",
     re.IGNORECASE,
@@ -175,3 +183,63 @@ async def compact(
     return CompactionOutcome(summary, cut, before, estimate_tokens(messages))
 
 
+
+
+async def run_compaction(
+    context: list[Message],
+    stream: StreamFn,
+    settings: CompactionSettings,
+    emit: Emit,
+    reason: CompactionReason,
+    abort: AbortSignal,
+    instructions: str | None = None,
+) -> bool:
+    """Compact ``context`` in place between compaction_start and compaction_end; never raises.
+    True if anything was compacted."""
+    before = estimate_tokens(model_context(context))
+    emit(CompactionStart(reason=reason, tokens_before=before))
+    outcome: CompactionOutcome | str = "compaction aborted"
+    with abort.scope():
+        try:
+            outcome = await compact(context, stream, settings, instructions)
+        except Exception as exc:  # a provider bug: report it, keep the context as it was
+            outcome = f"compaction failed: {type(exc).__name__}: {exc}"
+    if isinstance(outcome, str):
+        emit(CompactionEnd(reason=reason, tokens_before=before, error_message=outcome))
+        return False
+    emit(CompactionEnd(
+        reason=reason,
+        tokens_before=outcome.tokens_before,
+        tokens_after=outcome.tokens_after,
+        removed_count=outcome.removed,
+        summary=outcome.summary,
+    ))
+    return True
+
+
+def with_compaction(
+    call: ModelCall,
+    stream: StreamFn,
+    settings: CompactionSettings | None,
+    context_window: int | None,
+    emit: Emit,
+    abort: AbortSignal,
+) -> ModelCall:
+    """``call``, preceded by a compaction when the context nears the window (``context_window``
+    minus ``reserve_tokens``, the reserve being at most a quarter of the window), and made once
+    more after a compaction when it fails because the context overflowed. ``stream`` writes the
+    summaries. Never raises."""
+
+    async def compacting(context: list[Message]) -> AssistantMessage:
+        if settings is not None and settings.enabled and context_window is not None:
+            reserve = min(settings.reserve_tokens, context_window // 4)  # small windows keep 3/4
+            if estimate_tokens(model_context(context)) > context_window - reserve:
+                await run_compaction(context, stream, settings, emit, "threshold", abort)
+        final = await call(context)
+        if is_context_overflow(final) and await run_compaction(
+            context, stream, settings or CompactionSettings(), emit, "overflow", abort
+        ):
+            final = await call(context)
+        return final
+
+    return compacting

@@ -14,16 +14,16 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from tiller import __version__
 from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
-from tiller.loop import RetryPolicy
-from tiller.permissions import PERMISSION_MODES, PermissionMode, PermissionRule
+from tiller.permissions import PermissionRule
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
-from tiller.types import ThinkingLevel
+from tiller.retry import RetryPolicy
+from tiller.types import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
 
 __all__ = [
     "ServerConfig",
@@ -36,7 +36,6 @@ __all__ = [
 ]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
-THINKING_LEVELS: tuple[str, ...] = get_args(ThinkingLevel)
 
 
 @dataclass

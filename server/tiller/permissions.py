@@ -43,7 +43,7 @@ from tiller.tools.edit import apply_edits
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
-from tiller.types import ToolCall
+from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall
 
 __all__ = [
     "OPTIONS",
@@ -54,8 +54,6 @@ __all__ = [
     "PermissionRule",
 ]
 
-PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
-PERMISSION_MODES: tuple[PermissionMode, ...] = ("ask", "acceptEdits", "auto", "readonly")
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 

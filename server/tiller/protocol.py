@@ -13,6 +13,8 @@ from pydantic import Field
 
 from tiller.types import (
     Message,
+    PermissionMode,
+    QueueMode,
     RunStopReason,
     ThinkingLevel,
     Usage,
@@ -62,9 +64,6 @@ __all__ = [
 EVENT_METHOD = "agent/event"
 """The one server-to-client notification: params are ``{sessionId, seq, type, ...}``."""
 
-QueueMode = Literal["one-at-a-time", "all"]
-
-
 # initialize ------------------------------------------------------------------------------------
 
 
@@ -90,9 +89,6 @@ class InitializeResult(WireModel):
 
 
 # session/new -----------------------------------------------------------------------------------
-
-
-PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
 
 
 class SessionNewParams(WireModel):

@@ -34,7 +34,7 @@ from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
-from tiller.loop import RunResult, model_context
+from tiller.model_call import model_context
 from tiller.procs import kill_descendants
 from tiller.protocol import (
     CompactParams,
@@ -72,7 +72,7 @@ from tiller.protocol import (
 )
 from tiller.sessions import Session, SessionManager
 from tiller.transport import Framing, Selector, serve_stdio
-from tiller.types import WireModel
+from tiller.types import PERMISSION_MODES, QUEUE_MODES, RunResult, WireModel
 
 __all__ = ["TillerServer"]
 
@@ -80,10 +80,6 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=BaseModel)
 Handler = Callable[[P], Awaitable[WireModel | None]]
-
-
-class _Protocol(JsonRPCProtocol):
-    """pygls's protocol without its error reporting: rpc logs what matters itself."""
 
 
 class _Server(JsonRPCServer):
@@ -104,7 +100,7 @@ class TillerServer:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.server = _Server(_Protocol, default_converter)
+        self.server = _Server(JsonRPCProtocol, default_converter)
         self.sessions = SessionManager(config, self.notify)
         self.runs_by_request: dict[Any, Agent] = {}
         self.client_capabilities: dict[str, Any] = {}
@@ -242,8 +238,8 @@ class TillerServer:
                 protocol_version=PROTOCOL_VERSION,
                 capabilities={
                     "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
-                    "queueModes": ["one-at-a-time", "all"],
-                    "permissionModes": ["ask", "acceptEdits", "auto", "readonly"],
+                    "queueModes": list(QUEUE_MODES),
+                    "permissionModes": list(PERMISSION_MODES),
                     "sessions": {
                         "new": True, "list": True, "load": True, "fork": True,
                         "persistent": self.config.session_dir is not None,
@@ -319,7 +315,7 @@ class TillerServer:
                 pending_follow_up=len(agent.follow_up_queue),
                 steering_mode=agent.steering_mode,
                 follow_up_mode=agent.follow_up_mode,
-                thinking_level=agent.config.thinking,
+                thinking_level=agent.thinking,
                 permission_mode=session.gate.mode,
                 usage=agent.usage,
             )

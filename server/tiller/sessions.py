@@ -14,13 +14,13 @@ import logging
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 
-from tiller.agent import Agent, AgentConfig
+from tiller.agent import Agent
 from tiller.config import ServerConfig, default_system_prompt
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
@@ -28,6 +28,7 @@ from tiller.permissions import PermissionGate, PermissionMode
 from tiller.procs import ProcessScope
 from tiller.protocol import EVENT_METHOD, SessionNewParams
 from tiller.providers import Provider, create_provider
+from tiller.settings import AgentSettings
 from tiller.store import (
     SessionLog,
     SessionLogError,
@@ -37,6 +38,7 @@ from tiller.store import (
 )
 from tiller.tools import default_tools
 from tiller.types import (
+    THINKING_LEVELS,
     AgentEnd,
     AgentEvent,
     AgentStart,
@@ -160,21 +162,20 @@ class SessionManager:
     ) -> Session:
         info = self.config.model_info(provider, model)
         processes = ProcessScope()
-        agent_config = AgentConfig(
-            provider_factory=self.provider_factory(provider, model),
+        settings = AgentSettings(
             tools=default_tools(sanitize_env=self.config.sanitize_env, processes=processes),
             system_prompt=system_prompt,
             cwd=cwd,
             max_turns=self.config.max_turns,
-            thinking=self.config.thinking,
             retry=self.config.retry,
-            price=info.cost if info else None,
             compaction=self.config.compaction,
-            context_window=info.context_window if info else None,
             max_run_tokens=self.config.max_run_tokens,
         )
         session = Session(session_id, cwd, provider, model, session_log, processes=processes)
-        session.agent = Agent(agent_config, self._emitter(session))
+        session.agent = Agent(
+            settings, self.provider_factory(provider, model), self._emitter(session),
+            model_info=info, thinking=self.config.thinking,
+        )
         self._wire_editor(session, mode)
         self.sessions[session_id] = session
         return session
@@ -204,8 +205,9 @@ class SessionManager:
         session.gate = PermissionGate(
             chosen, [session.cwd], self.config.permission_rules, asker, files, waiting
         )
-        session.agent.config.before_tool_call = session.gate
-        session.agent.config.files = files
+        session.agent.settings = replace(
+            session.agent.settings, before_tool_call=session.gate, files=files
+        )
 
     # ------------------------------------------------------------------ using
 
@@ -240,15 +242,12 @@ class SessionManager:
         """Switch ``session`` to another provider/model between runs."""
         model = model or self.default_model(provider)
         info = self.config.model_info(provider, model)
-        session.agent.set_provider(
-            self.provider_factory(provider, model), info.cost if info else None
-        )
-        session.agent.config.context_window = info.context_window if info else None
+        session.agent.set_provider(self.provider_factory(provider, model), info)
         session.provider, session.model = provider, model
         self._append(session, "model_change", provider=provider, model=model)
 
     def set_thinking(self, session: Session, level: ThinkingLevel) -> None:
-        session.agent.config.thinking = level
+        session.agent.thinking = level
         self._append(session, "thinking_change", level=level)
 
     def _append(self, session: Session, entry_type: str, **data: Any) -> Any:
@@ -323,8 +322,8 @@ class SessionManager:
         session.entry_ids.extend(state.entry_ids)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)
-        if state.thinking in ("off", "low", "medium", "high"):
-            agent.config.thinking = state.thinking  # type: ignore[assignment]
+        if state.thinking in THINKING_LEVELS:
+            agent.thinking = state.thinking
         for call, started in state.interrupted:
             result = interrupted_result(call, started)
             agent.messages.append(result)

@@ -7,7 +7,8 @@ camelCase JSON via ``dump()``. This module imports nothing of Tiller's own.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -19,13 +20,21 @@ __all__ = [
     "AgentStart",
     "AssistantContent",
     "AssistantMessage",
+    "COMPACTION_REASONS",
+    "PERMISSION_MODES",
+    "QUEUE_MODES",
+    "THINKING_LEVELS",
     "CompactionEnd",
+    "CompactionReason",
     "CompactionStart",
     "ImageContent",
     "Message",
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "PermissionMode",
+    "QueueMode",
+    "RunStopReason",
     "StopReason",
     "TextContent",
     "ThinkingContent",
@@ -35,6 +44,7 @@ __all__ = [
     "ToolExecutionUpdate",
     "RetryEnd",
     "RetryScheduled",
+    "RunResult",
     "ThinkingLevel",
     "ToolResultMessage",
     "TurnEnd",
@@ -102,14 +112,29 @@ AssistantContent = Annotated[
 StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
 """Why one assistant message ended. ``error`` and ``aborted`` end the run."""
 
-RunStopReason = Literal[
-    "stop", "length", "toolUse", "error", "aborted", "maxTurns", "maxTokens"
-]
+RunStopReason = Literal[StopReason, "maxTurns", "maxTokens"]
 """Why a run ended: the last assistant message's reason, or a per-run limit."""
 
 
+# ---------------------------------------------------------------------------------------------
+# Enumerations: each spelled once, here; the tuples list the values in documentation order.
+
 ThinkingLevel = Literal["off", "low", "medium", "high"]
 """How hard a reasoning model should think; each provider maps it to its own knob."""
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
+
+PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
+"""A session's permission policy (protocol.md, "Permissions"; ``tiller.permissions``)."""
+PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+
+QueueMode = Literal["one-at-a-time", "all"]
+"""How a steering or follow-up queue is polled: one message per poll, or drained."""
+QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
+
+CompactionReason = Literal["threshold", "overflow", "manual"]
+"""Why a compaction ran: the context neared the window, the provider said it was too long, or
+the client asked (agent/compact)."""
+COMPACTION_REASONS: tuple[CompactionReason, ...] = get_args(CompactionReason)
 
 
 class Usage(WireModel):
@@ -290,7 +315,7 @@ class CompactionStart(WireModel):
     ``manual`` (agent/compact)."""
 
     type: Literal["compaction_start"] = "compaction_start"
-    reason: Literal["threshold", "overflow", "manual"]
+    reason: CompactionReason
     tokens_before: int
 
 
@@ -299,7 +324,7 @@ class CompactionEnd(WireModel):
     user message), or ``errorMessage`` says why nothing changed."""
 
     type: Literal["compaction_end"] = "compaction_end"
-    reason: Literal["threshold", "overflow", "manual"]
+    reason: CompactionReason
     tokens_before: int
     tokens_after: int | None = None
     removed_count: int = 0
@@ -331,3 +356,13 @@ AgentEvent = Annotated[
     | AgentSettled,
     Field(discriminator="type"),
 ]
+
+
+@dataclass
+class RunResult:
+    """How a run ended: ``agent_end``'s payload plus the messages the run appended."""
+
+    stop_reason: RunStopReason
+    error_message: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    messages: list[Message] = field(default_factory=list)

@@ -25,8 +25,6 @@ from tiller.providers.base import (
 __all__ = [
     "BUILTIN_MODELS",
     "BUILTIN_PROVIDERS",
-    "DEFAULT_MODELS",
-    "PROVIDER_NAMES",
     "ModelCost",
     "ModelInfo",
     "ModelRequest",
@@ -74,8 +72,6 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
     ),
     "local": ProviderSettings("local", "local", "smollm2"),
 }
-PROVIDER_NAMES = tuple(BUILTIN_PROVIDERS)
-DEFAULT_MODELS = {name: settings.default_model for name, settings in BUILTIN_PROVIDERS.items()}
 
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
     ModelInfo("openai", "gpt-4o-mini", 128_000, 16_384, ModelCost(0.15, 0.60, 0.075)),

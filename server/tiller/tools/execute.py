@@ -4,7 +4,8 @@ Unknown tools, arguments that fail the tool's schema, a ``before_tool_call`` hoo
 tool that raises, a timeout and an abort all become error results the model can read. Calls are
 prepared (validated, hooked) one by one in source order, then executed in parallel unless a tool
 in the batch is sequential. ``tool_execution_end`` events follow completion order; the returned
-results follow the assistant's source order.
+results follow the assistant's source order. What a batch reads of the agent's settings
+(``tiller.settings.AgentSettings``) is spelled out by ``ToolSettings``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 from pydantic import BaseModel, ValidationError
@@ -39,6 +40,7 @@ __all__ = [
     "BeforeToolCall",
     "BeforeToolCallResult",
     "ToolBatch",
+    "ToolSettings",
     "execute_tool_calls",
     "fail_tool_calls",
 ]
@@ -69,6 +71,24 @@ class AfterToolCallResult:
 
 BeforeToolCall = Callable[[ToolCall, dict[str, Any]], Awaitable[BeforeToolCallResult | None]]
 AfterToolCall = Callable[[ToolCall, ToolResultMessage], Awaitable[AfterToolCallResult | None]]
+
+
+class ToolSettings(Protocol):
+    """The settings a batch runs with: the tools, the workspace, the editor's files, the hooks
+    and the per-call timeout (None: no timeout)."""
+
+    @property
+    def tools(self) -> Sequence[Tool[Any]]: ...
+    @property
+    def cwd(self) -> Path: ...
+    @property
+    def files(self) -> EditorFiles | None: ...
+    @property
+    def before_tool_call(self) -> BeforeToolCall | None: ...
+    @property
+    def after_tool_call(self) -> AfterToolCall | None: ...
+    @property
+    def tool_timeout(self) -> float | None: ...
 
 
 @dataclass
@@ -125,22 +145,17 @@ class _BatchRunner:
     def __init__(
         self,
         calls: Sequence[ToolCall],
-        tools: Sequence[Tool[Any]],
+        settings: ToolSettings,
         emit: Callable[[AgentEvent], None],
-        cwd: Path,
-        before: BeforeToolCall | None,
-        after: AfterToolCall | None,
-        timeout: float | None,
-        files: EditorFiles | None = None,
     ) -> None:
-        self.files = files
+        self.files = settings.files
         self.calls = calls
-        self.tools = {tool.name: tool for tool in tools}
+        self.tools = {tool.name: tool for tool in settings.tools}
         self.emit = emit
-        self.cwd = cwd
-        self.before = before
-        self.after = after
-        self.timeout = timeout
+        self.cwd = settings.cwd
+        self.before = settings.before_tool_call
+        self.after = settings.after_tool_call
+        self.timeout = settings.tool_timeout
         self.results: dict[int, ToolResultMessage] = {}
         self.terminate: dict[int, bool] = {}
         self.started: set[int] = set()
@@ -249,20 +264,12 @@ class _BatchRunner:
 
 async def execute_tool_calls(
     calls: Sequence[ToolCall],
-    *,
-    tools: Sequence[Tool[Any]],
+    settings: ToolSettings,
     emit: Callable[[AgentEvent], None],
     abort: AbortSignal,
-    cwd: Path | None = None,
-    before: BeforeToolCall | None = None,
-    after: AfterToolCall | None = None,
-    tool_timeout: float | None = None,
-    files: EditorFiles | None = None,
 ) -> ToolBatch:
     """Run a batch under ``abort``; calls cut short by it get an ``aborted`` error result."""
-    runner = _BatchRunner(
-        calls, tools, emit, cwd or Path.cwd(), before, after, tool_timeout, files
-    )
+    runner = _BatchRunner(calls, settings, emit)
     sequential = any(
         (tool := runner.tools.get(call.name)) is not None and tool.sequential for call in calls
     )

@@ -1,0 +1,201 @@
+"""The model call: one streamed assistant response, and the seam that retry and compaction wrap.
+
+A ``ModelCall`` is what the loop awaits once per turn: given the context, it calls the model,
+emits ``message_start`` and the deltas, and returns the final message without appending it; it
+never raises. ``streaming_call`` makes the plain call from a ``ModelSpec``; the Agent wraps it
+(``tiller.retry.with_retry``, ``tiller.compaction.with_compaction``, ``tiller.pricing.priced``),
+the way pi wraps its stream function, so the loop knows none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from tiller.abort import AbortSignal
+from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
+from tiller.tools.base import Tool
+from tiller.types import (
+    AgentEvent,
+    AssistantMessage,
+    Message,
+    MessageStart,
+    MessageUpdate,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ToolCall,
+    ToolResultMessage,
+)
+
+__all__ = [
+    "Emit",
+    "ModelCall",
+    "ModelSpec",
+    "StreamFn",
+    "aborted_message",
+    "model_context",
+    "stream_once",
+    "streaming_call",
+]
+
+Emit = Callable[[AgentEvent], None]
+StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
+ModelCall = Callable[[list[Message]], Awaitable[AssistantMessage]]
+"""One model call on a context (which a wrapper may shorten in place): emits message_start and
+the deltas, returns the final message unappended, never raises."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a model call sends and stamps besides the messages: the provider's stream and names
+    (on every message), the request's fixed parts, and the stall timeout (``idle_timeout``)."""
+
+    stream: StreamFn
+    provider: str
+    model: str
+    system_prompt: str | None = None
+    tools: Sequence[Tool[Any]] = ()
+    thinking: ThinkingLevel = "off"
+    idle_timeout: float = 120.0
+
+    def request(self, context: Sequence[Message]) -> ModelRequest:
+        """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
+        return ModelRequest(
+            messages=model_context(context),
+            system_prompt=self.system_prompt,
+            tools=[
+                ToolSpec(tool.name, tool.description, tool.parameters_schema())
+                for tool in self.tools
+            ],
+            thinking=self.thinking,
+        )
+
+
+def model_context(messages: Sequence[Message]) -> list[Message]:
+    """The messages to send to the model: assistant messages that ended in ``error`` or
+    ``aborted`` stay in the transcript but are not resent, nor are tool results answering them."""
+    kept: list[Message] = []
+    live_call_ids: set[str] = set()
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            live_call_ids.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id not in live_call_ids:
+            continue
+        kept.append(message)
+    return kept
+
+
+def aborted_message(provider: str, model: str) -> AssistantMessage:
+    """The empty assistant message a run aborted before the model answered ends with."""
+    return _PartialMessage(provider, model).snapshot("aborted", "the run was aborted")
+
+
+def streaming_call(spec: ModelSpec, emit: Emit, abort: AbortSignal) -> ModelCall:
+    """The plain model call: one attempt per call (``stream_once``), nothing retried."""
+
+    async def call(context: list[Message]) -> AssistantMessage:
+        return await stream_once(spec, spec.request(context), emit, abort)
+
+    return call
+
+
+async def stream_once(
+    spec: ModelSpec, request: ModelRequest, emit: Emit, abort: AbortSignal
+) -> AssistantMessage:
+    """One attempt: emits message_start and the deltas; returns the final message unsent.
+
+    A stream that yields nothing for ``spec.idle_timeout`` seconds becomes a retryable
+    error; an abort becomes ``aborted``; a provider that raises (a bug) becomes ``error``.
+    """
+    idle = spec.idle_timeout
+    partial = _PartialMessage(spec.provider, spec.model)
+    emit(MessageStart(message=partial.snapshot()))
+    final: AssistantMessage | None = None
+    stream = spec.stream(request)
+    with abort.scope():
+        try:
+            while final is None:
+                with anyio.move_on_after(idle) as idle_scope:
+                    item = await anext(stream)
+                if idle_scope.cancelled_caught:
+                    final = partial.snapshot(
+                        "error",
+                        f"{spec.provider}: the provider sent nothing for {idle:g} "
+                        "seconds (stalled stream)",
+                    )
+                    final.retryable = True
+                elif isinstance(item, MessageUpdate):
+                    partial.apply(item)
+                    emit(item)
+                else:
+                    final = item
+        except StopAsyncIteration:
+            pass
+        except Exception as exc:  # a provider bug: the contract says it never raises
+            final = partial.snapshot("error", f"provider failed: {type(exc).__name__}: {exc}")
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _aclose(stream)
+    if final is None:
+        if abort.aborted:
+            return partial.snapshot("aborted", "the run was aborted")
+        final = partial.snapshot("error", "the provider ended without a message")
+    return final
+
+
+async def _aclose(stream: AsyncIterator[StreamItem]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        try:
+            await aclose()
+        except Exception:
+            pass  # closing a stream that already failed: nothing left to report
+
+
+class _PartialMessage:
+    """Assembles streamed deltas into an AssistantMessage, for aborts and message_start."""
+
+    def __init__(self, provider: str, model: str) -> None:
+        self.provider = provider
+        self.model = model
+        self.blocks: dict[int, TextContent | ThinkingContent | ToolCall] = {}
+        self.raw_args: dict[int, str] = {}
+
+    def apply(self, update: MessageUpdate) -> None:
+        delta = update.delta or ""
+        block = self.blocks.get(update.index)
+        if update.kind == "text":
+            if isinstance(block, TextContent):
+                block.text += delta
+            else:
+                self.blocks[update.index] = TextContent(text=delta)
+        elif update.kind == "thinking":
+            if isinstance(block, ThinkingContent):
+                block.thinking += delta
+            else:
+                self.blocks[update.index] = ThinkingContent(thinking=delta)
+        elif update.kind == "toolCallStart":
+            self.blocks[update.index] = ToolCall(
+                id=update.tool_call_id or "", name=update.tool_name or ""
+            )
+        else:
+            self.raw_args[update.index] = self.raw_args.get(update.index, "") + delta
+
+    def snapshot(
+        self, stop_reason: StopReason = "stop", error_message: str | None = None
+    ) -> AssistantMessage:
+        content = [self.blocks[index] for index in sorted(self.blocks)]
+        return AssistantMessage(
+            content=[block.model_copy() for block in content],
+            provider=self.provider,
+            model=self.model,
+            stop_reason=stop_reason,
+            error_message=error_message,
+        )

@@ -1,0 +1,41 @@
+"""``AgentSettings``: the one immutable settings object an Agent's runs are made with.
+
+A session builds it once (``tiller.sessions``); whoever changes it replaces it as a whole with
+``dataclasses.replace``, never field by field, and a run keeps the object it started with. The
+loop and tool execution read it as handed down. What changes between runs on request (the
+provider and model, the thinking level) is the Agent's own state, not a setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tiller.compaction import CompactionSettings
+from tiller.retry import RetryPolicy
+from tiller.tools.base import EditorFiles, Tool
+from tiller.tools.execute import AfterToolCall, BeforeToolCall
+
+__all__ = ["AgentSettings"]
+
+
+@dataclass(frozen=True)
+class AgentSettings:
+    """How an Agent runs. ``files`` routes file tools through the editor; the hooks must not
+    raise (a raising ``before_tool_call`` blocks the call); ``tool_timeout`` (seconds) bounds
+    each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
+    ``compaction`` None compacts only on overflow or request."""
+
+    tools: Sequence[Tool[Any]] = ()
+    system_prompt: str | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    files: EditorFiles | None = None
+    before_tool_call: BeforeToolCall | None = None
+    after_tool_call: AfterToolCall | None = None
+    tool_timeout: float | None = None
+    max_turns: int | None = 50
+    max_run_tokens: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    compaction: CompactionSettings | None = None
