@@ -51,40 +51,37 @@ def _closest(error: ValidationError) -> ValidationError:
 
 
 class WireLog:
-    """Checks every message of one connection; ``sent`` by the client, ``received`` from the
-    server, each in order. ``problems`` lists what does not conform; ``checked`` names what was
+    """Checks every message the server sent on one connection (``received``, in order): requests
+    and notifications by their method, responses by the method of the client's request (from
+    ``sent``) they answer. ``problems`` lists what does not conform; ``checked`` names what was
     checked, as ``("method" | "result" | "error" | "event", name)``."""
 
     def __init__(self, sent: Iterable[dict[str, Any]], received: Iterable[dict[str, Any]]):
         self.problems: list[str] = []
         self.checked: set[tuple[str, str]] = set()
-        sent, received = list(sent), list(received)
-        client_requests = {m["id"]: m["method"] for m in sent if "method" in m and "id" in m}
-        server_requests = {m["id"]: m["method"] for m in received if "method" in m and "id" in m}
-        for message in sent:
-            self._check(message, "x-methods", "x-notifications", server_requests,
-                        "x-serverRequests")
+        asked = {m["id"]: m["method"] for m in sent if "method" in m and "id" in m}
         for message in received:
-            self._check(message, "x-serverRequests", "x-serverNotifications", client_requests,
-                        "x-methods")
+            found = self._check(message, asked)
+            self.problems += [f"{problem}\n    in {message}" for problem in found]
 
-    def _check(self, message: dict[str, Any], requests: str, notifications: str,
-               answered: dict[Any, str], answered_table: str) -> None:
-        found = problems("", message)
+    def _check(self, message: dict[str, Any], asked: dict[Any, str]) -> list[str]:
+        """The problems of the part that depends on the method, else of the whole message."""
+        found: list[str] = []
         method = message.get("method")
         if method is not None:
-            table = requests if "id" in message else notifications
-            found += problems(pointer(table, method, "params"), message.get("params", {}))
+            table = "x-serverRequests" if "id" in message else "x-serverNotifications"
+            if method not in SCHEMA[table]:
+                return [f"{method} is not in {table}"]
+            found = problems(pointer(table, method, "params"), message.get("params", {}))
             self.checked.add(("method", method))
             if method == "agent/event":
                 self.checked.add(("event", message["params"]["type"]))
         elif "result" in message:
-            answers = answered.get(message.get("id"))
-            if answers is None:
-                found.append(f"a result for no request: {message}")
-            else:
-                found += problems(pointer(answered_table, answers, "result"), message["result"])
-                self.checked.add(("result", answers))
+            answers = asked.get(message.get("id"))
+            if answers not in SCHEMA["x-methods"]:
+                return [f"a result for no known request ({answers})"]
+            found = problems(pointer("x-methods", answers, "result"), message["result"])
+            self.checked.add(("result", answers))
         else:
             self.checked.add(("error", str(message.get("error", {}).get("code"))))
-        self.problems += [f"{problem}\n    in {message}" for problem in found]
+        return found or problems("", message)

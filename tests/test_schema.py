@@ -99,7 +99,8 @@ def section_method(example: Example, table: str) -> str:
 
 
 def expected_checks(example: Example) -> list[tuple[str, Any]]:
-    """(schema pointer, instance) pairs that ``example`` must pass; fails if unclassified."""
+    """(schema pointer, instance) pairs that ``example`` must pass, the most general first;
+    fails if unclassified."""
     value = example.value
     assert isinstance(value, dict), f"{example}: an example is a JSON object"
     if "jsonrpc" in value:
@@ -163,9 +164,9 @@ def test_protocol_md_example_conforms(example: Example) -> None:
     if example.headings[0] == "ACP":
         assert acp_problems(example) == []
         return
-    found = [problem for at, instance in expected_checks(example)
-             for problem in problems(at, instance)]
-    assert found == [], f"{example} does not conform:\n" + "\n".join(found)
+    for at, instance in reversed(expected_checks(example)):  # the most specific first
+        found = problems(at, instance)
+        assert found == [], f"{example} does not conform:\n" + "\n".join(found)
 
 
 def test_a_drifted_example_fails() -> None:
