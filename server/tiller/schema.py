@@ -95,13 +95,13 @@ def _wire_defaults(schema: dict[str, Any]) -> None:
     properties: dict[str, dict[str, Any]] = schema.get("properties", {})
     for name, prop in properties.items():
         prop.pop("title", None)
+        if "default" in prop and prop["default"] is None:
+            del prop["default"]
         options = prop.get("anyOf")
         if options and {"type": "null"} in options:
             rest = [option for option in options if option != {"type": "null"}]
             del prop["anyOf"]
             prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
-            if prop.get("default", 0) is None:
-                del prop["default"]
             if name in schema.get("required", []):
                 schema["required"].remove(name)
     if not schema.get("required", True):
