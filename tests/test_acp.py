@@ -386,7 +386,7 @@ async def test_a_failed_run_and_bad_requests_are_errors(
 
     assert failed.value.code == -32020 and "Incorrect API key" in str(failed.value)
     assert failed.value.data["stopReason"] == "error"
-    assert unknown.value.code == -32013
+    assert unknown.value.code == -32002  # ACP's resource-not-found, not Tiller's -32013
     assert bad_mode.value.code == -32602
 
 

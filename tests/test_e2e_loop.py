@@ -211,6 +211,24 @@ async def test_continue_after_an_error(fake_openai: FakeOpenAI, tmp_path: Path) 
     assert messages[1]["stopReason"] == "error"  # but it stays in the transcript
 
 
+async def test_continue_delivers_one_queued_steering_message_per_turn(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(text_reply("Idle now."), text_reply("Did one."), text_reply("Did two."))
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        await tiller.request("agent/prompt", {"message": "start"})
+        assert await tiller.request("agent/steer", {"message": "one"}) == {"queued": 1}
+        assert await tiller.request("agent/steer", {"message": "two"}) == {"queued": 2}
+        resumed = await tiller.request("agent/continue")
+
+    assert resumed["stopReason"] == "stop"
+    first, second = fake_openai.requests[1:]  # one-at-a-time: one steering message per turn
+    assert roles(first) == ["system", "user", "assistant", "user"]
+    assert first["messages"][-1]["content"] == "one"
+    assert roles(second) == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert second["messages"][-1]["content"] == "two"
+
+
 async def test_abort_kills_a_running_command(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     fake_openai.enqueue(
         tool_call_reply([("call_sleep", "bash", {"command": "sleep 60 & echo pid=$!; wait"})])

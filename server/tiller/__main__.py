@@ -3,7 +3,8 @@
 ``tiller --acp`` serves the Agent Client Protocol instead (``tiller.acp``); without the flag an
 ACP client is recognised by its first ``initialize``.
 
-``tiller chat ...`` is the terminal front end instead (``tiller.chat``).
+``tiller chat ...`` is the terminal front end instead (``tiller.chat``); ``tiller schema`` prints
+the protocol's JSON Schema (``tiller.schema``).
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tiller.chat import main as chat_main
 
         return chat_main(args[1:])
+    if args[:1] == ["schema"]:
+        from tiller.schema import main as schema_main
+
+        return schema_main(args[1:])
     return serve(args)
 
 

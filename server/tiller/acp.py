@@ -22,6 +22,7 @@ protocol.md's "ACP" section is the contract.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,10 @@ from tiller import __version__
 from tiller.acp_editor import AcpEditorBridge, read_snapshot
 from tiller.acp_updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
-from tiller.errors import RunFailedError
+from tiller.errors import RequestError, RunFailedError, UnknownSessionError
 from tiller.permissions import PermissionMode
 from tiller.protocol import EVENT_METHOD, QueueResult, SessionNewParams
-from tiller.rpc import TillerServer
+from tiller.rpc import Handler, P, TillerServer
 from tiller.sessions import Session
 from tiller.tools.base import EditorFiles
 from tiller.tools.execute import BeforeToolCallResult
@@ -45,7 +46,13 @@ from tiller.tools.files import resolve_path
 from tiller.transport import Selector
 from tiller.types import RunResult, ToolCall, UserContent, WireModel
 
-__all__ = ["ACP_PROTOCOL_VERSION", "AcpServer", "RunFailedError", "is_acp_initialize"]
+__all__ = [
+    "ACP_PROTOCOL_VERSION",
+    "AcpServer",
+    "ResourceNotFoundError",
+    "RunFailedError",
+    "is_acp_initialize",
+]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,13 @@ MODES: list[dict[str, str]] = [
      "description": "Read and search only: no file changes, no commands"},
 ]
 """ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
+
+
+class ResourceNotFoundError(RequestError):
+    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
+    is answered with it in ACP mode."""
+
+    code = -32002
 
 
 def is_acp_initialize(message: dict[str, Any]) -> bool:
@@ -158,6 +172,22 @@ class AcpServer(TillerServer):
 
     def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:
         return None  # already ACP: no detection
+
+    def method(self, name: str, params_model: type[P]) -> Callable[[Handler[P]], Handler[P]]:
+        """``TillerServer.method``, answering an unknown session in ACP's terms (-32002)."""
+        register = super().method(name, params_model)
+
+        def register_translated(fn: Handler[P]) -> Handler[P]:
+            async def translated(params: P) -> WireModel | None:
+                try:
+                    return await fn(params)
+                except UnknownSessionError as exc:
+                    raise ResourceNotFoundError(exc.message, exc.data) from None
+
+            register(translated)
+            return fn
+
+        return register_translated
 
     def notify(self, method: str, params: Any) -> None:
         """Events become ``session/update``s; Tiller's ``$/cancelRequest`` (for a server

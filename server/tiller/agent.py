@@ -113,8 +113,12 @@ class Agent:
             )
             raise CannotContinueError(f"nothing to continue: {reason}")
         _ = self.provider  # fail before taking anything off the queues
-        prompts = (self._poll_steering() or self._poll_follow_up()) if needs_input else []
-        return await self._run(prompts)
+        if not needs_input:
+            return await self._run([])
+        # The input is taken off a queue here, so the loop must not poll steering again before
+        # its first model call: one-at-a-time means one message per turn (as pi's continue).
+        prompts = self._poll_steering() or self._poll_follow_up()
+        return await self._run(prompts, poll_steering_first=False)
 
     def steer(self, content: str | Sequence[UserContent] | UserMessage) -> int:
         """Queue a steering message; returns the queue's length."""
@@ -159,7 +163,7 @@ class Agent:
                 "agent/followUp to queue work for after it, or agent/abort to stop it"
             )
 
-    async def _run(self, prompts: list[Message]) -> RunResult:
+    async def _run(self, prompts: list[Message], poll_steering_first: bool = True) -> RunResult:
         provider = self.provider
         self._abort = abort = AbortSignal()
         self._idle = anyio.Event()
@@ -171,7 +175,7 @@ class Agent:
         try:
             result = await run_agent_loop(
                 prompts, self.messages, self.settings, self._model_call(provider, abort),
-                queues, self._emit, abort,
+                queues, self._emit, abort, poll_steering_first=poll_steering_first,
             )
             self.usage = self.usage.add(result.usage)
             return result

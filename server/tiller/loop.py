@@ -139,16 +139,19 @@ async def run_agent_loop(
     queues: Queues,
     emit: Emit,
     abort: AbortSignal,
+    *,
+    poll_steering_first: bool = True,
 ) -> RunResult:
     """Run until the model stops, the turn limit is hit, an error, or an abort.
 
     ``prompts`` (possibly empty, for a continue) are appended to ``context`` first. Steering is
-    polled before the first model call and after every turn; follow-ups only when the inner loop
-    would exit. Emits exactly one ``agent_start`` and one ``agent_end``; never raises.
+    polled before the first model call (unless ``poll_steering_first`` is false: a continue
+    that already took its input off a queue) and after every turn; follow-ups only when the
+    inner loop would exit. Emits exactly one ``agent_start`` and one ``agent_end``; never raises.
     """
     run = _Run(context, settings, call_model, emit, abort)
     emit(AgentStart())
-    pending: list[Message] = [*prompts, *queues.poll_steering()]
+    pending: list[Message] = [*prompts, *(queues.poll_steering() if poll_steering_first else [])]
     last_stop: RunStopReason = "stop"
     while True:
         more_tools = True

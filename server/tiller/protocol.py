@@ -7,7 +7,7 @@ servers accept newer clients.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +23,24 @@ from tiller.types import (
 )
 
 __all__ = [
+    "METHODS",
+    "NOTIFICATIONS",
+    "SERVER_NOTIFICATIONS",
+    "SERVER_REQUESTS",
+    "CancelRequestParams",
+    "CommandPreview",
+    "DiffPreview",
+    "EmptyResult",
+    "NoParams",
+    "NoPreview",
+    "PathPreview",
+    "PermissionOutcome",
+    "PermissionPreview",
+    "ReadTextFileParams",
+    "ReadTextFileResult",
+    "RequestPermissionParams",
+    "RequestPermissionResult",
+    "WriteTextFileParams",
     "SetPermissionModeResult",
     "SetPermissionModeParams",
     "PermissionMode",
@@ -279,3 +297,124 @@ class SetPermissionModeParams(SessionParams):
 
 class SetPermissionModeResult(WireModel):
     mode: PermissionMode
+
+
+# requests (server -> client) -------------------------------------------------------------------
+
+
+PermissionOutcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+
+
+class DiffPreview(WireModel):
+    kind: Literal["diff"] = "diff"
+    path: str
+    diff: str = Field(description="a unified diff of the file change")
+
+
+class CommandPreview(WireModel):
+    kind: Literal["command"] = "command"
+    command: str
+    cwd: str
+
+
+class PathPreview(WireModel):
+    kind: Literal["path"] = "path"
+    path: str
+
+
+class NoPreview(WireModel):
+    kind: Literal["none"] = "none"
+
+
+PermissionPreview = Annotated[
+    DiffPreview | CommandPreview | PathPreview | NoPreview, Field(discriminator="kind")
+]
+
+
+class RequestPermissionParams(WireModel):
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    preview: PermissionPreview
+    reason: str
+    options: list[PermissionOutcome]
+
+
+class RequestPermissionResult(WireModel):
+    outcome: PermissionOutcome
+    reason: str | None = None
+
+
+class ReadTextFileParams(WireModel):
+    session_id: str
+    path: str
+    line: int | None = Field(default=None, description="1-based first line")
+    limit: int | None = Field(default=None, description="how many lines")
+
+
+class ReadTextFileResult(WireModel):
+    content: str
+
+
+class WriteTextFileParams(WireModel):
+    session_id: str
+    path: str
+    content: str
+
+
+# the whole surface -----------------------------------------------------------------------------
+
+
+class NoParams(WireModel):
+    """Params of a method that takes none: ``{}`` or absent."""
+
+
+class EmptyResult(WireModel):
+    """The ``{}`` result of a method that only acknowledges."""
+
+
+class CancelRequestParams(WireModel):
+    id: int | str
+
+
+METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
+    "initialize": (InitializeParams, InitializeResult),
+    "session/new": (SessionNewParams, SessionNewResult),
+    "session/list": (SessionListParams, SessionListResult),
+    "session/load": (SessionIdParams, SessionLoadResult),
+    "session/fork": (SessionForkParams, SessionLoadResult),
+    "session/close": (SessionIdParams, EmptyResult),
+    "session/delete": (SessionIdParams, EmptyResult),
+    "agent/prompt": (PromptParams, RunResultModel),
+    "agent/continue": (SessionParams, RunResultModel),
+    "agent/steer": (QueueParams, QueueResult),
+    "agent/followUp": (QueueParams, QueueResult),
+    "agent/abort": (SessionParams, EmptyResult),
+    "agent/getState": (SessionParams, GetStateResult),
+    "agent/getMessages": (SessionParams, GetMessagesResult),
+    "agent/setQueueModes": (SetQueueModesParams, SetQueueModesResult),
+    "agent/compact": (CompactParams, CompactResult),
+    "agent/setPermissionMode": (SetPermissionModeParams, SetPermissionModeResult),
+    "models/list": (NoParams, ModelsListResult),
+    "agent/setModel": (SetModelParams, SetModelResult),
+    "agent/setThinkingLevel": (SetThinkingLevelParams, SetThinkingLevelResult),
+}
+"""Client-to-server requests: method -> (params, result), in protocol.md's order."""
+
+NOTIFICATIONS: dict[str, type[WireModel]] = {"$/cancelRequest": CancelRequestParams}
+"""Client-to-server notifications: method -> params."""
+
+SERVER_REQUESTS: dict[str, tuple[type[WireModel], type[WireModel] | None]] = {
+    "client/requestPermission": (RequestPermissionParams, RequestPermissionResult),
+    "client/readTextFile": (ReadTextFileParams, ReadTextFileResult),
+    "client/writeTextFile": (WriteTextFileParams, None),
+}
+"""Server-to-client requests: method -> (params, result); a None result is ``{}`` or null."""
+
+SERVER_NOTIFICATIONS: dict[str, type[WireModel] | None] = {
+    EVENT_METHOD: None,
+    "$/cancelRequest": CancelRequestParams,
+}
+"""Server-to-client notifications: method -> params; ``agent/event``'s params are
+``{sessionId, seq}`` plus one event of ``tiller.types.AgentEvent`` (hence None)."""

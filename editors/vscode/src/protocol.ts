@@ -36,6 +36,7 @@ export interface ImageContent {
 export interface ThinkingContent {
   type: 'thinking';
   thinking: string;
+  signature?: string;
 }
 
 export interface ToolCallContent {
@@ -50,11 +51,12 @@ export interface Usage {
   outputTokens: number;
   cacheReadTokens: number;
   cacheWriteTokens: number;
-  cost?: number;
+  /** USD, from the model's configured prices (0 when it has none). */
+  cost: number;
 }
 
 export type AssistantStopReason = 'stop' | 'length' | 'toolUse' | 'error' | 'aborted';
-export type RunStopReason = AssistantStopReason | 'maxTurns';
+export type RunStopReason = AssistantStopReason | 'maxTurns' | 'maxTokens';
 
 export interface UserMessage {
   role: 'user';
@@ -65,10 +67,10 @@ export interface UserMessage {
 export interface AssistantMessage {
   role: 'assistant';
   content: Array<TextContent | ThinkingContent | ToolCallContent>;
-  provider?: string;
-  model?: string;
-  usage?: Usage;
-  stopReason?: AssistantStopReason;
+  provider: string;
+  model: string;
+  usage: Usage;
+  stopReason: AssistantStopReason;
   errorMessage?: string;
   timestamp: number;
 }
@@ -149,7 +151,8 @@ export interface AgentState {
   sessionId: string;
   isRunning: boolean;
   provider: string;
-  model: string;
+  /** Absent when the provider has no model yet. */
+  model?: string;
   cwd: string;
   messageCount: number;
   pendingSteering: number;
@@ -157,7 +160,7 @@ export interface AgentState {
   steeringMode: QueueMode;
   followUpMode: QueueMode;
   thinkingLevel: 'off' | 'low' | 'medium' | 'high';
-  permissionMode?: PermissionMode;
+  permissionMode: PermissionMode;
   usage: Usage;
 }
 
@@ -178,6 +181,8 @@ export type MessageUpdateEvent = EventBase & { type: 'message_update'; index: nu
     | { kind: 'toolCallArgs'; delta: string }
   );
 
+export type CompactionReason = 'threshold' | 'overflow' | 'manual';
+
 export type AgentEvent =
   | (EventBase & { type: 'agent_start' })
   | (EventBase & { type: 'turn_start' })
@@ -194,7 +199,7 @@ export type AgentEvent =
       type: 'tool_execution_update';
       toolCallId: string;
       toolName: string;
-      partialResult: unknown;
+      partialResult?: unknown;
     })
   | (EventBase & {
       type: 'tool_execution_end';
@@ -213,6 +218,16 @@ export type AgentEvent =
       errorMessage: string;
     })
   | (EventBase & { type: 'retry_end'; success: boolean; attempt: number })
+  | (EventBase & { type: 'compaction_start'; reason: CompactionReason; tokensBefore: number })
+  | (EventBase & {
+      type: 'compaction_end';
+      reason: CompactionReason;
+      tokensBefore: number;
+      tokensAfter?: number;
+      removedCount: number;
+      summary?: string;
+      errorMessage?: string;
+    })
   | (EventBase & { type: 'agent_settled' });
 
 export type AgentEventType = AgentEvent['type'];
@@ -226,7 +241,8 @@ export type PermissionOption = (typeof PermissionOptions)[number];
 export type PermissionPreview =
   | { kind: 'diff'; path: string; diff: string }
   | { kind: 'command'; command: string; cwd: string }
-  | { kind: 'path'; path: string };
+  | { kind: 'path'; path: string }
+  | { kind: 'none' };
 
 export interface RequestPermissionParams {
   sessionId: string;
@@ -236,7 +252,7 @@ export interface RequestPermissionParams {
   /** `{kind: "diff"}`: a unified diff against the editor's buffer; `path` is absolute. */
   preview: PermissionPreview;
   /** Why Tiller asks, e.g. "'write' changes /home/me/project/notes.txt". */
-  reason?: string;
+  reason: string;
   options: PermissionOption[];
 }
 

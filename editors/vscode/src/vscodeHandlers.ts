@@ -128,9 +128,13 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
           message = `Tiller wants to ${params.toolName} ${preview.path}`;
           detail = 'The path is outside the workspace.';
           break;
+        case 'none':
+          message = `Tiller wants to run ${params.toolName}`;
+          detail = '';
+          break;
       }
       if (params.reason) {
-        detail = `${params.reason}\n\n${detail}`;
+        detail = detail ? `${params.reason}\n\n${detail}` : params.reason;
       }
       try {
         const labels = params.options.map((option) => OPTION_LABELS[option]);

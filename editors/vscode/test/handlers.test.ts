@@ -101,6 +101,7 @@ const permission: RequestPermissionParams = {
   sessionId: 's1',
   toolCallId: 'call_1',
   toolName: 'edit',
+  reason: "'edit' changes a.txt",
   args: { path: 'a.txt', edits: [{ oldText: 'two', newText: 'TWO' }] },
   preview: { kind: 'diff', path: 'a.txt', diff: '--- a/a.txt\n+++ b/a.txt\n@@ -2 +2 @@\n-two\n+TWO\n' },
   options: ['allowOnce', 'allowAlways', 'rejectOnce', 'rejectAlways'],

@@ -158,6 +158,7 @@ const edit: RequestPermissionParams = {
   sessionId: 's',
   toolCallId: 'c',
   toolName: 'edit',
+  reason: "'edit' changes f.txt",
   args: { path: 'f.txt', edits: [{ oldText: 'two', newText: 'TWO' }] },
   preview: { kind: 'diff', path: 'f.txt', diff: '--- a/f.txt\n+++ b/f.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n' },
   options: ['allowOnce', 'rejectOnce'],
