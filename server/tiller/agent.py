@@ -7,6 +7,7 @@ at a time; ``prompt`` while busy raises ``AgentBusyError``.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ from tiller.types import (
 )
 
 __all__ = ["Agent", "AgentConfig", "QueueMode"]
+
+log = logging.getLogger(__name__)
 
 QueueMode = Literal["one-at-a-time", "all"]
 
@@ -96,16 +99,28 @@ class Agent:
             self._provider = self.config.provider_factory()
         return self._provider
 
-    def set_provider(self, factory: Callable[[], Provider], price: ModelCost | None) -> Provider:
+    async def set_provider(
+        self, factory: Callable[[], Provider], price: ModelCost | None
+    ) -> Provider:
         """Switch model/provider between runs. The new provider is built now, so a missing key
-        fails here (ProviderNotConfiguredError) and the old one stays in place."""
+        fails here (ProviderNotConfiguredError) and the old one stays in place; once replaced,
+        the old one is closed."""
         if self.is_running:
             raise AgentBusyError("cannot switch the model while a run is active")
         provider = factory()
         self.config.provider_factory = factory
         self.config.price = price
-        self._provider = provider
+        old, self._provider = self._provider, provider
+        if old is not None:
+            await _close_provider(old)
         return provider
+
+    async def aclose(self) -> None:
+        """Close the provider (its HTTP client and connections). Call it between runs; a later
+        run builds a new provider."""
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            await _close_provider(provider)
 
     async def prompt(self, content: str | Sequence[UserContent]) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
@@ -215,6 +230,15 @@ class Agent:
 
     def _poll_follow_up(self) -> list[Message]:
         return _drain(self.follow_up_queue, self.follow_up_mode)
+
+
+async def _close_provider(provider: Provider) -> None:
+    """``provider.aclose()``, shielded from cancellation; a failure is logged, never raised."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await provider.aclose()
+        except Exception:
+            log.exception("closing provider %s failed", provider.name)
 
 
 def _user_message(content: str | Sequence[UserContent] | UserMessage) -> UserMessage:

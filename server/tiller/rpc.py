@@ -365,7 +365,7 @@ class TillerServer:
         @m("agent/setModel", SetModelParams)
         async def set_model(params: SetModelParams) -> SetModelResult:
             session = self.sessions.get(params.session_id)
-            self.sessions.set_model(session, params.provider, params.model)
+            await self.sessions.set_model(session, params.provider, params.model)
             return SetModelResult(provider=session.provider, model=session.model)
 
         @m("agent/setThinkingLevel", SetThinkingLevelParams)

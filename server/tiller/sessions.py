@@ -225,11 +225,11 @@ class SessionManager:
             return session.agent.steer(message)
         return session.agent.follow_up(message)
 
-    def set_model(self, session: Session, provider: str, model: str | None) -> None:
-        """Switch ``session`` to another provider/model between runs."""
+    async def set_model(self, session: Session, provider: str, model: str | None) -> None:
+        """Switch ``session`` to another provider/model between runs (the old one is closed)."""
         model = model or self.default_model(provider)
         info = self.config.model_info(provider, model)
-        session.agent.set_provider(
+        await session.agent.set_provider(
             self.provider_factory(provider, model), info.cost if info else None
         )
         session.agent.config.context_window = info.context_window if info else None
@@ -373,7 +373,7 @@ class SessionManager:
         new_log.close()
 
     async def close(self, session_id: str) -> None:
-        """Stop the session's run (if any) and unload it; its log stays."""
+        """Stop the session's run (if any) and unload it, closing its provider; its log stays."""
         session = self.get(session_id)
         if session.agent.is_running:
             session.agent.abort()
@@ -382,6 +382,7 @@ class SessionManager:
         del self.sessions[session_id]
         if self.default_id == session_id:
             self.default_id = None
+        await session.agent.aclose()
 
     async def delete(self, session_id: str) -> None:
         """Close the session if live, then remove its log."""
@@ -397,7 +398,8 @@ class SessionManager:
             path.unlink(missing_ok=True)
 
     async def shutdown(self, grace: float = 10.0) -> None:
-        """Abort every active run and wait (bounded) for them to wind down."""
+        """Abort every active run and wait (bounded) for them to wind down; close every
+        session's provider."""
         running = [s.agent for s in self.sessions.values() if s.agent.is_running]
         for agent in running:
             agent.abort()
@@ -406,6 +408,7 @@ class SessionManager:
                 await agent.wait_idle()
         for session in self.sessions.values():
             session.log.close()
+            await session.agent.aclose()
 
 
 # ---------------------------------------------------------------------------------------------
