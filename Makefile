@@ -28,6 +28,7 @@ bench: install
 	$(BIN)/python bench/bench_server.py
 	$(BIN)/python bench/bench_providers.py
 	$(BIN)/python bench/bench_sessions.py
+	$(BIN)/python bench/bench_leak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

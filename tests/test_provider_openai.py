@@ -27,8 +27,8 @@ from tiller.providers.openai import (
     EMPTY_RESPONSE_ERROR,
     INCOMPLETE_STREAM_ERROR,
     OpenAIProvider,
-    parse_tool_arguments,
 )
+from tiller.providers.tool_arguments import parse_tool_arguments, streamed_tool_call
 from tiller.types import (
     AssistantMessage,
     ImageContent,
@@ -173,6 +173,7 @@ async def test_local_server_quirks(fake_openai: FakeOpenAI, provider: OpenAIProv
     assert isinstance(final.content[0], ThinkingContent)
     calls = final.tool_calls
     assert [(c.name, c.arguments) for c in calls] == [("a", {"x": "1"}), ("b", {}), ("c", {"y": 2})]
+    assert [c.arguments_error is None for c in calls] == [False, True, True]  # "a" won't run
     assert calls[0].id.startswith("call_") and [c.id for c in calls[1:]] == ["b1", "c1"]
     assert [u.tool_call_id for u in updates if u.kind == "toolCallStart"] == [c.id for c in calls]
     assert final.stop_reason == "toolUse"
@@ -437,6 +438,29 @@ def test_unscripted_request_gets_500_and_fails_the_script() -> None:
 )
 def test_parse_tool_arguments_is_best_effort(raw: str, expected: dict[str, object]) -> None:
     assert parse_tool_arguments(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        ('{"command": "rm -rf build/cache', "not valid JSON: Unterminated string"),
+        ('{"a": 1} {"b": 2}', "not valid JSON: Extra data"),
+        ("[1, 2]", "a JSON array, not an object"),
+        ("null", "a JSON null, not an object"),
+        ("not json", "not valid JSON"),
+    ],
+)
+def test_streamed_call_with_unparseable_arguments_is_marked(raw: str, error: str) -> None:
+    """Repaired for display only: ``arguments_error`` says why the call must not run."""
+    call = streamed_tool_call("call_1", "bash", raw)
+    assert call.arguments == parse_tool_arguments(raw)
+    assert call.arguments_error is not None and call.arguments_error.startswith(error)
+
+
+@pytest.mark.parametrize("raw", ['{"command": "ls"}', " ", ""])
+def test_streamed_call_with_one_object_or_nothing_is_executable(raw: str) -> None:
+    call = streamed_tool_call("call_1", "bash", raw)
+    assert call.arguments_error is None and "argumentsError" not in call.dump()
 
 
 def test_create_provider_requires_a_key_or_a_base_url() -> None:

@@ -128,3 +128,26 @@ def test_replay_rebuilds_queues_interrupted_tools_and_compaction(tmp_path: Path)
     assert state.title == "old question"
     assert INTERRUPTED_STARTED.startswith("Tool call interrupted")
     assert not any(isinstance(m, ToolResultMessage) for m in state.messages)
+
+
+@pytest.mark.parametrize("leaf", [None, "e2"])
+def test_a_parent_loop_is_refused_not_walked_forever(tmp_path: Path, leaf: str | None) -> None:
+    path = tmp_path / "s.jsonl"
+    header = {"type": "session", "version": 1, "id": "abc123"}
+    links = [("e0", None), ("e1", "e3"), ("e2", "e1"), ("e3", "e2")]  # e3 -> e2 -> e1 -> e3
+    entries = [{"type": "label", "id": i, "parentId": p, "label": i} for i, p in links]
+    path.write_text("".join(json.dumps(line) + "\n" for line in [header, *entries]))
+
+    loaded = read_session_file(path)
+    with pytest.raises(SessionLogError, match="entry 'e[123]' form a loop"):
+        loaded.branch(leaf)
+    assert [e.id for e in loaded.branch("e0")] == ["e0"]  # a sound branch still walks
+
+
+def test_a_malformed_entry_is_refused_with_its_id(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    bad = session_log.append("model_change", provider="anthropic")  # no model
+    session_log.close()
+    with pytest.raises(SessionLogError, match=f"model_change entry '{bad.id}' is malformed"):
+        replay(read_session_file(path))

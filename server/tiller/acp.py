@@ -348,7 +348,7 @@ class AcpServer(TillerServer):
         async def session_load(params: AcpLoadSessionParams) -> AcpSessionResult:
             if params.mcp_servers:
                 log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
-            session = self.sessions.load(params.session_id)
+            session = await self.sessions.load(params.session_id)
             self._attach(session)
             history = [message.dump() for message in session.agent.messages]
             for update in self.mappers[session.id].replay(history):

@@ -8,6 +8,7 @@ queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -35,6 +36,8 @@ from tiller.types import (
 )
 
 __all__ = ["Agent"]
+
+log = logging.getLogger(__name__)
 
 
 class Agent:
@@ -82,18 +85,28 @@ class Agent:
             self._provider = self._provider_factory()
         return self._provider
 
-    def set_provider(
+    async def set_provider(
         self, factory: Callable[[], Provider], model_info: ModelInfo | None
     ) -> Provider:
         """Switch model/provider between runs. The new provider is built now, so a missing key
-        fails here (ProviderNotConfiguredError) and the old one stays in place."""
+        fails here (ProviderNotConfiguredError) and the old one stays in place; once replaced,
+        the old one is closed."""
         if self.is_running:
             raise AgentBusyError("cannot switch the model while a run is active")
         provider = factory()
         self._provider_factory = factory
         self.model_info = model_info
-        self._provider = provider
+        old, self._provider = self._provider, provider
+        if old is not None:
+            await _close_provider(old)
         return provider
+
+    async def aclose(self) -> None:
+        """Close the provider (its HTTP client and connections). Call it between runs; a later
+        run builds a new provider."""
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            await _close_provider(provider)
 
     async def prompt(self, content: str | Sequence[UserContent]) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
@@ -210,6 +223,15 @@ class Agent:
 
     def _poll_follow_up(self) -> list[Message]:
         return _drain(self.follow_up_queue, self.follow_up_mode)
+
+
+async def _close_provider(provider: Provider) -> None:
+    """``provider.aclose()``, shielded from cancellation; a failure is logged, never raised."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await provider.aclose()
+        except Exception:
+            log.exception("closing provider %s failed", provider.name)
 
 
 def _user_message(content: str | Sequence[UserContent] | UserMessage) -> UserMessage:

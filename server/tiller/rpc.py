@@ -253,17 +253,17 @@ class TillerServer:
 
         @m("session/list", SessionListParams)
         async def session_list(params: SessionListParams) -> SessionListResult:
-            found, cursor = self.sessions.list_saved(params.cwd, params.limit, params.cursor)
+            found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
             infos = [SessionInfo(**vars(summary)) for summary in found]
             return SessionListResult(sessions=infos, next_cursor=cursor)
 
         @m("session/load", SessionIdParams)
         async def session_load(params: SessionIdParams) -> SessionLoadResult:
-            return self._history(self.sessions.load(params.session_id))
+            return self._history(await self.sessions.load(params.session_id))
 
         @m("session/fork", SessionForkParams)
         async def session_fork(params: SessionForkParams) -> SessionLoadResult:
-            return self._history(self.sessions.fork(params.session_id, params.entry_id))
+            return self._history(await self.sessions.fork(params.session_id, params.entry_id))
 
         @m("session/close", SessionIdParams)
         async def session_close(params: SessionIdParams) -> WireModel:
@@ -363,7 +363,7 @@ class TillerServer:
         @m("agent/setModel", SetModelParams)
         async def set_model(params: SetModelParams) -> SetModelResult:
             session = self.sessions.get(params.session_id)
-            self.sessions.set_model(session, params.provider, params.model)
+            await self.sessions.set_model(session, params.provider, params.model)
             return SetModelResult(provider=session.provider, model=session.model)
 
         @m("agent/setThinkingLevel", SetThinkingLevelParams)

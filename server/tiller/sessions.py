@@ -30,11 +30,15 @@ from tiller.protocol import EVENT_METHOD, SessionNewParams
 from tiller.providers import Provider, create_provider
 from tiller.settings import AgentSettings
 from tiller.store import (
+    Replay,
+    SessionFile,
     SessionLog,
     SessionLogError,
+    SessionSummary,
     interrupted_result,
     read_session_file,
     replay,
+    summarize_saved,
 )
 from tiller.tools import default_tools
 from tiller.types import (
@@ -58,17 +62,6 @@ __all__ = ["Session", "SessionManager", "SessionSummary", "workspace_dir_name"]
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str, Any], None]
-
-
-@dataclass
-class SessionSummary:
-    session_id: str
-    title: str | None
-    cwd: str
-    created: int
-    updated: int
-    message_count: int
-    live: bool
 
 
 @dataclass
@@ -238,11 +231,11 @@ class SessionManager:
             return session.agent.steer(message)
         return session.agent.follow_up(message)
 
-    def set_model(self, session: Session, provider: str, model: str | None) -> None:
-        """Switch ``session`` to another provider/model between runs."""
+    async def set_model(self, session: Session, provider: str, model: str | None) -> None:
+        """Switch ``session`` to another provider/model between runs (the old one is closed)."""
         model = model or self.default_model(provider)
         info = self.config.model_info(provider, model)
-        session.agent.set_provider(self.provider_factory(provider, model), info)
+        await session.agent.set_provider(self.provider_factory(provider, model), info)
         session.provider, session.model = provider, model
         self._append(session, "model_change", provider=provider, model=model)
 
@@ -299,24 +292,25 @@ class SessionManager:
             return None
         return next(root.glob(f"*/{session_id}.jsonl"), None)
 
-    def load(self, session_id: str) -> Session:
+    async def load(self, session_id: str) -> Session:
         """Make a saved session live (a live one is returned as is). Tool calls a crash left
         without a result get a synthetic error result, logged like any other message; queued
-        messages that were never delivered are queued again."""
+        messages that were never delivered are queued again. The file is read in a worker
+        thread; a corrupt one raises SessionLogError."""
         if session_id in self.sessions:
             return self.sessions[session_id]
-        path = self.find(session_id)
+        path = await anyio.to_thread.run_sync(self.find, session_id)
         if path is None:
             raise UnknownSessionError(f"no saved session {session_id!r}")
-        loaded = read_session_file(path)
-        state = replay(loaded)
+        loaded, state, session_log = await anyio.to_thread.run_sync(_open_saved, path)
+        if session_id in self.sessions:  # loaded by a concurrent request meanwhile
+            return self.sessions[session_id]
         header = loaded.header
         cwd = Path(header.get("cwd") or self.config.cwd)
         provider = state.provider or self.config.provider
         model = state.model or self.default_model(provider)
         system_prompt = header.get("systemPrompt") or default_system_prompt(cwd)
-        session = self._start(session_id, cwd, provider, model, system_prompt,
-                              SessionLog.reopen(loaded))
+        session = self._start(session_id, cwd, provider, model, system_prompt, session_log)
         agent = session.agent
         agent.messages.extend(state.messages)
         session.entry_ids.extend(state.entry_ids)
@@ -334,53 +328,43 @@ class SessionManager:
                          errorMessage="the run was interrupted by a restart")
         return session
 
-    def list_saved(
+    async def list_saved(
         self, cwd: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         """Saved sessions, most recently updated first, a page at a time (``cursor`` is the
-        opaque value a previous page returned)."""
+        opaque value a previous page returned). Files are read in a worker thread; unreadable
+        or corrupt ones are left out of the page (with a warning in the server log)."""
         root = self.config.session_dir
-        if root is None or not root.is_dir():
+        if root is None:
             return [], None
-        if cwd is not None:
-            folders = [root / workspace_dir_name(Path(cwd).expanduser().resolve())]
-        else:
-            folders = [path for path in root.iterdir() if path.is_dir()]
-        files = [path for folder in folders if folder.is_dir() for path in folder.glob("*.jsonl")]
-        files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
         offset = int(cursor) if cursor and cursor.isdigit() else 0
-        page = []
-        for path in files[offset : offset + limit]:
-            try:
-                loaded = read_session_file(path)
-            except (OSError, SessionLogError) as exc:
-                log.warning("skipping %s: %s", path, exc)
-                continue
-            state = replay(loaded)
-            page.append(SessionSummary(
-                session_id=loaded.id,
-                title=state.title,
-                cwd=str(loaded.header.get("cwd", "")),
-                created=int(loaded.header.get("created", 0)),
-                updated=loaded.entries[-1].timestamp if loaded.entries else 0,
-                message_count=len(state.messages),
-                live=loaded.id in self.sessions,
-            ))
-        more = offset + limit < len(files)
+
+        def scan() -> tuple[list[SessionSummary], bool]:
+            folder = None if cwd is None else workspace_dir_name(Path(cwd).expanduser().resolve())
+            return summarize_saved(root, folder, offset, limit)
+
+        page, more = await anyio.to_thread.run_sync(scan)
+        for summary in page:
+            summary.live = summary.session_id in self.sessions
         return page, str(offset + limit) if more else None
 
-    def fork(self, session_id: str, entry_id: str) -> Session:
+    async def fork(self, session_id: str, entry_id: str) -> Session:
         """A new live session whose log is the source's branch up to ``entry_id``."""
         source = self.sessions.get(session_id)
-        path = source.log.path if source else self.find(session_id)
+        path = source.log.path if source else await anyio.to_thread.run_sync(self.find, session_id)
         if path is None:
             raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
+        new_id = uuid.uuid4().hex
+        await anyio.to_thread.run_sync(self._copy_branch, path, session_id, entry_id, new_id)
+        return await self.load(new_id)
+
+    def _copy_branch(self, path: Path, session_id: str, entry_id: str, new_id: str) -> None:
+        """Write session ``new_id``: the branch of ``path`` up to ``entry_id`` (blocking I/O)."""
         loaded = read_session_file(path)
         try:
             branch = loaded.branch(entry_id)
         except KeyError:
             raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}") from None
-        new_id = uuid.uuid4().hex
         cwd = Path(loaded.header.get("cwd") or self.config.cwd)
         header = {**loaded.header, "id": new_id, "parentSession": session_id,
                   "forkedFrom": entry_id}
@@ -390,11 +374,10 @@ class SessionManager:
         for entry in branch:
             new_log.append_entry(entry)
         new_log.close()
-        return self.load(new_id)
 
     async def close(self, session_id: str) -> None:
         """Stop the session's run (if any), kill the processes its commands left running
-        (``ProcessScope.kill``) and unload it; its log stays."""
+        (``ProcessScope.kill``) and unload it, closing its provider; its log stays."""
         session = self.get(session_id)
         if session.agent.is_running:
             session.agent.abort()
@@ -404,6 +387,7 @@ class SessionManager:
         del self.sessions[session_id]
         if self.default_id == session_id:
             self.default_id = None
+        await session.agent.aclose()
 
     async def delete(self, session_id: str) -> None:
         """Close the session if live, then remove its log."""
@@ -419,7 +403,8 @@ class SessionManager:
             path.unlink(missing_ok=True)
 
     async def shutdown(self, grace: float = 10.0) -> None:
-        """Abort every active run and wait (bounded) for them to wind down."""
+        """Abort every active run and wait (bounded) for them to wind down; close every
+        session's provider."""
         running = [s.agent for s in self.sessions.values() if s.agent.is_running]
         for agent in running:
             agent.abort()
@@ -428,3 +413,18 @@ class SessionManager:
                 await agent.wait_idle()
         for session in self.sessions.values():
             session.log.close()
+            await session.agent.aclose()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading saved sessions: blocking file I/O, run in worker threads
+
+
+def _open_saved(path: Path) -> tuple[SessionFile, Replay, SessionLog]:
+    """Read, replay and reopen one session file; raises SessionLogError if it is unusable."""
+    try:
+        loaded = read_session_file(path)
+        state = replay(loaded)
+        return loaded, state, SessionLog.reopen(loaded)
+    except OSError as exc:
+        raise SessionLogError(f"cannot read the session log {path}: {exc}") from None

@@ -7,7 +7,8 @@ writes one whole line and flushes it (and fsyncs, unless ``durable=False``) befo
 
 A torn last line (a crash mid-write) is ignored on load, never fatal; any other bad line is
 skipped with a warning. ``LOADERS`` maps each format version to its loader; a file from a newer
-Tiller is refused with a message saying so.
+Tiller is refused with a message saying so, and so is a corrupt one (a ``parentId`` loop, a
+malformed entry) when its branch is walked or replayed.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ __all__ = [
     "SessionFile",
     "SessionLog",
     "SessionLogError",
+    "SessionSummary",
     "read_session_file",
+    "summarize_saved",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,7 +71,8 @@ ENTRY_TYPES = (
 
 
 class SessionLogError(RequestError):
-    """A session file that cannot be used at all (no header, a newer format)."""
+    """A session file that cannot be used at all (no header, a newer format, corrupt: a
+    ``parentId`` loop or a malformed entry)."""
 
     code = -32016
 
@@ -112,15 +116,25 @@ class SessionFile:
         return str(self.header["id"])
 
     def branch(self, leaf_id: str | None = None) -> list[Entry]:
-        """The entries from the root to ``leaf_id`` (default: the last entry), in order."""
+        """The entries from the root to ``leaf_id`` (default: the last entry), in order.
+
+        Raises KeyError for an unknown ``leaf_id``, SessionLogError if the ``parentId`` links
+        from it form a loop."""
         if not self.entries:
             return []
         by_id = {entry.id: entry for entry in self.entries}
         current = by_id.get(leaf_id) if leaf_id else self.entries[-1]
         if current is None:
             raise KeyError(leaf_id)
-        path = []
+        path: list[Entry] = []
+        seen: set[str] = set()
         while current is not None:
+            if current.id in seen:
+                raise SessionLogError(
+                    f"session {self.id} is corrupt ({self.path}): the parentId links of its "
+                    f"entry {current.id!r} form a loop"
+                )
+            seen.add(current.id)
             path.append(current)
             current = by_id.get(current.parent_id) if current.parent_id else None
         return path[::-1]
@@ -285,42 +299,30 @@ class Replay:
     title: str | None = None
 
 
+_Kept = list[tuple[str, Message]]
+"""(entry id, message) pairs: the transcript a replay has kept so far."""
+
+
 def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     """Rebuild a session's state from the branch ending at ``leaf_id`` (default: the last
     entry). Compaction entries replace the messages before their first kept entry."""
     state = Replay(provider=file.header.get("provider"), model=file.header.get("model"))
-    kept: list[tuple[str, Message]] = []
+    kept: _Kept = []
     queued: dict[str, tuple[str, UserMessage]] = {}
     started: set[str] = set()
     for entry in file.branch(leaf_id):
-        data = entry.data
-        if entry.type == "message":
-            message = _MESSAGE.validate_python(data["message"])
-            kept.append((entry.id, message))
-            queued.pop(data.get("queueId", ""), None)
-            if state.title is None and isinstance(message, UserMessage):
-                state.title = _title_of(message)
-        elif entry.type == "queued":
-            queued[entry.id] = (data["queue"], UserMessage.model_validate(data["message"]))
-        elif entry.type == "tool_start":
-            started.add(data["toolCallId"])
-        elif entry.type == "model_change":
-            state.provider, state.model = data["provider"], data["model"]
-        elif entry.type == "thinking_change":
-            state.thinking = data["level"]
-        elif entry.type in ("run_start", "run_end"):
-            state.open_run = entry.type == "run_start"
-        elif entry.type == "compaction":
-            first_kept = data.get("firstKeptEntryId")
-            ids = [entry_id for entry_id, _ in kept]
-            cut = ids.index(first_kept) if first_kept in ids else len(kept)
-            summary = UserMessage(content=SUMMARY_PREFIX + data["summary"])
-            kept = [("", summary), *kept[cut:]]
+        try:
+            kept = _replay_entry(state, entry, kept, queued, started)
+        except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError too
+            raise SessionLogError(
+                f"session {file.id} is corrupt ({file.path}): its {entry.type} entry "
+                f"{entry.id!r} is malformed: {type(exc).__name__}: {exc}"
+            ) from None
     state.messages = [message for _, message in kept]
     state.entry_ids = [entry_id for entry_id, _ in kept]
-    for queue_id, (queue, message) in queued.items():
-        message.queue_id = queue_id
-        (state.steering if queue == "steering" else state.follow_ups).append(message)
+    for queue_id, (queue, waiting) in queued.items():
+        waiting.queue_id = queue_id
+        (state.steering if queue == "steering" else state.follow_ups).append(waiting)
     answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)}
     for message in state.messages:
         if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED:
@@ -328,6 +330,41 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
                 if call.id not in answered:
                     state.interrupted.append((call, call.id in started))
     return state
+
+
+def _replay_entry(
+    state: Replay,
+    entry: Entry,
+    kept: _Kept,
+    queued: dict[str, tuple[str, UserMessage]],
+    started: set[str],
+) -> _Kept:
+    """Apply one entry to the replay in progress; returns the kept messages (a compaction
+    replaces the list). Raises KeyError/TypeError/ValueError for a malformed entry."""
+    data = entry.data
+    if entry.type == "message":
+        message = _MESSAGE.validate_python(data["message"])
+        kept.append((entry.id, message))
+        queued.pop(data.get("queueId", ""), None)
+        if state.title is None and isinstance(message, UserMessage):
+            state.title = _title_of(message)
+    elif entry.type == "queued":
+        queued[entry.id] = (data["queue"], UserMessage.model_validate(data["message"]))
+    elif entry.type == "tool_start":
+        started.add(data["toolCallId"])
+    elif entry.type == "model_change":
+        state.provider, state.model = data["provider"], data["model"]
+    elif entry.type == "thinking_change":
+        state.thinking = data["level"]
+    elif entry.type in ("run_start", "run_end"):
+        state.open_run = entry.type == "run_start"
+    elif entry.type == "compaction":
+        first_kept = data.get("firstKeptEntryId")
+        ids = [entry_id for entry_id, _ in kept]
+        cut = ids.index(first_kept) if first_kept in ids else len(kept)
+        summary = UserMessage(content=SUMMARY_PREFIX + data["summary"])
+        kept = [("", summary), *kept[cut:]]
+    return kept
 
 
 def interrupted_result(call: ToolCall, started: bool) -> ToolResultMessage:
@@ -345,3 +382,48 @@ def _title_of(message: UserMessage) -> str:
         text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
     text = " ".join(text.split())
     return text[:77] + "..." if len(text) > 80 else text
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing saved sessions
+
+
+@dataclass
+class SessionSummary:
+    session_id: str
+    title: str | None
+    cwd: str
+    created: int
+    updated: int
+    message_count: int
+    live: bool = False
+
+
+def summarize_saved(
+    root: Path, folder: str | None, offset: int, limit: int
+) -> tuple[list[SessionSummary], bool]:
+    """One page of summaries of the session files in ``root``'s workspace folders (or only in
+    ``folder``), most recently modified first, and whether more files follow. Unreadable or
+    corrupt files are left out of the page, with a warning. Blocking: run it in a thread."""
+    if not root.is_dir():
+        return [], False
+    folders = [root / folder] if folder is not None else [p for p in root.iterdir() if p.is_dir()]
+    files = [path for where in folders if where.is_dir() for path in where.glob("*.jsonl")]
+    files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+    page = []
+    for path in files[offset : offset + limit]:
+        try:
+            loaded = read_session_file(path)
+            state = replay(loaded)
+        except (OSError, SessionLogError) as exc:
+            log.warning("skipping session file %s: %s", path, exc)
+            continue
+        page.append(SessionSummary(
+            session_id=loaded.id,
+            title=state.title,
+            cwd=str(loaded.header.get("cwd", "")),
+            created=int(loaded.header.get("created", 0)),
+            updated=loaded.entries[-1].timestamp if loaded.entries else 0,
+            message_count=len(state.messages),
+        ))
+    return page, offset + limit < len(files)

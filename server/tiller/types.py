@@ -98,6 +98,9 @@ class ToolCall(WireModel):
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_error: str | None = None
+    """Set by a provider when the streamed arguments were not one JSON object: ``arguments`` is
+    then a best-effort repair, for display only, and the call is never executed."""
 
 
 UserContent = Annotated[TextContent | ImageContent, Field(discriminator="type")]

@@ -47,7 +47,7 @@ from tiller.providers.base import (
     StreamItem,
     retry_after_seconds,
 )
-from tiller.providers.openai import parse_tool_arguments
+from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
     AssistantMessage,
@@ -385,8 +385,11 @@ class _MessageBuilder:
         for block in self.blocks:
             if isinstance(block, _ToolBlock):
                 raw = "".join(block.argument_parts)
-                arguments = parse_tool_arguments(raw) if raw.strip() else block.initial_input
-                content.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                content.append(
+                    streamed_tool_call(block.id, block.name, raw)
+                    if raw.strip()
+                    else ToolCall(id=block.id, name=block.name, arguments=block.initial_input)
+                )
             elif block.kind == "text":
                 content.append(TextContent(text="".join(block.parts)))
             else:

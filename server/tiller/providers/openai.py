@@ -31,6 +31,7 @@ from tiller.providers.base import (
     StreamItem,
     retry_after_seconds,
 )
+from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
     AssistantMessage,
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
     from openai.types.completion_usage import CompletionUsage
 
-__all__ = ["OpenAIProvider", "build_request_params", "parse_tool_arguments"]
+__all__ = ["OpenAIProvider", "build_request_params"]
 
 RETRY_HINT = "temporary: retrying may succeed"
 EMPTY_RESPONSE_ERROR = "openai: the provider returned an empty response (HTTP 200 with no data)"
@@ -391,8 +392,8 @@ class _MessageBuilder:
         content: list[AssistantContent] = []
         for block in self.blocks:
             if isinstance(block, _ToolBlock):
-                arguments = parse_tool_arguments("".join(block.argument_parts))
-                content.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                raw = "".join(block.argument_parts)
+                content.append(streamed_tool_call(block.id, block.name, raw))
             elif block.kind == "text":
                 content.append(TextContent(text="".join(block.parts)))
             else:
@@ -432,67 +433,3 @@ def _map_usage(usage: CompletionUsage) -> Usage:
         output_tokens=usage.completion_tokens or 0,
         cache_read_tokens=cached,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Tool call arguments
-
-
-def parse_tool_arguments(raw: str) -> dict[str, Any]:
-    """Streamed JSON arguments as a dict: exact when valid, else a best-effort repair of a
-    truncated object (close the open string and brackets, drop a trailing incomplete member),
-    else ``{}``. Never raises."""
-    text = raw.strip()
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = _parse_truncated(text)
-    return value if isinstance(value, dict) else {}
-
-
-def _parse_truncated(text: str) -> Any:
-    """Parse a JSON prefix by closing it; on failure drop its last member and retry.
-
-    The last member is what follows the last ``,`` (dropped with the comma) or the last ``{`` or
-    ``[`` (kept, so the container stays, empty)."""
-    candidate = text
-    for _ in range(16):
-        try:
-            return json.loads(_close_json(candidate))
-        except ValueError:
-            position = max(candidate.rfind(mark) for mark in ",{[")
-            if position <= 0:
-                return None
-            shorter = candidate[: position + 1] if candidate[position] in "{[" else ""
-            candidate = shorter if 0 < len(shorter) < len(candidate) else candidate[:position]
-    return None
-
-
-def _close_json(text: str) -> str:
-    """``text`` with its open string, dangling separator and open brackets closed."""
-    closers: list[str] = []
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            closers.append("]" if char == "[" else "}")
-        elif char in "]}" and closers:
-            closers.pop()
-    if in_string:
-        text = (text[:-1] if escaped else text) + '"'
-    text = text.rstrip()
-    if text.endswith(","):
-        text = text[:-1]
-    elif text.endswith(":"):
-        text += " null"
-    return text + "".join(reversed(closers))

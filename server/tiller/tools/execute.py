@@ -5,7 +5,9 @@ tool that raises, a timeout and an abort all become error results the model can 
 prepared (validated, hooked) one by one in source order, then executed in parallel unless a tool
 in the batch is sequential. ``tool_execution_end`` events follow completion order; the returned
 results follow the assistant's source order. What a batch reads of the agent's settings
-(``tiller.settings.AgentSettings``) is spelled out by ``ToolSettings``.
+(``tiller.settings.AgentSettings``) is spelled out by ``ToolSettings``. A call whose arguments
+did not parse as one JSON object (``ToolCall.arguments_error``) never runs: its error result asks
+the model to re-send it.
 """
 
 from __future__ import annotations
@@ -132,6 +134,14 @@ def _format_validation_error(tool_name: str, error: ValidationError) -> str:
     return f"Invalid arguments for tool '{tool_name}': " + "; ".join(problems)
 
 
+def _unparsed_arguments_message(call: ToolCall) -> str:
+    return (
+        f"Tool call not executed: its arguments were not valid JSON "
+        f"({call.arguments_error}). Please re-send the call with its arguments as one "
+        f"complete JSON object."
+    )
+
+
 @dataclass
 class _Prepared:
     index: int
@@ -185,6 +195,9 @@ class _BatchRunner:
             self.finish(index, _error_result(
                 call, f"Unknown tool '{call.name}'. Available tools: {available}."
             ))
+            return None
+        if call.arguments_error is not None:
+            self.finish(index, _error_result(call, _unparsed_arguments_message(call)))
             return None
         try:
             params = tool.Params.model_validate(call.arguments)

@@ -1,0 +1,109 @@
+"""Streamed tool-call arguments: what may run, and what may only be shown.
+
+A provider collects a call's arguments as JSON text fragments. ``streamed_tool_call`` makes the
+final ``ToolCall``: the arguments are executable only when the text parses as one JSON object
+(or is empty: no arguments). Anything else, typically a stream cut mid-string, gets
+``arguments_error`` and a best-effort repair (``parse_tool_arguments``) for display only: running
+a repair would run something the model never wrote (``rm -rf build/cache`` cut to
+``rm -rf build``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tiller.types import ToolCall
+
+__all__ = ["parse_tool_arguments", "streamed_tool_call"]
+
+def streamed_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
+    """The call whose streamed arguments are ``raw``. Empty means no arguments. Anything but one
+    JSON object sets ``arguments_error`` (the call must not run) and keeps a repair for display."""
+    return ToolCall(
+        id=call_id,
+        name=name,
+        arguments=parse_tool_arguments(raw),
+        arguments_error=_arguments_error(raw),
+    )
+
+
+def _arguments_error(raw: str) -> str | None:
+    """Why ``raw`` is not one JSON object, or None when it is (or is empty)."""
+    text = raw.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"not valid JSON: {exc}"
+    if not isinstance(value, dict):
+        kind = _JSON_KINDS.get(type(value), "value")
+        return f"a JSON {kind}, not an object"
+    return None
+
+
+_JSON_KINDS: dict[type, str] = {
+    list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+    type(None): "null",
+}
+
+
+def parse_tool_arguments(raw: str) -> dict[str, Any]:
+    """Streamed JSON arguments as a dict: exact when valid, else a best-effort repair of a
+    truncated object (close the open string and brackets, drop a trailing incomplete member),
+    else ``{}``. Never raises."""
+    text = raw.strip()
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _parse_truncated(text)
+    return value if isinstance(value, dict) else {}
+
+
+def _parse_truncated(text: str) -> Any:
+    """Parse a JSON prefix by closing it; on failure drop its last member and retry.
+
+    The last member is what follows the last ``,`` (dropped with the comma) or the last ``{`` or
+    ``[`` (kept, so the container stays, empty)."""
+    candidate = text
+    for _ in range(16):
+        try:
+            return json.loads(_close_json(candidate))
+        except ValueError:
+            position = max(candidate.rfind(mark) for mark in ",{[")
+            if position <= 0:
+                return None
+            shorter = candidate[: position + 1] if candidate[position] in "{[" else ""
+            candidate = shorter if 0 < len(shorter) < len(candidate) else candidate[:position]
+    return None
+
+
+def _close_json(text: str) -> str:
+    """``text`` with its open string, dangling separator and open brackets closed."""
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            closers.append("]" if char == "[" else "}")
+        elif char in "]}" and closers:
+            closers.pop()
+    if in_string:
+        text = (text[:-1] if escaped else text) + '"'
+    text = text.rstrip()
+    if text.endswith(","):
+        text = text[:-1]
+    elif text.endswith(":"):
+        text += " null"
+    return text + "".join(reversed(closers))
