@@ -22,6 +22,7 @@ from helpers import spawn_tiller
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
 from tiller.permissions import PermissionGate
+from tiller.settings import AgentSettings
 from tiller.tools import EditTool, ReadTool, WriteTool
 from tiller.tools.base import ToolContext
 from tiller.tools.execute import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
@@ -37,13 +38,14 @@ async def run_call(
     gate: BeforeToolCall | None, cwd: Path, name: str, args: dict[str, Any], index: int = 0
 ) -> ToolResultMessage:
     """One tool call through the executor, gated by ``gate`` as the loop gates it."""
+    settings = AgentSettings(
+        tools=[ReadTool(), WriteTool(), EditTool()], cwd=cwd, before_tool_call=gate
+    )
     batch = await execute_tool_calls(
         [ToolCall(id=f"c{index}", name=name, arguments=args)],
-        tools=[ReadTool(), WriteTool(), EditTool()],
-        emit=lambda _event: None,
-        abort=AbortSignal(),
-        cwd=cwd,
-        before=gate,
+        settings,
+        lambda _event: None,
+        AbortSignal(),
     )
     [result] = batch.results
     return result
