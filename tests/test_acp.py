@@ -1,5 +1,5 @@
 """ACP mode end to end: the official ``agent-client-protocol`` client drives a real ``tiller``
-against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.acp_diff``."""
+against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.acp.diff``."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from acp.schema import (
 
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, process_gone, wait_requests
-from tiller.acp_diff import apply_hunks, diff_contents, parse_hunks
-from tiller.acp_editor import permission_options, tiller_outcome
-from tiller.acp_updates import user_content
+from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
+from tiller.acp.editor import permission_options, tiller_outcome
+from tiller.acp.updates import user_content
 from tiller.tools.files import unified_diff
 
 pytestmark = pytest.mark.anyio

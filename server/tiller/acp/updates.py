@@ -3,7 +3,7 @@ prompt content as Tiller user content.
 
 Everything here is a pure function of documented wire forms (protocol.md's ``agent/event`` params
 and messages, ACP's content blocks), so it is tested without a server. ``UpdateMapper`` keeps the
-little state a session needs: the file snapshots its diffs are built from (``tiller.acp_diff``).
+little state a session needs: the file snapshots its diffs are built from (``tiller.acp.diff``).
 
 Live events map as follows (everything else, e.g. ``turn_start`` or ``message_end``, sends
 nothing: the client already has the prompt it sent and the streamed deltas):
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiller.acp_diff import diff_contents
+from tiller.acp.diff import diff_contents
 from tiller.tools.files import resolve_path
 from tiller.types import ImageContent, TextContent, UserContent
 

@@ -7,8 +7,8 @@ protocol.md's: the same SessionManager, Agent, session logs, permission gate and
 access, so there is no second loop. It adds three thin pieces:
 
 * events -> ``session/update``: ``notify`` receives every ``agent/event`` and sends what
-  ``tiller.acp_updates.UpdateMapper`` makes of it;
-* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp_editor``);
+  ``tiller.acp.updates.UpdateMapper`` makes of it;
+* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
 * turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
   that arrives while the session's turn runs is queued as steering and answered when that turn
   ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
@@ -31,8 +31,8 @@ from pydantic import Field
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
-from tiller.acp_editor import AcpEditorBridge, read_snapshot
-from tiller.acp_updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
+from tiller.acp.editor import AcpEditorBridge, read_snapshot
+from tiller.acp.updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
 from tiller.errors import RunFailedError
 from tiller.loop import RunResult
