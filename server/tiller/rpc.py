@@ -36,6 +36,7 @@ from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.loop import RunResult, model_context
 from tiller.protocol import (
+    EVENT_METHOD,
     CompactParams,
     CompactResult,
     GetMessagesResult,
@@ -69,9 +70,10 @@ from tiller.protocol import (
     SetThinkingLevelParams,
     SetThinkingLevelResult,
 )
-from tiller.sessions import Session, SessionManager
+from tiller.session import EditorClient, Session
+from tiller.sessions import SessionRegistry
 from tiller.transport import Framing, Selector, serve_stdio
-from tiller.types import WireModel
+from tiller.types import AgentEvent, WireModel
 
 __all__ = ["TillerServer"]
 
@@ -98,20 +100,36 @@ def _invalid_params(error: ValidationError) -> JsonRpcInvalidParams:
     return JsonRpcInvalidParams("Invalid params: " + "; ".join(problems))
 
 
+class EventNotifier:
+    """A session's events as ``agent/event`` notifications, numbered from 1 (``seq``)."""
+
+    def __init__(self, session_id: str, notify: Callable[[str, Any], None]) -> None:
+        self.session_id = session_id
+        self.notify = notify
+        self.seq = 0
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.seq += 1
+        self.notify(EVENT_METHOD, {"sessionId": self.session_id, "seq": self.seq, **event.dump()})
+
+
 class TillerServer:
     """One stdio server process: sessions plus the methods of protocol.md."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.server = _Server(_Protocol, default_converter)
-        self.sessions = SessionManager(config, self.notify)
+        self.sessions = SessionRegistry(config, self._attach)
         self.runs_by_request: dict[Any, Agent] = {}
-        self.client_capabilities: dict[str, Any] = {}
         self._client_ids = itertools.count(1)
         self._register_all()
 
     def notify(self, method: str, params: Any) -> None:
         self.server.protocol.notify(method, params)
+
+    def _attach(self, session: Session) -> None:
+        """Send the session's events as ``agent/event`` notifications."""
+        session.subscribe(EventNotifier(session.id, self.notify))
 
     def cancel_request(self, msg_id: Any) -> None:
         """``$/cancelRequest``: aborts the run of a pending agent/prompt or agent/continue."""
@@ -232,8 +250,7 @@ class TillerServer:
 
         @m("initialize", InitializeParams)
         async def initialize(params: InitializeParams) -> InitializeResult:
-            self.client_capabilities = params.capabilities
-            self.sessions.set_client(params.capabilities, self.client_request)
+            self.sessions.set_client(EditorClient(self.client_request, params.capabilities))
             self._warm_up_provider_sdk()
             return InitializeResult(
                 server_info=ServerInfo(name="tiller", version=__version__),
@@ -290,12 +307,12 @@ class TillerServer:
         @m("agent/steer", QueueParams)
         async def steer(params: QueueParams) -> QueueResult:
             session = self.sessions.get(params.session_id)
-            return QueueResult(queued=self.sessions.enqueue(session, "steering", params.message))
+            return QueueResult(queued=session.enqueue("steering", params.message))
 
         @m("agent/followUp", QueueParams)
         async def follow_up(params: QueueParams) -> QueueResult:
             session = self.sessions.get(params.session_id)
-            return QueueResult(queued=self.sessions.enqueue(session, "followUp", params.message))
+            return QueueResult(queued=session.enqueue("followUp", params.message))
 
         @m("agent/abort", SessionParams)
         async def abort(params: SessionParams) -> WireModel:
@@ -317,7 +334,7 @@ class TillerServer:
                 pending_follow_up=len(agent.follow_up_queue),
                 steering_mode=agent.steering_mode,
                 follow_up_mode=agent.follow_up_mode,
-                thinking_level=agent.config.thinking,
+                thinking_level=session.thinking,
                 permission_mode=session.gate.mode,
                 usage=agent.usage,
             )
@@ -354,8 +371,7 @@ class TillerServer:
         @m("agent/setPermissionMode", SetPermissionModeParams)
         async def set_permission_mode(params: SetPermissionModeParams) -> SetPermissionModeResult:
             session = self.sessions.get(params.session_id)
-            session.gate.mode = params.mode  # the next tool call is judged by the new mode
-            session.explicit_mode = params.mode
+            session.set_permission_mode(params.mode)
             return SetPermissionModeResult(mode=params.mode)
 
         @m("models/list", SessionParams)
@@ -365,13 +381,13 @@ class TillerServer:
         @m("agent/setModel", SetModelParams)
         async def set_model(params: SetModelParams) -> SetModelResult:
             session = self.sessions.get(params.session_id)
-            self.sessions.set_model(session, params.provider, params.model)
+            session.set_model(params.provider, params.model)
             return SetModelResult(provider=session.provider, model=session.model)
 
         @m("agent/setThinkingLevel", SetThinkingLevelParams)
         async def set_thinking_level(params: SetThinkingLevelParams) -> SetThinkingLevelResult:
             session = self.sessions.get(params.session_id)
-            self.sessions.set_thinking(session, params.level)  # read when the next run starts
+            session.set_thinking(params.level)
             return SetThinkingLevelResult(level=params.level)
 
     def _history(self, session: Session) -> SessionLoadResult:

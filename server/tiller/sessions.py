@@ -1,137 +1,49 @@
-"""Sessions: each a live Agent with its own run, queues, event sequence and append-only log.
+"""The session registry: new, load, list, fork, close and delete; each session a ``Session``.
 
 A session is created by ``session/new`` or, for the default session, on first use by any
-``agent/*`` method without a ``sessionId``. Every message, tool start/end, run start/end and
-acknowledged queued message is written to the session's log (``tiller.store``) inside ``emit``,
-before the event goes out and before the step that depends on it proceeds. Logs live under
-``<session_dir>/<workspace>/<id>.jsonl``; ``session_dir=None`` keeps sessions in memory.
+``agent/*`` method without a ``sessionId``. Its log (``tiller.store``, written by
+``tiller.recorder``) lives under ``<session_dir>/<workspace>/<id>.jsonl``;
+``session_dir=None`` keeps sessions in memory. The front that owns the registry attaches to
+each session as it goes live (``on_start``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import re
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
 
 import anyio
 
-from tiller.agent import Agent, AgentConfig
 from tiller.config import ServerConfig, default_system_prompt
-from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
-from tiller.permissions import PermissionGate, PermissionMode
-from tiller.protocol import EVENT_METHOD, SessionNewParams
-from tiller.providers import Provider, create_provider
-from tiller.store import (
-    SessionLog,
-    SessionLogError,
-    interrupted_result,
-    read_session_file,
-    replay,
-)
-from tiller.tools import default_tools
-from tiller.types import (
-    AgentEnd,
-    AgentEvent,
-    AgentStart,
-    CompactionEnd,
-    MessageEnd,
-    ThinkingLevel,
-    ToolCall,
-    ToolExecutionEnd,
-    ToolExecutionStart,
-    ToolExecutionUpdate,
-    UserContent,
-    UserMessage,
-)
+from tiller.permissions import PermissionMode
+from tiller.protocol import SessionNewParams
+from tiller.session import EditorClient, Session, default_model, provider_factory
+from tiller.session_files import SessionSummary, find_log, log_path, saved_logs, summarize
+from tiller.store import SessionLog, read_session_file, replay
 
-__all__ = ["Session", "SessionManager", "SessionSummary", "workspace_dir_name"]
-
-log = logging.getLogger(__name__)
-
-Notify = Callable[[str, Any], None]
+__all__ = ["SessionRegistry"]
 
 
-@dataclass
-class SessionSummary:
-    session_id: str
-    title: str | None
-    cwd: str
-    created: int
-    updated: int
-    message_count: int
-    live: bool
+class SessionRegistry:
+    """The live sessions by id, and the saved ones on disk. ``on_start`` is called with each
+    session as it goes live (created, loaded or forked), before it runs anything."""
 
-
-@dataclass
-class Session:
-    id: str
-    cwd: Path
-    provider: str
-    model: str
-    log: SessionLog
-    agent: Agent = field(init=False)
-    seq: int = 0
-    entry_ids: list[str] = field(default_factory=list)
-    """The log entry of each message in ``agent.messages`` ("" where there is none)."""
-    gate: PermissionGate = field(init=False)
-    explicit_mode: PermissionMode | None = None
-    """The mode a client chose for this session; None follows the server's default."""
-
-
-def workspace_dir_name(cwd: Path) -> str:
-    """A readable, collision-safe folder name for a workspace: its last parts plus a hash."""
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(cwd.parts[-2:])).strip("-") or "root"
-    digest = hashlib.sha256(str(cwd).encode()).hexdigest()[:8]
-    return f"{readable[:48]}-{digest}"
-
-
-class SessionManager:
-    """Creates, loads, finds and shuts down sessions; persists and routes their events."""
-
-    def __init__(self, config: ServerConfig, notify: Notify) -> None:
+    def __init__(
+        self, config: ServerConfig, on_start: Callable[[Session], None] = lambda _session: None
+    ) -> None:
         self.config = config
-        self.notify = notify
+        self.on_start = on_start
         self.sessions: dict[str, Session] = {}
         self.default_id: str | None = None
-        self.client_capabilities: dict[str, Any] = {}
-        self.client_request: ClientRequest | None = None
+        self.client: EditorClient | None = None
 
-    def set_client(self, capabilities: dict[str, Any], request: ClientRequest) -> None:
+    def set_client(self, client: EditorClient) -> None:
         """What the client said it can answer (``initialize``); applies to live sessions too."""
-        self.client_capabilities = capabilities
-        self.client_request = request
+        self.client = client
         for session in self.sessions.values():
-            self._wire_editor(session, session.explicit_mode)
-
-    # ------------------------------------------------------------------ creating
-
-    def provider_factory(self, provider: str, model: str) -> Callable[[], Provider]:
-        """A factory for ``provider``/``model``; the server's --base-url applies to the server's
-        own provider only."""
-        config = self.config
-        base_url = config.base_url if provider == config.provider else None
-
-        def build() -> Provider:
-            return create_provider(
-                provider, model=model, base_url=base_url, env=config.env,
-                providers=config.providers,
-            )
-
-        return build
-
-    def default_model(self, provider: str) -> str:
-        settings = self.config.providers.get(provider)
-        return settings.default_model if settings is not None else "default"
-
-    def log_path(self, cwd: Path, session_id: str) -> Path | None:
-        root = self.config.session_dir
-        return None if root is None else root / workspace_dir_name(cwd) / f"{session_id}.jsonl"
+            session.connect_editor(client, session.explicit_mode)
 
     def create(self, params: SessionNewParams, *, validate: bool = True) -> Session:
         """A new session; with ``validate`` its provider is built now, so a missing key or an
@@ -140,70 +52,28 @@ class SessionManager:
         cwd = Path(params.cwd).expanduser().resolve() if params.cwd else config.cwd
         provider = params.provider or config.provider
         model = params.model or (config.model if provider == config.provider else None)
-        model = model or self.default_model(provider)
+        model = model or default_model(config, provider)
         system_prompt = params.system_prompt or default_system_prompt(cwd)
         session_id = uuid.uuid4().hex
         if validate:
-            self.provider_factory(provider, model)()
+            provider_factory(config, provider, model)()
         header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
                   "systemPrompt": system_prompt}
-        session_log = SessionLog.create(self.log_path(cwd, session_id), header)
-        return self._start(session_id, cwd, provider, model, system_prompt, session_log,
+        session_log = SessionLog.create(log_path(self.config.session_dir, cwd, session_id), header)
+        return self._start(session_log, session_id, cwd, provider, model, system_prompt,
                            params.permission_mode)
 
     def _start(
-        self, session_id: str, cwd: Path, provider: str, model: str, system_prompt: str,
-        session_log: SessionLog, mode: PermissionMode | None = None,
+        self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
+        system_prompt: str, mode: PermissionMode | None = None,
     ) -> Session:
-        info = self.config.model_info(provider, model)
-        agent_config = AgentConfig(
-            provider_factory=self.provider_factory(provider, model),
-            tools=default_tools(sanitize_env=self.config.sanitize_env),
-            system_prompt=system_prompt,
-            cwd=cwd,
-            max_turns=self.config.max_turns,
-            thinking=self.config.thinking,
-            retry=self.config.retry,
-            price=info.cost if info else None,
-            compaction=self.config.compaction,
-            context_window=info.context_window if info else None,
-            max_run_tokens=self.config.max_run_tokens,
+        session = Session(
+            self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
+            model=model, system_prompt=system_prompt, client=self.client, mode=mode,
         )
-        session = Session(session_id, cwd, provider, model, session_log)
-        session.agent = Agent(agent_config, self._emitter(session))
-        self._wire_editor(session, mode)
         self.sessions[session_id] = session
+        self.on_start(session)
         return session
-
-    def _wire_editor(self, session: Session, mode: PermissionMode | None) -> None:
-        """Give the session's agent the editor's files and a permission gate, as far as the
-        client declared it can answer ``client/*`` requests."""
-        request, caps = self.client_request, self.client_capabilities
-        fs_caps = caps.get("fs")
-        fs = fs_caps if isinstance(fs_caps, dict) else {}
-        can_read, can_write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
-        files = None
-        if request is not None and (can_read or can_write):
-            files = ClientFiles(request, session.id, can_read, can_write)
-        asker = None
-        if request is not None and caps.get("permissions"):
-            asker = ClientPermissions(request, session.id, self.config.permission_timeout)
-        chosen = mode or self.config.permission_mode or ("ask" if asker else "auto")
-        session.explicit_mode = mode
-
-        def waiting(call: ToolCall) -> None:
-            session.agent._emit(ToolExecutionUpdate(
-                tool_call_id=call.id, tool_name=call.name,
-                partial_result={"status": "awaitingPermission"},
-            ))
-
-        session.gate = PermissionGate(
-            chosen, [session.cwd], self.config.permission_rules, asker, files, waiting
-        )
-        session.agent.config.before_tool_call = session.gate
-        session.agent.config.files = files
-
-    # ------------------------------------------------------------------ using
 
     def get(self, session_id: str | None) -> Session:
         """The live session with that id, or the default session (created on first use)."""
@@ -217,89 +87,14 @@ class SessionManager:
             raise UnknownSessionError(f"unknown session {session_id!r}{hint}")
         return session
 
-    def enqueue(
-        self,
-        session: Session,
-        queue: Literal["steering", "followUp"],
-        content: str | Sequence[UserContent],
-    ) -> int:
-        """Log a steering or follow-up message, then queue it: once this returns, the message
-        survives a crash and is delivered after a restart."""
-        message = UserMessage(content=content if isinstance(content, str) else list(content))
-        entry = self._append(session, "queued", queue=queue, message=message.dump())
-        message.queue_id = entry.id if entry else None
-        if queue == "steering":
-            return session.agent.steer(message)
-        return session.agent.follow_up(message)
-
-    def set_model(self, session: Session, provider: str, model: str | None) -> None:
-        """Switch ``session`` to another provider/model between runs."""
-        model = model or self.default_model(provider)
-        info = self.config.model_info(provider, model)
-        session.agent.set_provider(
-            self.provider_factory(provider, model), info.cost if info else None
-        )
-        session.agent.config.context_window = info.context_window if info else None
-        session.provider, session.model = provider, model
-        self._append(session, "model_change", provider=provider, model=model)
-
-    def set_thinking(self, session: Session, level: ThinkingLevel) -> None:
-        session.agent.config.thinking = level
-        self._append(session, "thinking_change", level=level)
-
-    def _append(self, session: Session, entry_type: str, **data: Any) -> Any:
-        try:
-            return session.log.append(entry_type, **data)
-        except OSError:
-            log.exception("session %s: cannot write its log", session.id)
-            return None
-
-    def _emitter(self, session: Session) -> Callable[[AgentEvent], None]:
-        def emit(event: AgentEvent) -> None:
-            self._persist(session, event)
-            session.seq += 1
-            self.notify(EVENT_METHOD, {"sessionId": session.id, "seq": session.seq, **event.dump()})
-
-        return emit
-
-    def _persist(self, session: Session, event: AgentEvent) -> None:
-        if isinstance(event, MessageEnd):
-            extra = {}
-            if isinstance(event.message, UserMessage) and event.message.queue_id:
-                extra["queueId"] = event.message.queue_id
-            entry = self._append(session, "message", message=event.message.dump(), **extra)
-            session.entry_ids.append(entry.id if entry else "")
-        elif isinstance(event, ToolExecutionStart):
-            self._append(session, "tool_start", toolCallId=event.tool_call_id,
-                         toolName=event.tool_name, args=event.args)
-        elif isinstance(event, ToolExecutionEnd):
-            self._append(session, "tool_end", toolCallId=event.tool_call_id,
-                         isError=event.is_error)
-        elif isinstance(event, CompactionEnd) and event.summary is not None:
-            removed = event.removed_count
-            first_kept = next((i for i in session.entry_ids[removed:] if i), None)
-            self._append(session, "compaction", summary=event.summary,
-                         firstKeptEntryId=first_kept, tokensBefore=event.tokens_before)
-            session.entry_ids[:removed] = [""]
-        elif isinstance(event, AgentStart):
-            self._append(session, "run_start")
-        elif isinstance(event, AgentEnd):
-            self._append(session, "run_end", stopReason=event.stop_reason,
-                         errorMessage=event.error_message)
-
     # ------------------------------------------------------------------ saved sessions
 
     def find(self, session_id: str) -> Path | None:
         """The log file of a saved session, in any workspace."""
-        root = self.config.session_dir
-        if root is None or not re.fullmatch(r"[0-9a-f]{8,64}", session_id):
-            return None
-        return next(root.glob(f"*/{session_id}.jsonl"), None)
+        return find_log(self.config.session_dir, session_id)
 
     def load(self, session_id: str) -> Session:
-        """Make a saved session live (a live one is returned as is). Tool calls a crash left
-        without a result get a synthetic error result, logged like any other message; queued
-        messages that were never delivered are queued again."""
+        """Make a saved session live (a live one is returned as is); see ``Session.restore``."""
         if session_id in self.sessions:
             return self.sessions[session_id]
         path = self.find(session_id)
@@ -310,25 +105,11 @@ class SessionManager:
         header = loaded.header
         cwd = Path(header.get("cwd") or self.config.cwd)
         provider = state.provider or self.config.provider
-        model = state.model or self.default_model(provider)
+        model = state.model or default_model(self.config, provider)
         system_prompt = header.get("systemPrompt") or default_system_prompt(cwd)
-        session = self._start(session_id, cwd, provider, model, system_prompt,
-                              SessionLog.reopen(loaded))
-        agent = session.agent
-        agent.messages.extend(state.messages)
-        session.entry_ids.extend(state.entry_ids)
-        agent.steering_queue.extend(state.steering)
-        agent.follow_up_queue.extend(state.follow_ups)
-        if state.thinking in ("off", "low", "medium", "high"):
-            agent.config.thinking = state.thinking  # type: ignore[assignment]
-        for call, started in state.interrupted:
-            result = interrupted_result(call, started)
-            agent.messages.append(result)
-            entry = self._append(session, "message", message=result.dump())
-            session.entry_ids.append(entry.id if entry else "")
-        if state.open_run:
-            self._append(session, "run_end", stopReason="error",
-                         errorMessage="the run was interrupted by a restart")
+        session = self._start(SessionLog.reopen(loaded), session_id, cwd, provider, model,
+                              system_prompt)
+        session.restore(state)
         return session
 
     def list_saved(
@@ -336,33 +117,10 @@ class SessionManager:
     ) -> tuple[list[SessionSummary], str | None]:
         """Saved sessions, most recently updated first, a page at a time (``cursor`` is the
         opaque value a previous page returned)."""
-        root = self.config.session_dir
-        if root is None or not root.is_dir():
-            return [], None
-        if cwd is not None:
-            folders = [root / workspace_dir_name(Path(cwd).expanduser().resolve())]
-        else:
-            folders = [path for path in root.iterdir() if path.is_dir()]
-        files = [path for folder in folders if folder.is_dir() for path in folder.glob("*.jsonl")]
-        files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
+        files = saved_logs(self.config.session_dir, cwd)
         offset = int(cursor) if cursor and cursor.isdigit() else 0
-        page = []
-        for path in files[offset : offset + limit]:
-            try:
-                loaded = read_session_file(path)
-            except (OSError, SessionLogError) as exc:
-                log.warning("skipping %s: %s", path, exc)
-                continue
-            state = replay(loaded)
-            page.append(SessionSummary(
-                session_id=loaded.id,
-                title=state.title,
-                cwd=str(loaded.header.get("cwd", "")),
-                created=int(loaded.header.get("created", 0)),
-                updated=loaded.entries[-1].timestamp if loaded.entries else 0,
-                message_count=len(state.messages),
-                live=loaded.id in self.sessions,
-            ))
+        page = [summary for path in files[offset : offset + limit]
+                if (summary := summarize(path, self.sessions)) is not None]
         more = offset + limit < len(files)
         return page, str(offset + limit) if more else None
 
@@ -383,7 +141,7 @@ class SessionManager:
                   "forkedFrom": entry_id}
         for key in ("type", "version", "created"):
             header.pop(key, None)
-        new_log = SessionLog.create(self.log_path(cwd, new_id), header)
+        new_log = SessionLog.create(log_path(self.config.session_dir, cwd, new_id), header)
         for entry in branch:
             new_log.append_entry(entry)
         new_log.close()
@@ -392,10 +150,7 @@ class SessionManager:
     async def close(self, session_id: str) -> None:
         """Stop the session's run (if any) and unload it; its log stays."""
         session = self.get(session_id)
-        if session.agent.is_running:
-            session.agent.abort()
-            await session.agent.wait_idle()
-        session.log.close()
+        await session.close()
         del self.sessions[session_id]
         if self.default_id == session_id:
             self.default_id = None

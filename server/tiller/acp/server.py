@@ -21,6 +21,7 @@ protocol.md's "ACP" section is the contract.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +40,8 @@ from tiller.loop import RunResult
 from tiller.permissions import PermissionMode
 from tiller.protocol import EVENT_METHOD, QueueResult, SessionNewParams
 from tiller.rpc import TillerServer
-from tiller.sessions import Session
+from tiller.session import EditorClient, Session
 from tiller.tools.base import EditorFiles
-from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path
 from tiller.transport import Selector
 from tiller.types import ToolCall, UserContent, WireModel
@@ -194,24 +194,14 @@ class AcpServer(TillerServer):
 
     def _session_info(self, session_id: str) -> tuple[Path, EditorFiles | None]:
         session = self.sessions.get(session_id)
-        return session.cwd, session.agent.config.files
+        return session.cwd, session.files
 
     def _attach(self, session: Session) -> None:
-        """Give a new or loaded session its update mapper and the wrapped permission gate."""
+        """Give a session going live its update mapper and run ``_cleared`` for each call
+        the permission gate lets through."""
+        super()._attach(session)
         self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
-        self._wrap_gate(session)
-
-    def _wrap_gate(self, session: Session) -> None:
-        """Make ``before_tool_call`` the session's gate followed, for allowed calls, by
-        ``_cleared``. SessionManager.set_client replaces it, so this runs again after it."""
-
-        async def before(call: ToolCall, args: dict[str, Any]) -> BeforeToolCallResult | None:
-            verdict = await session.gate(call, args)
-            if verdict is None or not verdict.block:
-                await self._cleared(session, call, args)
-            return verdict
-
-        session.agent.config.before_tool_call = before
+        session.on_tool_cleared(functools.partial(self._cleared, session))
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
         """A call is about to run: snapshot the file a write/edit changes, report in_progress."""
@@ -219,7 +209,7 @@ class AcpServer(TillerServer):
         path = args.get("path")
         if call.name in FILE_CHANGE_TOOLS and isinstance(path, str):
             target = resolve_path(path, session.cwd)
-            taken, text = await read_snapshot(session.agent.config.files, target)
+            taken, text = await read_snapshot(session.files, target)
             if taken:
                 mapper.snapshots[call.id] = text
         self.send_update(session.id, {"sessionUpdate": "tool_call_update",
@@ -243,7 +233,7 @@ class AcpServer(TillerServer):
         self.turn_requests[msg_id] = session.id
         try:
             if turn is not None:
-                self.sessions.enqueue(session, "steering", content)
+                session.enqueue("steering", content)
                 await turn.done.wait()
             else:
                 turn = self.turns[session.id] = _Turn()
@@ -287,14 +277,10 @@ class AcpServer(TillerServer):
         async def initialize(params: AcpInitializeParams) -> AcpInitializeResult:
             fs = params.client_capabilities.get("fs")
             fs = fs if isinstance(fs, dict) else {}
-            self.client_capabilities = params.client_capabilities
-            self.sessions.set_client(
-                {"permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
-                                             "writeTextFile": fs.get("writeTextFile") is True}},
-                self.editor,
-            )
-            for session in self.sessions.sessions.values():
-                self._wrap_gate(session)
+            self.sessions.set_client(EditorClient(self.editor, {
+                "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
+                                            "writeTextFile": fs.get("writeTextFile") is True},
+            }))
             return AcpInitializeResult(
                 protocol_version=ACP_PROTOCOL_VERSION,
                 agent_capabilities={
@@ -312,7 +298,6 @@ class AcpServer(TillerServer):
                 log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
                             "to MCP servers", len(params.mcp_servers))
             session = self.sessions.create(SessionNewParams(cwd=params.cwd))
-            self._attach(session)
             return AcpSessionResult(session_id=session.id, modes=self._modes(session))
 
         @m("session/load", AcpLoadSessionParams)
@@ -320,7 +305,6 @@ class AcpServer(TillerServer):
             if params.mcp_servers:
                 log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
             session = self.sessions.load(params.session_id)
-            self._attach(session)
             history = [message.dump() for message in session.agent.messages]
             for update in self.mappers[session.id].replay(history):
                 self.send_update(session.id, update)
@@ -342,8 +326,7 @@ class AcpServer(TillerServer):
         @m("session/set_mode", AcpSetModeParams)
         async def session_set_mode(params: AcpSetModeParams) -> WireModel:
             session = self.sessions.get(params.session_id)
-            session.gate.mode = params.mode_id  # the next tool call is judged by the new mode
-            session.explicit_mode = params.mode_id
+            session.set_permission_mode(params.mode_id)
             return WireModel()
 
         @m("_tiller/followUp", AcpFollowUpParams)
@@ -351,4 +334,4 @@ class AcpServer(TillerServer):
             session = self.sessions.get(params.session_id)
             prompt = params.prompt
             content = prompt if isinstance(prompt, str) else self._content(prompt)
-            return QueueResult(queued=self.sessions.enqueue(session, "followUp", content))
+            return QueueResult(queued=session.enqueue("followUp", content))
