@@ -8,6 +8,6 @@ section is the contract.
 
 from __future__ import annotations
 
-from tiller.acp.server import ACP_PROTOCOL_VERSION, AcpServer, is_acp_initialize
+from tiller.acp.server import ACP_PROTOCOL_VERSION, AcpFront, is_acp_initialize
 
-__all__ = ["ACP_PROTOCOL_VERSION", "AcpServer", "is_acp_initialize"]
+__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]

@@ -2,20 +2,21 @@
 
 ``tiller --acp`` serves it from the first message on; without the flag a first ``initialize``
 whose ``params.protocolVersion`` is an integer selects it (``is_acp_initialize``, used by
-``TillerServer.serve``). ``AcpServer`` is a TillerServer with ACP's methods instead of
-protocol.md's: the same SessionManager, Agent, session logs, permission gate and editor file
-access, so there is no second loop. It adds three thin pieces:
+``tiller.__main__``). ``AcpFront`` serves ACP's methods on a ``tiller.front.Front`` over the
+same session registry, Sessions, Agents, logs, permission gates and editor file access as
+Tiller's own front, so there is no second loop. It adds three thin pieces:
 
-* events -> ``session/update``: ``notify`` receives every ``agent/event`` and sends what
-  ``tiller.acp.updates.UpdateMapper`` makes of it;
+* events -> ``session/update``: it subscribes to each session's typed events and sends what
+  ``tiller.acp.updates.UpdateMapper`` makes of them;
 * the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
 * turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
   that arrives while the session's turn runs is queued as steering and answered when that turn
   ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
   answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
 
-Before each allowed tool call the gate is wrapped (``_cleared``) to snapshot the file a
-``write``/``edit`` changes (for whole-file diffs) and to report the call ``in_progress``.
+When the permission gate lets a call run (the Session's ``on_tool_cleared`` seam),
+``_cleared`` snapshots the file a ``write``/``edit`` changes (for whole-file diffs) and reports
+the call ``in_progress``.
 protocol.md's "ACP" section is the contract.
 """
 
@@ -36,17 +37,17 @@ from tiller.acp.editor import AcpEditorBridge, read_snapshot
 from tiller.acp.updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
 from tiller.errors import RunFailedError
+from tiller.front import Front
 from tiller.loop import RunResult
 from tiller.permissions import PermissionMode
-from tiller.protocol import EVENT_METHOD, QueueResult, SessionNewParams
-from tiller.rpc import TillerServer
+from tiller.protocol import QueueResult, SessionNewParams
 from tiller.session import EditorClient, Session
+from tiller.sessions import SessionRegistry
 from tiller.tools.base import EditorFiles
 from tiller.tools.files import resolve_path
-from tiller.transport import Selector
-from tiller.types import ToolCall, UserContent, WireModel
+from tiller.types import AgentEvent, ToolCall, UserContent, WireModel
 
-__all__ = ["ACP_PROTOCOL_VERSION", "AcpServer", "RunFailedError", "is_acp_initialize"]
+__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]
 
 log = logging.getLogger(__name__)
 
@@ -146,40 +147,22 @@ class _Turn:
 # ------------------------------------------------------------------------------ the server
 
 
-class AcpServer(TillerServer):
-    """A stdio server speaking ACP v1; see the module docstring and protocol.md, "ACP"."""
+class AcpFront:
+    """ACP v1 over one session registry, served by ``front``; see the module docstring and
+    protocol.md, "ACP". A server request we stop waiting for is withdrawn with ACP's
+    ``$/cancel_request``."""
 
     def __init__(self, config: ServerConfig) -> None:
+        self.config = config
         self.mappers: dict[str, UpdateMapper] = {}
         self.turns: dict[str, _Turn] = {}
-        self.turn_requests: dict[Any, str] = {}
-        """Pending session/prompt request id -> its session (for ``$/cancel_request``)."""
-        super().__init__(config)
-        self.editor = AcpEditorBridge(self.client_request, self._session_info)
-
-    def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:
-        return None  # already ACP: no detection
-
-    def notify(self, method: str, params: Any) -> None:
-        """Events become ``session/update``s; Tiller's ``$/cancelRequest`` (for a server
-        request we stopped waiting for) becomes ACP's ``$/cancel_request``."""
-        if method == EVENT_METHOD:
-            mapper = self.mappers.get(params.get("sessionId", ""))
-            for update in mapper.on_event(params) if mapper else []:
-                self.send_update(params["sessionId"], update)
-            return
-        if method == "$/cancelRequest":
-            method, params = "$/cancel_request", {"requestId": params.get("id")}
-        super().notify(method, params)
+        self.sessions = SessionRegistry(config, self._attach)
+        self.front = Front(self.sessions.shutdown, cancel_notice=("$/cancel_request", "requestId"))
+        self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
+        self._register()
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
-        super().notify("session/update", {"sessionId": session_id, "update": update})
-
-    def cancel_request(self, msg_id: Any) -> None:
-        """``$/cancelRequest``/``$/cancel_request`` of a pending session/prompt cancels its turn."""
-        session_id = self.turn_requests.get(msg_id)
-        if session_id is not None:
-            self.cancel(session_id)
+        self.front.notify("session/update", {"sessionId": session_id, "update": update})
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
@@ -197,10 +180,15 @@ class AcpServer(TillerServer):
         return session.cwd, session.files
 
     def _attach(self, session: Session) -> None:
-        """Give a session going live its update mapper and run ``_cleared`` for each call
-        the permission gate lets through."""
-        super()._attach(session)
-        self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
+        """Map a session going live to ``session/update``s, and run ``_cleared`` for each
+        call the permission gate lets through."""
+        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
+
+        def send(event: AgentEvent) -> None:
+            for update in mapper.on_event(event):
+                self.send_update(session.id, update)
+
+        session.subscribe(send)
         session.on_tool_cleared(functools.partial(self._cleared, session))
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
@@ -228,10 +216,8 @@ class AcpServer(TillerServer):
 
     async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
-        msg_id = self.server.protocol.msg_id
         turn = self.turns.get(session.id)
-        self.turn_requests[msg_id] = session.id
-        try:
+        with self.front.cancellable(functools.partial(self.cancel, session.id)):
             if turn is not None:
                 session.enqueue("steering", content)
                 await turn.done.wait()
@@ -244,8 +230,6 @@ class AcpServer(TillerServer):
                 finally:
                     del self.turns[session.id]
                     turn.done.set()
-        finally:
-            self.turn_requests.pop(msg_id, None)
         return self._answer(turn)
 
     def _answer(self, turn: _Turn) -> AcpPromptResult:
@@ -269,69 +253,68 @@ class AcpServer(TillerServer):
 
     # -------------------------------------------------------------------------- methods
 
-    def _register_all(self) -> None:
-        """ACP's methods (agent side) instead of protocol.md's."""
-        m = self.method
+    def _register(self) -> None:
+        """ACP's methods (agent side)."""
+        add = self.front.register
+        add("initialize", AcpInitializeParams, self.initialize)
+        add("session/new", AcpNewSessionParams, self.session_new)
+        add("session/load", AcpLoadSessionParams, self.session_load)
+        add("session/prompt", AcpPromptParams, self.session_prompt)
+        add("session/cancel", AcpSessionParams, self.session_cancel)
+        add("$/cancel_request", AcpCancelRequestParams, self.cancel_request)
+        add("session/set_mode", AcpSetModeParams, self.session_set_mode)
+        add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
 
-        @m("initialize", AcpInitializeParams)
-        async def initialize(params: AcpInitializeParams) -> AcpInitializeResult:
-            fs = params.client_capabilities.get("fs")
-            fs = fs if isinstance(fs, dict) else {}
-            self.sessions.set_client(EditorClient(self.editor, {
-                "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
-                                            "writeTextFile": fs.get("writeTextFile") is True},
-            }))
-            return AcpInitializeResult(
-                protocol_version=ACP_PROTOCOL_VERSION,
-                agent_capabilities={
-                    "loadSession": True,
-                    "promptCapabilities": {"image": True, "audio": False,
-                                           "embeddedContext": True},
-                    "mcpCapabilities": {"http": False, "sse": False},
-                },
-                agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
-            )
+    async def initialize(self, params: AcpInitializeParams) -> AcpInitializeResult:
+        fs = params.client_capabilities.get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        self.sessions.set_client(EditorClient(self.editor, {
+            "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
+                                        "writeTextFile": fs.get("writeTextFile") is True},
+        }))
+        return AcpInitializeResult(
+            protocol_version=ACP_PROTOCOL_VERSION,
+            agent_capabilities={
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False,
+                                       "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
+        )
 
-        @m("session/new", AcpNewSessionParams)
-        async def session_new(params: AcpNewSessionParams) -> AcpSessionResult:
-            if params.mcp_servers:
-                log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
-                            "to MCP servers", len(params.mcp_servers))
-            session = self.sessions.create(SessionNewParams(cwd=params.cwd))
-            return AcpSessionResult(session_id=session.id, modes=self._modes(session))
+    async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
+        if params.mcp_servers:
+            log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
+                        "to MCP servers", len(params.mcp_servers))
+        session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+        return AcpSessionResult(session_id=session.id, modes=self._modes(session))
 
-        @m("session/load", AcpLoadSessionParams)
-        async def session_load(params: AcpLoadSessionParams) -> AcpSessionResult:
-            if params.mcp_servers:
-                log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
-            session = self.sessions.load(params.session_id)
-            history = [message.dump() for message in session.agent.messages]
-            for update in self.mappers[session.id].replay(history):
-                self.send_update(session.id, update)
-            return AcpSessionResult(modes=self._modes(session))
+    async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
+        if params.mcp_servers:
+            log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
+        session = self.sessions.load(params.session_id)
+        for update in self.mappers[session.id].replay(session.agent.messages):
+            self.send_update(session.id, update)
+        return AcpSessionResult(modes=self._modes(session))
 
-        @m("session/prompt", AcpPromptParams)
-        async def session_prompt(params: AcpPromptParams) -> AcpPromptResult:
-            session = self.sessions.get(params.session_id)
-            return await self._prompt(session, self._content(params.prompt))
+    async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
+        session = self.sessions.get(params.session_id)
+        return await self._prompt(session, self._content(params.prompt))
 
-        @m("session/cancel", AcpSessionParams)
-        async def session_cancel(params: AcpSessionParams) -> None:
-            self.cancel(params.session_id)
+    async def session_cancel(self, params: AcpSessionParams) -> None:
+        self.cancel(params.session_id)
 
-        @m("$/cancel_request", AcpCancelRequestParams)
-        async def cancel_request(params: AcpCancelRequestParams) -> None:
-            self.cancel_request(params.request_id)
+    async def cancel_request(self, params: AcpCancelRequestParams) -> None:
+        self.front.cancel_request(params.request_id)
 
-        @m("session/set_mode", AcpSetModeParams)
-        async def session_set_mode(params: AcpSetModeParams) -> WireModel:
-            session = self.sessions.get(params.session_id)
-            session.set_permission_mode(params.mode_id)
-            return WireModel()
+    async def session_set_mode(self, params: AcpSetModeParams) -> WireModel:
+        session = self.sessions.get(params.session_id)
+        session.set_permission_mode(params.mode_id)
+        return WireModel()
 
-        @m("_tiller/followUp", AcpFollowUpParams)
-        async def follow_up(params: AcpFollowUpParams) -> QueueResult:
-            session = self.sessions.get(params.session_id)
-            prompt = params.prompt
-            content = prompt if isinstance(prompt, str) else self._content(prompt)
-            return QueueResult(queued=session.enqueue("followUp", content))
+    async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:
+        session = self.sessions.get(params.session_id)
+        prompt = params.prompt
+        content = prompt if isinstance(prompt, str) else self._content(prompt)
+        return QueueResult(queued=session.enqueue("followUp", content))
