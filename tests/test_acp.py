@@ -36,8 +36,15 @@ from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, process_gone, wait_requests
 from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
 from tiller.acp.editor import permission_options, tiller_outcome
-from tiller.acp.updates import user_content
+from tiller.acp.updates import UpdateMapper, user_content
 from tiller.tools.files import unified_diff
+from tiller.types import (
+    MessageUpdate,
+    TextContent,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolResultMessage,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -481,3 +488,20 @@ def test_prompt_content_and_permission_answers_map_to_tiller() -> None:
     assert tiller_outcome(None) == {"outcome": None}
     names = [o["name"] for o in permission_options("bash", {"command": "git push -f"})]
     assert names[1] == "Always allow `git` commands"
+
+
+def test_the_mapper_reads_typed_events_and_keeps_raw_output_as_sent(tmp_path: Path) -> None:
+    mapper = UpdateMapper(tmp_path)
+    assert mapper.on_event(MessageUpdate(kind="text", index=0, delta="hi")) == [
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    ]
+    start = ToolExecutionStart(tool_call_id="c1", tool_name="read", args={"path": "a.txt"})
+    [call] = mapper.on_event(start)
+    assert call["kind"] == "read" and call["status"] == "pending"
+    assert call["locations"] == [{"path": str(tmp_path / "a.txt")}]
+    result = ToolResultMessage(tool_call_id="c1", tool_name="read",
+                               content=[TextContent(text="x")], details={"lines": (1, 2)})
+    [end] = mapper.on_event(ToolExecutionEnd(tool_call_id="c1", tool_name="read",
+                                             result=result, is_error=False))
+    assert end["status"] == "completed" and end["rawOutput"] == {"lines": [1, 2]}
+    assert mapper.replay([result]) == [end]
