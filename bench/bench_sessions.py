@@ -52,7 +52,7 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 from bench_server import TappedClient, cpu_seconds, initialize, rss_kib, server_env  # noqa: E402
 
 from tiller import __version__ as tiller_version  # noqa: E402
-from tiller.sessions import workspace_dir_name  # noqa: E402
+from tiller.session_files import workspace_dir_name  # noqa: E402
 from tiller.store import SessionLog, read_session_file, replay  # noqa: E402
 from tiller.types import (  # noqa: E402
     AssistantMessage,

@@ -1,5 +1,5 @@
 """ACP mode end to end: the official ``agent-client-protocol`` client drives a real ``tiller``
-against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.acp_diff``."""
+against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.acp.diff``."""
 
 from __future__ import annotations
 
@@ -34,10 +34,17 @@ from acp.schema import (
 
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, process_gone, wait_requests
-from tiller.acp_diff import apply_hunks, diff_contents, parse_hunks
-from tiller.acp_editor import permission_options, tiller_outcome
-from tiller.acp_updates import user_content
+from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
+from tiller.acp.editor import permission_options, tiller_outcome
+from tiller.acp.updates import UpdateMapper, user_content
 from tiller.tools.files import unified_diff
+from tiller.types import (
+    MessageUpdate,
+    TextContent,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolResultMessage,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -483,3 +490,20 @@ def test_prompt_content_and_permission_answers_map_to_tiller() -> None:
     assert names[1] == "Always allow `git push -f`"
     long = [o["name"] for o in permission_options("bash", {"command": "echo " + "x" * 80})]
     assert long[3] == "Always reject `echo " + "x" * 54 + "…`"
+
+
+def test_the_mapper_reads_typed_events_and_keeps_raw_output_as_sent(tmp_path: Path) -> None:
+    mapper = UpdateMapper(tmp_path)
+    assert mapper.on_event(MessageUpdate(kind="text", index=0, delta="hi")) == [
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
+    ]
+    start = ToolExecutionStart(tool_call_id="c1", tool_name="read", args={"path": "a.txt"})
+    [call] = mapper.on_event(start)
+    assert call["kind"] == "read" and call["status"] == "pending"
+    assert call["locations"] == [{"path": str(tmp_path / "a.txt")}]
+    result = ToolResultMessage(tool_call_id="c1", tool_name="read",
+                               content=[TextContent(text="x")], details={"lines": (1, 2)})
+    [end] = mapper.on_event(ToolExecutionEnd(tool_call_id="c1", tool_name="read",
+                                             result=result, is_error=False))
+    assert end["status"] == "completed" and end["rawOutput"] == {"lines": [1, 2]}
+    assert mapper.replay([result]) == [end]

@@ -2,8 +2,8 @@
 shutdown: a provider holds an SDK client (HTTP connection pool, TLS context) that is otherwise
 never released (about 70 kB per session).
 
-The providers are spies built through the seam ``SessionManager`` builds every provider with,
-``provider_factory``; they count their ``aclose`` calls.
+The providers are spies built through the seam the session registry builds every provider
+with (its ``providers`` factory); they count their ``aclose`` calls.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from scripted import ScriptedProvider, reply_text
 from tiller.config import ServerConfig
 from tiller.protocol import SessionNewParams
 from tiller.providers import Provider
-from tiller.sessions import SessionManager
+from tiller.sessions import SessionRegistry
 
 pytestmark = pytest.mark.anyio
 
@@ -37,14 +37,16 @@ class SpyProvider(ScriptedProvider):
         self.closes += 1
 
 
-class SpyingManager(SessionManager):
-    """A SessionManager whose providers are spies, kept in ``built``."""
+class SpyingManager(SessionRegistry):
+    """A session registry whose providers are spies, kept in ``built``."""
 
     def __init__(self, cwd: Path) -> None:
-        super().__init__(ServerConfig(cwd=cwd), lambda method, params: None)
+        super().__init__(ServerConfig(cwd=cwd), providers=self.spy_factory)
         self.built: list[SpyProvider] = []
 
-    def provider_factory(self, provider: str, model: str) -> Callable[[], Provider]:
+    def spy_factory(
+        self, _config: ServerConfig, provider: str, model: str
+    ) -> Callable[[], Provider]:
         def build() -> Provider:
             spy = SpyProvider(f"{provider}/{model}#{len(self.built)}")
             spy.enqueue(*[reply_text("ok")] * 5)
@@ -77,7 +79,7 @@ async def test_a_model_switch_closes_the_replaced_provider(tmp_path: Path) -> No
     manager = SpyingManager(tmp_path)
     session = manager.create(SessionNewParams())
     await session.agent.prompt("hi")
-    await manager.set_model(session, "openai", "gpt-4o")
+    await session.set_model("openai", "gpt-4o")
     await session.agent.prompt("and now?")
     first, second = manager.used()
     assert (first.closes, second.closes) == (1, 0)

@@ -39,7 +39,7 @@ from schema_check import SCHEMA, pointer, problems
 from tiller.errors import RequestError
 from tiller.permissions import OPTIONS
 from tiller.protocol import METHODS, PermissionOutcome
-from tiller.rpc import TillerServer
+from tiller.rpc import TillerFront
 from tiller.schema import protocol_schema
 
 PROTOCOL_MD = Path(__file__).resolve().parent.parent / "protocol.md"
@@ -192,7 +192,7 @@ def test_tiller_schema_prints_the_schema() -> None:
 
 
 def test_the_schema_names_every_method_the_server_serves() -> None:
-    served = set(TillerServer(_config()).server.protocol.fm.features)
+    served = set(TillerFront(_config()).front.protocol.fm.features)
     assert served == set(METHODS) == set(SCHEMA["x-methods"])
     assert set(SCHEMA["x-events"]) == {
         cls.model_fields["type"].default

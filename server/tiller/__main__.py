@@ -14,10 +14,14 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from tiller import procs
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tiller.front import Front, Switch
 
 __all__ = ["main"]
 
@@ -43,18 +47,33 @@ def serve(argv: Sequence[str]) -> int:
         return 2
     procs.scrub_environ(config.key_variables())  # config.env keeps them for the providers
     setup_logging(config)
-    from tiller.rpc import TillerServer
+    from tiller.front import serve as serve_front
 
-    server_class = TillerServer
     if config.acp:  # --acp: the Agent Client Protocol from the first message on
-        from tiller.acp import AcpServer
+        from tiller.acp import AcpFront
 
-        server_class = AcpServer
+        front, switch = AcpFront(config).front, None
+    else:
+        from tiller.rpc import TillerFront
+
+        front, switch = TillerFront(config).front, acp_on_initialize(config)
     try:
-        asyncio.run(server_class(config).serve())
+        asyncio.run(serve_front(front, config, switch=switch))
     except KeyboardInterrupt:
         pass
     return 0
+
+
+def acp_on_initialize(config: ServerConfig) -> Switch:
+    """A first ``initialize`` whose ``params.protocolVersion`` is an integer comes from an ACP
+    client: the connection is then served by the ACP front instead."""
+
+    def switch(first: dict[str, Any]) -> Front | None:
+        from tiller.acp import AcpFront, is_acp_initialize
+
+        return AcpFront(config).front if is_acp_initialize(first) else None
+
+    return switch
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,42 +1,28 @@
-"""The JSON-RPC surface: thin handlers that validate params, call the agent, and shape results.
+"""Tiller's front: the methods of protocol.md as thin handlers over the session registry.
 
-Each method validates its params into a ``protocol`` model (failure: -32602 naming the field),
-turns ``RequestError``s into their documented codes, and never leaks a traceback: unexpected
-failures are logged and answered -32603 with a one-line message. pygls dispatches; the stdio
-framing and message validation live in ``transport``.
+One method per wire method, registered on a ``tiller.front.Front`` (which validates params,
+maps errors to their codes and serves stdio); each reads its params, calls the session or
+its agent, and shapes the result. A session's events go out as ``agent/event`` notifications
+(``EventNotifier``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import itertools
 import logging
-import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
-
-import anyio
-from pydantic import BaseModel, ValidationError
-from pygls.exceptions import (
-    JsonRpcException,
-    JsonRpcInternalError,
-    JsonRpcInvalidParams,
-    JsonRpcServerError,
-)
-from pygls.protocol import JsonRPCProtocol, default_converter
-from pygls.server import JsonRPCServer
+from typing import Any
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
-from tiller.errors import RequestError
+from tiller.front import Front
 from tiller.model_call import model_context
-from tiller.procs import kill_descendants
 from tiller.protocol import (
+    EVENT_METHOD,
     CompactParams,
     CompactResult,
     GetMessagesResult,
@@ -70,51 +56,63 @@ from tiller.protocol import (
     SetThinkingLevelParams,
     SetThinkingLevelResult,
 )
-from tiller.sessions import Session, SessionManager
-from tiller.transport import Framing, Selector, serve_stdio
-from tiller.types import PERMISSION_MODES, QUEUE_MODES, RunResult, WireModel
+from tiller.session import EditorClient, Session
+from tiller.sessions import SessionRegistry
+from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, WireModel
 
-__all__ = ["TillerServer"]
+__all__ = ["EventNotifier", "TillerFront"]
 
 log = logging.getLogger(__name__)
 
-P = TypeVar("P", bound=BaseModel)
-Handler = Callable[[P], Awaitable[WireModel | None]]
+
+class EventNotifier:
+    """A session's events as ``agent/event`` notifications, numbered from 1 (``seq``)."""
+
+    def __init__(self, session_id: str, notify: Callable[[str, Any], None]) -> None:
+        self.session_id = session_id
+        self.notify = notify
+        self.seq = 0
+
+    def __call__(self, event: AgentEvent) -> None:
+        self.seq += 1
+        self.notify(EVENT_METHOD, {"sessionId": self.session_id, "seq": self.seq, **event.dump()})
 
 
-class _Server(JsonRPCServer):
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        log.debug("pygls reported %s", error)
-
-
-def _invalid_params(error: ValidationError) -> JsonRpcInvalidParams:
-    problems = []
-    for item in error.errors():
-        where = ".".join(str(part) for part in item["loc"]) or "params"
-        problems.append(f"{where}: {item['msg']}")
-    return JsonRpcInvalidParams("Invalid params: " + "; ".join(problems))
-
-
-class TillerServer:
-    """One stdio server process: sessions plus the methods of protocol.md."""
+class TillerFront:
+    """protocol.md's methods over one session registry, served by ``front``."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.server = _Server(JsonRPCProtocol, default_converter)
-        self.sessions = SessionManager(config, self.notify)
-        self.runs_by_request: dict[Any, Agent] = {}
-        self.client_capabilities: dict[str, Any] = {}
-        self._client_ids = itertools.count(1)
-        self._register_all()
+        self.sessions = SessionRegistry(config, self._attach)
+        self.front = Front(self.sessions.shutdown)
+        self._register()
 
-    def notify(self, method: str, params: Any) -> None:
-        self.server.protocol.notify(method, params)
+    def _attach(self, session: Session) -> None:
+        """Send the session's events as ``agent/event`` notifications."""
+        session.subscribe(EventNotifier(session.id, self.front.notify))
 
-    def cancel_request(self, msg_id: Any) -> None:
-        """``$/cancelRequest``: aborts the run of a pending agent/prompt or agent/continue."""
-        agent = self.runs_by_request.get(msg_id)
-        if agent is not None and agent.is_running:
-            agent.abort()
+    def _register(self) -> None:
+        add = self.front.register
+        add("initialize", InitializeParams, self.initialize)
+        add("session/new", SessionNewParams, self.session_new)
+        add("session/list", SessionListParams, self.session_list)
+        add("session/load", SessionIdParams, self.session_load)
+        add("session/fork", SessionForkParams, self.session_fork)
+        add("session/close", SessionIdParams, self.session_close)
+        add("session/delete", SessionIdParams, self.session_delete)
+        add("agent/prompt", PromptParams, self.prompt)
+        add("agent/continue", SessionParams, self.continue_)
+        add("agent/steer", QueueParams, self.steer)
+        add("agent/followUp", QueueParams, self.follow_up)
+        add("agent/abort", SessionParams, self.abort)
+        add("agent/getState", SessionParams, self.get_state)
+        add("agent/getMessages", SessionParams, self.get_messages)
+        add("agent/setQueueModes", SetQueueModesParams, self.set_queue_modes)
+        add("agent/compact", CompactParams, self.compact)
+        add("agent/setPermissionMode", SetPermissionModeParams, self.set_permission_mode)
+        add("models/list", SessionParams, self.models_list)
+        add("agent/setModel", SetModelParams, self.set_model)
+        add("agent/setThinkingLevel", SetThinkingLevelParams, self.set_thinking_level)
 
     def _warm_up_provider_sdk(self) -> None:
         """Import the default provider's SDK in a worker thread while the client gets ready,
@@ -132,245 +130,129 @@ class TillerServer:
 
         threading.Thread(target=load, name="tiller-warm-up", daemon=True).start()
 
-    async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
-        """Send a server-to-client request and await the answer. An error answer raises its
-        JsonRpcException; no answer within ``timeout`` raises TimeoutError. On timeout or
-        cancellation the client is told with ``$/cancelRequest``."""
-        # String ids: pygls keeps outgoing and incoming request ids in the same tables, so an
-        # integer id would collide with the client's own request ids.
-        msg_id = f"tiller-{next(self._client_ids)}"
-        protocol = self.server.protocol
-        future = protocol.send_request(method, params, msg_id=msg_id)
-        try:
-            with anyio.fail_after(timeout):
-                return await asyncio.wrap_future(future)
-        finally:
-            if not future.done() or future.cancelled():  # we stopped waiting: tell the client
-                future.cancel()
-                protocol._request_futures.pop(msg_id, None)
-                self.notify("$/cancelRequest", {"id": msg_id})
+    # ------------------------------------------------------------------ the methods
 
-    async def serve(self, stdin: Any = None, stdout: Any = None) -> None:
-        """Serve until end of input (or SIGTERM/SIGHUP), then abort runs, kill every process
-        the server started that still runs, and return."""
-        framing = None if self.config.framing == "auto" else Framing(self.config.framing)
-        switched: list[TillerServer] = []
-        try:
-            async with anyio.create_task_group() as group:
-
-                async def stop_on_signal() -> None:
-                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
-                        async for _ in signals:
-                            group.cancel_scope.cancel()
-                            return
-
-                group.start_soon(stop_on_signal)
-                await serve_stdio(self.server.protocol, self.cancel_request, framing, stdin,
-                                  stdout, select=self._select_protocol(switched))
-                group.cancel_scope.cancel()
-        finally:
-            await self.sessions.shutdown()
-            for other in switched:
-                await other.sessions.shutdown()
-            await kill_descendants()  # what the runs' aborts did not end (tiller.procs)
-
-    # --- ACP detection (tiller.acp) ------------------------------------------------------
-    def _select_protocol(self, switched: list[TillerServer]) -> Selector | None:
-        """A first ``initialize`` whose ``params.protocolVersion`` is an integer comes from an
-        ACP client: the connection is then served by ``tiller.acp.AcpServer`` (appended to
-        ``switched`` so ``serve`` shuts its sessions down too)."""
-
-        def select(first: dict[str, Any]) -> tuple[JsonRPCProtocol, Callable[[Any], None]] | None:
-            from tiller.acp import AcpServer, is_acp_initialize
-
-            if not is_acp_initialize(first):
-                return None
-            acp = AcpServer(self.config)
-            switched.append(acp)
-            return acp.server.protocol, acp.cancel_request
-
-        return select
-    # --- end of ACP detection ------------------------------------------------------------
-
-    def method(self, name: str, params_model: type[P]) -> Callable[[Handler[P]], Handler[P]]:
-        """Register ``fn`` as JSON-RPC method ``name`` with params validated as ``params_model``."""
-
-        def register(fn: Handler[P]) -> Handler[P]:
-            async def handle(raw: Any) -> Any:
-                if raw is None:
-                    raw = {}
-                if not isinstance(raw, dict):
-                    raise JsonRpcInvalidParams("Invalid params: params must be an object")
-                try:
-                    params = params_model.model_validate(raw)
-                except ValidationError as exc:
-                    raise _invalid_params(exc) from None
-                try:
-                    result = await fn(params)
-                except RequestError as exc:
-                    raise JsonRpcServerError(  # type: ignore[no-untyped-call]
-                        exc.message, exc.code, exc.data
-                    ) from None
-                except JsonRpcException:
-                    raise
-                except Exception as exc:
-                    log.exception("%s failed", name)
-                    raise JsonRpcInternalError(
-                        f"internal error in {name}: {type(exc).__name__}: {exc}"
-                    ) from None
-                return result.dump() if result is not None else None
-
-            self.server.feature(name)(handle)
-            return fn
-
-        return register
-
-    def _register_all(self) -> None:
-        m = self.method
-
-        @m("initialize", InitializeParams)
-        async def initialize(params: InitializeParams) -> InitializeResult:
-            self.client_capabilities = params.capabilities
-            self.sessions.set_client(params.capabilities, self.client_request)
-            self._warm_up_provider_sdk()
-            return InitializeResult(
-                server_info=ServerInfo(name="tiller", version=__version__),
-                protocol_version=PROTOCOL_VERSION,
-                capabilities={
-                    "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
-                    "queueModes": list(QUEUE_MODES),
-                    "permissionModes": list(PERMISSION_MODES),
-                    "sessions": {
-                        "new": True, "list": True, "load": True, "fork": True,
-                        "persistent": self.config.session_dir is not None,
-                    },
+    async def initialize(self, params: InitializeParams) -> InitializeResult:
+        self.sessions.set_client(EditorClient(self.front.client_request, params.capabilities))
+        self._warm_up_provider_sdk()
+        return InitializeResult(
+            server_info=ServerInfo(name="tiller", version=__version__),
+            protocol_version=PROTOCOL_VERSION,
+            capabilities={
+                "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
+                "queueModes": list(QUEUE_MODES),
+                "permissionModes": list(PERMISSION_MODES),
+                "sessions": {
+                    "new": True, "list": True, "load": True, "fork": True,
+                    "persistent": self.config.session_dir is not None,
                 },
-            )
+            },
+        )
 
-        @m("session/new", SessionNewParams)
-        async def session_new(params: SessionNewParams) -> SessionNewResult:
-            return SessionNewResult(session_id=self.sessions.create(params).id)
+    async def session_new(self, params: SessionNewParams) -> SessionNewResult:
+        return SessionNewResult(session_id=self.sessions.create(params).id)
 
-        @m("session/list", SessionListParams)
-        async def session_list(params: SessionListParams) -> SessionListResult:
-            found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
-            infos = [SessionInfo(**vars(summary)) for summary in found]
-            return SessionListResult(sessions=infos, next_cursor=cursor)
+    async def session_list(self, params: SessionListParams) -> SessionListResult:
+        found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
+        infos = [SessionInfo(**vars(summary)) for summary in found]
+        return SessionListResult(sessions=infos, next_cursor=cursor)
 
-        @m("session/load", SessionIdParams)
-        async def session_load(params: SessionIdParams) -> SessionLoadResult:
-            return self._history(await self.sessions.load(params.session_id))
+    async def session_load(self, params: SessionIdParams) -> SessionLoadResult:
+        return self._history(await self.sessions.load(params.session_id))
 
-        @m("session/fork", SessionForkParams)
-        async def session_fork(params: SessionForkParams) -> SessionLoadResult:
-            return self._history(await self.sessions.fork(params.session_id, params.entry_id))
+    async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
+        return self._history(await self.sessions.fork(params.session_id, params.entry_id))
 
-        @m("session/close", SessionIdParams)
-        async def session_close(params: SessionIdParams) -> WireModel:
-            await self.sessions.close(params.session_id)
-            return WireModel()
+    async def session_close(self, params: SessionIdParams) -> WireModel:
+        await self.sessions.close(params.session_id)
+        return WireModel()
 
-        @m("session/delete", SessionIdParams)
-        async def session_delete(params: SessionIdParams) -> WireModel:
-            await self.sessions.delete(params.session_id)
-            return WireModel()
+    async def session_delete(self, params: SessionIdParams) -> WireModel:
+        await self.sessions.delete(params.session_id)
+        return WireModel()
 
-        @m("agent/prompt", PromptParams)
-        async def prompt(params: PromptParams) -> RunResultModel:
-            agent = self.sessions.get(params.session_id).agent
-            return await self._run(agent, agent.prompt(params.message))
+    async def prompt(self, params: PromptParams) -> RunResultModel:
+        agent = self.sessions.get(params.session_id).agent
+        return await self._run(agent, agent.prompt(params.message))
 
-        @m("agent/continue", SessionParams)
-        async def continue_(params: SessionParams) -> RunResultModel:
-            agent = self.sessions.get(params.session_id).agent
-            return await self._run(agent, agent.continue_())
+    async def continue_(self, params: SessionParams) -> RunResultModel:
+        agent = self.sessions.get(params.session_id).agent
+        return await self._run(agent, agent.continue_())
 
-        @m("agent/steer", QueueParams)
-        async def steer(params: QueueParams) -> QueueResult:
-            session = self.sessions.get(params.session_id)
-            return QueueResult(queued=self.sessions.enqueue(session, "steering", params.message))
+    async def steer(self, params: QueueParams) -> QueueResult:
+        session = self.sessions.get(params.session_id)
+        return QueueResult(queued=session.enqueue("steering", params.message))
 
-        @m("agent/followUp", QueueParams)
-        async def follow_up(params: QueueParams) -> QueueResult:
-            session = self.sessions.get(params.session_id)
-            return QueueResult(queued=self.sessions.enqueue(session, "followUp", params.message))
+    async def follow_up(self, params: QueueParams) -> QueueResult:
+        session = self.sessions.get(params.session_id)
+        return QueueResult(queued=session.enqueue("followUp", params.message))
 
-        @m("agent/abort", SessionParams)
-        async def abort(params: SessionParams) -> WireModel:
-            self.sessions.get(params.session_id).agent.abort()
-            return WireModel()
+    async def abort(self, params: SessionParams) -> WireModel:
+        self.sessions.get(params.session_id).agent.abort()
+        return WireModel()
 
-        @m("agent/getState", SessionParams)
-        async def get_state(params: SessionParams) -> GetStateResult:
-            session = self.sessions.get(params.session_id)
-            agent = session.agent
-            return GetStateResult(
-                session_id=session.id,
-                is_running=agent.is_running,
-                provider=session.provider,
-                model=session.model,
-                cwd=str(session.cwd),
-                message_count=len(agent.messages),
-                pending_steering=len(agent.steering_queue),
-                pending_follow_up=len(agent.follow_up_queue),
-                steering_mode=agent.steering_mode,
-                follow_up_mode=agent.follow_up_mode,
-                thinking_level=agent.thinking,
-                permission_mode=session.gate.mode,
-                usage=agent.usage,
-            )
+    async def get_state(self, params: SessionParams) -> GetStateResult:
+        session = self.sessions.get(params.session_id)
+        agent = session.agent
+        return GetStateResult(
+            session_id=session.id,
+            is_running=agent.is_running,
+            provider=session.provider,
+            model=session.model,
+            cwd=str(session.cwd),
+            message_count=len(agent.messages),
+            pending_steering=len(agent.steering_queue),
+            pending_follow_up=len(agent.follow_up_queue),
+            steering_mode=agent.steering_mode,
+            follow_up_mode=agent.follow_up_mode,
+            thinking_level=session.thinking,
+            permission_mode=session.gate.mode,
+            usage=agent.usage,
+        )
 
-        @m("agent/getMessages", SessionParams)
-        async def get_messages(params: SessionParams) -> GetMessagesResult:
-            agent = self.sessions.get(params.session_id).agent
-            return GetMessagesResult(messages=list(agent.messages))
+    async def get_messages(self, params: SessionParams) -> GetMessagesResult:
+        agent = self.sessions.get(params.session_id).agent
+        return GetMessagesResult(messages=list(agent.messages))
 
-        @m("agent/setQueueModes", SetQueueModesParams)
-        async def set_queue_modes(params: SetQueueModesParams) -> SetQueueModesResult:
-            agent = self.sessions.get(params.session_id).agent
-            if params.steering is not None:
-                agent.steering_mode = params.steering
-            if params.follow_up is not None:
-                agent.follow_up_mode = params.follow_up
-            return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
+    async def set_queue_modes(self, params: SetQueueModesParams) -> SetQueueModesResult:
+        agent = self.sessions.get(params.session_id).agent
+        if params.steering is not None:
+            agent.steering_mode = params.steering
+        if params.follow_up is not None:
+            agent.follow_up_mode = params.follow_up
+        return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
 
-        @m("agent/compact", CompactParams)
-        async def compact(params: CompactParams) -> CompactResult:
-            session = self.sessions.get(params.session_id)
-            agent = session.agent
-            before = estimate_tokens(model_context(agent.messages))
-            compacted = await agent.compact(params.instructions)
-            summary = agent.messages[0].content if compacted else None
-            return CompactResult(
-                compacted=compacted,
-                summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
-                tokens_before=before,
-                tokens_after=estimate_tokens(model_context(agent.messages)),
-                message_count=len(agent.messages),
-            )
+    async def compact(self, params: CompactParams) -> CompactResult:
+        session = self.sessions.get(params.session_id)
+        agent = session.agent
+        before = estimate_tokens(model_context(agent.messages))
+        compacted = await agent.compact(params.instructions)
+        summary = agent.messages[0].content if compacted else None
+        return CompactResult(
+            compacted=compacted,
+            summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
+            tokens_before=before,
+            tokens_after=estimate_tokens(model_context(agent.messages)),
+            message_count=len(agent.messages),
+        )
 
-        @m("agent/setPermissionMode", SetPermissionModeParams)
-        async def set_permission_mode(params: SetPermissionModeParams) -> SetPermissionModeResult:
-            session = self.sessions.get(params.session_id)
-            session.gate.mode = params.mode  # the next tool call is judged by the new mode
-            session.explicit_mode = params.mode
-            return SetPermissionModeResult(mode=params.mode)
+    async def set_permission_mode(self, params: SetPermissionModeParams) -> SetPermissionModeResult:
+        session = self.sessions.get(params.session_id)
+        session.set_permission_mode(params.mode)
+        return SetPermissionModeResult(mode=params.mode)
 
-        @m("models/list", SessionParams)
-        async def models_list(params: SessionParams) -> ModelsListResult:
-            return self._models_list()
+    async def models_list(self, params: SessionParams) -> ModelsListResult:
+        return self._models_list()
 
-        @m("agent/setModel", SetModelParams)
-        async def set_model(params: SetModelParams) -> SetModelResult:
-            session = self.sessions.get(params.session_id)
-            await self.sessions.set_model(session, params.provider, params.model)
-            return SetModelResult(provider=session.provider, model=session.model)
+    async def set_model(self, params: SetModelParams) -> SetModelResult:
+        session = self.sessions.get(params.session_id)
+        await session.set_model(params.provider, params.model)
+        return SetModelResult(provider=session.provider, model=session.model)
 
-        @m("agent/setThinkingLevel", SetThinkingLevelParams)
-        async def set_thinking_level(params: SetThinkingLevelParams) -> SetThinkingLevelResult:
-            session = self.sessions.get(params.session_id)
-            self.sessions.set_thinking(session, params.level)  # read when the next run starts
-            return SetThinkingLevelResult(level=params.level)
+    async def set_thinking_level(self, params: SetThinkingLevelParams) -> SetThinkingLevelResult:
+        session = self.sessions.get(params.session_id)
+        session.set_thinking(params.level)
+        return SetThinkingLevelResult(level=params.level)
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent
@@ -418,12 +300,8 @@ class TillerServer:
 
     async def _run(self, agent: Agent, run: Awaitable[RunResult]) -> RunResultModel:
         """Await a run, letting ``$/cancelRequest`` for this request abort it."""
-        msg_id = self.server.protocol.msg_id
-        self.runs_by_request[msg_id] = agent
-        try:
+        with self.front.cancellable(lambda: agent.abort() if agent.is_running else None):
             result = await run
-        finally:
-            self.runs_by_request.pop(msg_id, None)
         return RunResultModel(
             stop_reason=result.stop_reason, error_message=result.error_message, usage=result.usage
         )

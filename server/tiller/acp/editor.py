@@ -21,7 +21,7 @@ path, for ``bash`` per exact simple command (tiller.permissions_command); the op
 so.
 
 ``read_snapshot`` gives a file's current text the way the tools see it (the editor's buffer when
-it can read files, else the disk), for the diffs of tiller.acp_diff.
+it can read files, else the disk), for the diffs of tiller.acp.diff.
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 
 import anyio
 
-from tiller.acp_diff import diff_contents
-from tiller.acp_updates import tool_call_fields
+from tiller.acp.diff import diff_contents
+from tiller.acp.updates import tool_call_fields
 from tiller.errors import ToolError
 from tiller.tools.base import EditorFiles
 

@@ -1,9 +1,9 @@
 """The ACP mapping: Tiller's events and transcript as ACP ``session/update`` payloads, and ACP
 prompt content as Tiller user content.
 
-Everything here is a pure function of documented wire forms (protocol.md's ``agent/event`` params
-and messages, ACP's content blocks), so it is tested without a server. ``UpdateMapper`` keeps the
-little state a session needs: the file snapshots its diffs are built from (``tiller.acp_diff``).
+Everything here is a pure function of Tiller's typed events and messages (``tiller.types``) and
+ACP's content blocks, so it is tested without a server. ``UpdateMapper`` keeps the little state a
+session needs: the file snapshots its diffs are built from (``tiller.acp.diff``).
 
 Live events map as follows (everything else, e.g. ``turn_start`` or ``message_end``, sends
 nothing: the client already has the prompt it sent and the streamed deltas):
@@ -24,13 +24,33 @@ Tiller event                           ACP ``sessionUpdate``
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiller.acp_diff import diff_contents
+from pydantic_core import to_jsonable_python
+
+from tiller.acp.diff import diff_contents
 from tiller.tools.files import resolve_path
-from tiller.types import ImageContent, TextContent, UserContent
+from tiller.types import (
+    AgentEvent,
+    AssistantContent,
+    AssistantMessage,
+    ImageContent,
+    Message,
+    MessageUpdate,
+    RetryScheduled,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolExecutionEnd,
+    ToolExecutionStart,
+    ToolExecutionUpdate,
+    ToolResultMessage,
+    UserContent,
+    UserMessage,
+)
 
 __all__ = [
     "STOP_REASONS",
@@ -131,17 +151,19 @@ def _fenced(text: str) -> str:
     return f"{fence}\n{text.rstrip(chr(10))}\n{fence}"
 
 
-def _content_blocks(blocks: list[dict[str, Any]], fence: bool) -> list[dict[str, Any]]:
+def _image(block: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "data": block.data, "mimeType": block.mime_type}
+
+
+def _content_blocks(blocks: Sequence[UserContent], fence: bool) -> list[dict[str, Any]]:
     """Tiller text/image blocks as ACP tool-call ``content`` items."""
     items: list[dict[str, Any]] = []
     for block in blocks:
-        if block.get("type") == "text" and block.get("text"):
-            text = _fenced(block["text"]) if fence else block["text"]
+        if isinstance(block, TextContent) and block.text:
+            text = _fenced(block.text) if fence else block.text
             items.append({"type": "content", "content": {"type": "text", "text": text}})
-        elif block.get("type") == "image":
-            image = {"type": "image", "data": block.get("data", ""),
-                     "mimeType": block.get("mimeType", "")}
-            items.append({"type": "content", "content": image})
+        elif isinstance(block, ImageContent):
+            items.append({"type": "content", "content": _image(block)})
     return items
 
 
@@ -162,52 +184,50 @@ class UpdateMapper:
     cwd: Path
     snapshots: dict[str, str | None] = field(default_factory=dict)
 
-    def on_event(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        """The ``session/update`` payloads for one ``agent/event`` (its params)."""
-        kind = event.get("type")
-        if kind == "message_update" and event.get("delta"):
-            if event.get("kind") == "text":
-                return [_chunk("agent_message_chunk", _text(event["delta"]))]
-            if event.get("kind") == "thinking":
-                return [_chunk("agent_thought_chunk", _text(event["delta"]))]
-        elif kind == "tool_execution_start":
-            fields = tool_call_fields(event["toolCallId"], event["toolName"],
-                                      event.get("args") or {}, self.cwd)
+    def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
+        """The ``session/update`` payloads for one event."""
+        if isinstance(event, MessageUpdate) and event.delta:
+            if event.kind == "text":
+                return [_chunk("agent_message_chunk", _text(event.delta))]
+            if event.kind == "thinking":
+                return [_chunk("agent_thought_chunk", _text(event.delta))]
+        elif isinstance(event, ToolExecutionStart):
+            fields = tool_call_fields(event.tool_call_id, event.tool_name, event.args, self.cwd)
             return [{"sessionUpdate": "tool_call", **fields, "status": "pending"}]
-        elif kind == "tool_execution_update":
-            partial = event.get("partialResult")
+        elif isinstance(event, ToolExecutionUpdate):
+            partial = event.partial_result
             if isinstance(partial, dict) and isinstance(partial.get("output"), str):
-                content = _content_blocks([{"type": "text", "text": partial["output"]}], True)
-                return [{"sessionUpdate": "tool_call_update", "toolCallId": event["toolCallId"],
+                content = _content_blocks([TextContent(text=partial["output"])], True)
+                return [{"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id,
                          "content": content}]
-        elif kind == "tool_execution_end":
-            call_id = event["toolCallId"]
+        elif isinstance(event, ToolExecutionEnd):
+            call_id = event.tool_call_id
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
-            return [self.tool_result(event["result"], snapshot, have_snapshot=have)]
-        elif kind == "retry_scheduled":
-            note = (f"Retrying the model call (attempt {event.get('attempt')} of "
-                    f"{event.get('maxAttempts')}): {event.get('errorMessage')}\n")
+            return [self.tool_result(event.result, snapshot, have_snapshot=have)]
+        elif isinstance(event, RetryScheduled):
+            note = (f"Retrying the model call (attempt {event.attempt} of "
+                    f"{event.max_attempts}): {event.error_message}\n")
             return [_chunk("agent_thought_chunk", _text(note))]
         return []
 
     def tool_result(
-        self, result: dict[str, Any], snapshot: str | None, *, have_snapshot: bool
+        self, result: ToolResultMessage, snapshot: str | None, *, have_snapshot: bool
     ) -> dict[str, Any]:
         """The final ``tool_call_update`` for a tool result message: status, the result's text
         and images, and for a successful write/edit the diff first."""
-        failed = bool(result.get("isError"))
-        name = result.get("toolName", "")
+        failed = result.is_error
+        name = result.tool_name
         content: list[dict[str, Any]] = []
-        details = result.get("details")
+        details = to_jsonable_python(result.details)  # as it goes on the wire: rawOutput
         if not failed and name in FILE_CHANGE_TOOLS and isinstance(details, dict):
             diff, path = details.get("diff"), details.get("path")
             if isinstance(diff, str) and isinstance(path, str):
                 content += diff_contents(path, diff, snapshot, have_snapshot=have_snapshot)
-        content += _content_blocks(result.get("content") or [], name == "bash")
+        content += _content_blocks(result.content, name == "bash")
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
-            "toolCallId": result.get("toolCallId", ""),
+            "toolCallId": result.tool_call_id,
             "status": "failed" if failed else "completed",
             "content": content,
         }
@@ -215,43 +235,38 @@ class UpdateMapper:
             update["rawOutput"] = details
         return update
 
-    def replay(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``session/load``'s history: each message (wire form) as the updates a live client
-        would have seen. Diffs are per hunk (no snapshot of the file survives a restart)."""
+    def replay(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """``session/load``'s history: each message as the updates a live client would have
+        seen. Diffs are per hunk (no snapshot of the file survives a restart)."""
         updates: list[dict[str, Any]] = []
         for message in messages:
-            role = message.get("role")
-            if role == "user":
-                updates += self._replay_user(message.get("content"))
-            elif role == "assistant":
-                updates += self._replay_assistant(message.get("content") or [])
-            elif role == "toolResult":
+            if isinstance(message, UserMessage):
+                updates += self._replay_user(message.content)
+            elif isinstance(message, AssistantMessage):
+                updates += self._replay_assistant(message.content)
+            elif isinstance(message, ToolResultMessage):
                 updates.append(self.tool_result(message, None, have_snapshot=False))
         return updates
 
-    def _replay_user(self, content: Any) -> list[dict[str, Any]]:
-        blocks = [_text(content)] if isinstance(content, str) else list(content or [])
+    def _replay_user(self, content: str | Sequence[UserContent]) -> list[dict[str, Any]]:
+        blocks = [TextContent(text=content)] if isinstance(content, str) else content
         updates = []
         for block in blocks:
-            if block.get("type") == "text" and block.get("text"):
-                updates.append(_chunk("user_message_chunk", _text(block["text"])))
-            elif block.get("type") == "image":
-                image = {"type": "image", "data": block.get("data", ""),
-                         "mimeType": block.get("mimeType", "")}
-                updates.append(_chunk("user_message_chunk", image))
+            if isinstance(block, TextContent) and block.text:
+                updates.append(_chunk("user_message_chunk", _text(block.text)))
+            elif isinstance(block, ImageContent):
+                updates.append(_chunk("user_message_chunk", _image(block)))
         return updates
 
-    def _replay_assistant(self, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _replay_assistant(self, blocks: Sequence[AssistantContent]) -> list[dict[str, Any]]:
         updates: list[dict[str, Any]] = []
         for block in blocks:
-            kind = block.get("type")
-            if kind == "text" and block.get("text"):
-                updates.append(_chunk("agent_message_chunk", _text(block["text"])))
-            elif kind == "thinking" and block.get("thinking"):
-                updates.append(_chunk("agent_thought_chunk", _text(block["thinking"])))
-            elif kind == "toolCall":
-                fields = tool_call_fields(block.get("id", ""), block.get("name", ""),
-                                          block.get("arguments") or {}, self.cwd)
+            if isinstance(block, TextContent) and block.text:
+                updates.append(_chunk("agent_message_chunk", _text(block.text)))
+            elif isinstance(block, ThinkingContent) and block.thinking:
+                updates.append(_chunk("agent_thought_chunk", _text(block.thinking)))
+            elif isinstance(block, ToolCall):
+                fields = tool_call_fields(block.id, block.name, block.arguments, self.cwd)
                 updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
         return updates
 

@@ -1,0 +1,337 @@
+"""ACP mode: the Agent Client Protocol (v1, NDJSON on stdio) over Tiller's one agent core.
+
+``tiller --acp`` serves it from the first message on; without the flag a first ``initialize``
+whose ``params.protocolVersion`` is an integer selects it (``is_acp_initialize``, used by
+``tiller.__main__``). ``AcpFront`` serves ACP's methods on a ``tiller.front.Front`` over the
+same session registry, Sessions, Agents, logs, permission gates and editor file access as
+Tiller's own front, so there is no second loop. It adds three thin pieces:
+
+* events -> ``session/update``: it subscribes to each session's typed events and sends what
+  ``tiller.acp.updates.UpdateMapper`` makes of them;
+* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
+* turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
+  that arrives while the session's turn runs is queued as steering and answered when that turn
+  ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
+  answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
+
+When the permission gate lets a call run (the Session's ``on_tool_cleared`` seam),
+``_cleared`` snapshots the file a ``write``/``edit`` changes (for whole-file diffs) and reports
+the call ``in_progress``.
+protocol.md's "ACP" section is the contract.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import Field
+from pygls.exceptions import JsonRpcInvalidParams
+
+from tiller import __version__
+from tiller.acp.editor import AcpEditorBridge, read_snapshot
+from tiller.acp.updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
+from tiller.config import ServerConfig
+from tiller.errors import RequestError, RunFailedError, UnknownSessionError
+from tiller.front import Front
+from tiller.permissions import PermissionMode
+from tiller.protocol import QueueResult, SessionNewParams
+from tiller.session import EditorClient, Session
+from tiller.sessions import SessionRegistry
+from tiller.tools.base import EditorFiles
+from tiller.tools.files import resolve_path
+from tiller.types import AgentEvent, RunResult, ToolCall, UserContent, WireModel
+
+__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
+
+log = logging.getLogger(__name__)
+
+ACP_PROTOCOL_VERSION = 1
+
+MODES: list[dict[str, str]] = [
+    {"id": "ask", "name": "Ask",
+     "description": "Ask before file changes, commands and anything outside the workspace"},
+    {"id": "acceptEdits", "name": "Accept edits",
+     "description": "Change workspace files freely; ask before commands; nothing outside"},
+    {"id": "auto", "name": "Auto", "description": "Run every tool without asking"},
+    {"id": "readonly", "name": "Read-only",
+     "description": "Read and search only: no file changes, no commands"},
+]
+"""ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
+
+
+class ResourceNotFoundError(RequestError):
+    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
+    is answered with it in ACP mode."""
+
+    code = -32002
+
+
+def _acp_error(error: RequestError) -> RequestError:
+    """Tiller's errors in ACP's terms: an unknown session is ACP's resource-not-found."""
+    if isinstance(error, UnknownSessionError):
+        return ResourceNotFoundError(error.message, error.data)
+    return error
+
+
+def is_acp_initialize(message: dict[str, Any]) -> bool:
+    """True for ACP's ``initialize`` request: ``params.protocolVersion`` is an integer (Tiller's
+    own ``initialize`` has no such field)."""
+    params = message.get("params")
+    version = params.get("protocolVersion") if isinstance(params, dict) else None
+    return (message.get("method") == "initialize" and "id" in message
+            and isinstance(version, int) and not isinstance(version, bool))
+
+
+# ------------------------------------------------------------------------------ params/results
+
+
+class AcpInitializeParams(WireModel):
+    protocol_version: int
+    client_capabilities: dict[str, Any] = Field(default_factory=dict)
+    client_info: dict[str, Any] | None = None
+
+
+class AcpNewSessionParams(WireModel):
+    cwd: str
+    mcp_servers: list[Any] = Field(default_factory=list)
+
+
+class AcpLoadSessionParams(WireModel):
+    session_id: str
+    cwd: str | None = None
+    mcp_servers: list[Any] = Field(default_factory=list)
+
+
+class AcpPromptParams(WireModel):
+    session_id: str
+    prompt: list[dict[str, Any]]
+
+
+class AcpSessionParams(WireModel):
+    session_id: str
+
+
+class AcpSetModeParams(WireModel):
+    session_id: str
+    mode_id: PermissionMode
+
+
+class AcpFollowUpParams(WireModel):
+    session_id: str
+    prompt: str | list[dict[str, Any]]
+
+
+class AcpCancelRequestParams(WireModel):
+    request_id: int | str | None = None
+
+
+class AcpInitializeResult(WireModel):
+    protocol_version: int
+    agent_capabilities: dict[str, Any]
+    agent_info: dict[str, Any]
+    auth_methods: list[Any] = Field(default_factory=list)
+
+
+class AcpSessionResult(WireModel):
+    session_id: str | None = None
+    modes: dict[str, Any]
+
+
+class AcpPromptResult(WireModel):
+    stop_reason: str
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+@dataclass
+class _Turn:
+    """One session's running turn: what every session/prompt waiting on it is answered with."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: RunResult | None = None
+    error: Exception | None = None
+    cancelled: bool = False
+
+
+# ------------------------------------------------------------------------------ the server
+
+
+class AcpFront:
+    """ACP v1 over one session registry, served by ``front``; see the module docstring and
+    protocol.md, "ACP". A server request we stop waiting for is withdrawn with ACP's
+    ``$/cancel_request``."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.mappers: dict[str, UpdateMapper] = {}
+        self.turns: dict[str, _Turn] = {}
+        self.sessions = SessionRegistry(config, self._attach)
+        self.front = Front(
+            self.sessions.shutdown,
+            cancel_notice=("$/cancel_request", "requestId"),
+            translate=_acp_error,
+        )
+        self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
+        self._register()
+
+    def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.front.notify("session/update", {"sessionId": session_id, "update": update})
+
+    def cancel(self, session_id: str) -> None:
+        """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
+        turn, session = self.turns.get(session_id), self.sessions.sessions.get(session_id)
+        if turn is None or session is None:
+            return
+        turn.cancelled = True
+        if session.agent.is_running:
+            session.agent.abort()
+
+    # -------------------------------------------------------------------------- sessions
+
+    def _session_info(self, session_id: str) -> tuple[Path, EditorFiles | None]:
+        session = self.sessions.get(session_id)
+        return session.cwd, session.files
+
+    def _attach(self, session: Session) -> None:
+        """Map a session going live to ``session/update``s, and run ``_cleared`` for each
+        call the permission gate lets through."""
+        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
+
+        def send(event: AgentEvent) -> None:
+            for update in mapper.on_event(event):
+                self.send_update(session.id, update)
+
+        session.subscribe(send)
+        session.on_tool_cleared(functools.partial(self._cleared, session))
+
+    async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
+        """A call is about to run: snapshot the file a write/edit changes, report in_progress."""
+        mapper = self.mappers[session.id]
+        path = args.get("path")
+        if call.name in FILE_CHANGE_TOOLS and isinstance(path, str):
+            target = resolve_path(path, session.cwd)
+            taken, text = await read_snapshot(session.files, target)
+            if taken:
+                mapper.snapshots[call.id] = text
+        self.send_update(session.id, {"sessionUpdate": "tool_call_update",
+                                      "toolCallId": call.id, "status": "in_progress"})
+
+    def _modes(self, session: Session) -> dict[str, Any]:
+        return {"currentModeId": session.gate.mode, "availableModes": MODES}
+
+    def _content(self, blocks: list[dict[str, Any]]) -> list[UserContent]:
+        try:
+            return user_content(blocks)
+        except ValueError as exc:
+            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+
+    # -------------------------------------------------------------------------- turns
+
+    async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
+        """Run a turn, or join the running one as steering; answer when it ends."""
+        turn = self.turns.get(session.id)
+        with self.front.cancellable(functools.partial(self.cancel, session.id)):
+            if turn is not None:
+                session.enqueue("steering", content)
+                await turn.done.wait()
+            else:
+                turn = self.turns[session.id] = _Turn()
+                try:
+                    turn.result = await session.agent.prompt(content)
+                except Exception as exc:
+                    turn.error = exc
+                finally:
+                    del self.turns[session.id]
+                    turn.done.set()
+        return self._answer(turn)
+
+    def _answer(self, turn: _Turn) -> AcpPromptResult:
+        """The session/prompt result for a finished turn (raises for a failed one)."""
+        if turn.cancelled:
+            return AcpPromptResult(stop_reason="cancelled")
+        if turn.error is not None:
+            raise turn.error
+        result = turn.result
+        assert result is not None
+        usage = result.usage.dump()
+        stop = acp_stop_reason(result.stop_reason)
+        if stop is None:
+            message = result.error_message or "the run failed"
+            raise RunFailedError(message, {"stopReason": result.stop_reason,
+                                           "errorMessage": message, "usage": usage})
+        meta: dict[str, Any] = {"stopReason": result.stop_reason, "usage": usage}
+        if result.error_message:
+            meta["errorMessage"] = result.error_message
+        return AcpPromptResult(stop_reason=stop, _meta={"tiller": meta})
+
+    # -------------------------------------------------------------------------- methods
+
+    def _register(self) -> None:
+        """ACP's methods (agent side)."""
+        add = self.front.register
+        add("initialize", AcpInitializeParams, self.initialize)
+        add("session/new", AcpNewSessionParams, self.session_new)
+        add("session/load", AcpLoadSessionParams, self.session_load)
+        add("session/prompt", AcpPromptParams, self.session_prompt)
+        add("session/cancel", AcpSessionParams, self.session_cancel)
+        add("$/cancel_request", AcpCancelRequestParams, self.cancel_request)
+        add("session/set_mode", AcpSetModeParams, self.session_set_mode)
+        add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
+
+    async def initialize(self, params: AcpInitializeParams) -> AcpInitializeResult:
+        fs = params.client_capabilities.get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        self.sessions.set_client(EditorClient(self.editor, {
+            "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
+                                        "writeTextFile": fs.get("writeTextFile") is True},
+        }))
+        return AcpInitializeResult(
+            protocol_version=ACP_PROTOCOL_VERSION,
+            agent_capabilities={
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False,
+                                       "embeddedContext": True},
+                "mcpCapabilities": {"http": False, "sse": False},
+            },
+            agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
+        )
+
+    async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
+        if params.mcp_servers:
+            log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
+                        "to MCP servers", len(params.mcp_servers))
+        session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+        return AcpSessionResult(session_id=session.id, modes=self._modes(session))
+
+    async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
+        if params.mcp_servers:
+            log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
+        session = await self.sessions.load(params.session_id)
+        for update in self.mappers[session.id].replay(session.agent.messages):
+            self.send_update(session.id, update)
+        return AcpSessionResult(modes=self._modes(session))
+
+    async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
+        session = self.sessions.get(params.session_id)
+        return await self._prompt(session, self._content(params.prompt))
+
+    async def session_cancel(self, params: AcpSessionParams) -> None:
+        self.cancel(params.session_id)
+
+    async def cancel_request(self, params: AcpCancelRequestParams) -> None:
+        self.front.cancel_request(params.request_id)
+
+    async def session_set_mode(self, params: AcpSetModeParams) -> WireModel:
+        session = self.sessions.get(params.session_id)
+        session.set_permission_mode(params.mode_id)
+        return WireModel()
+
+    async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:
+        session = self.sessions.get(params.session_id)
+        prompt = params.prompt
+        content = prompt if isinstance(prompt, str) else self._content(prompt)
+        return QueueResult(queued=session.enqueue("followUp", content))

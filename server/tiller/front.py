@@ -1,0 +1,191 @@
+"""The JSON-RPC plumbing both fronts share: typed method registration, server-to-client
+requests, cancellation of pending requests, and serving stdio until the end.
+
+A front (``tiller.rpc`` for protocol.md, ``tiller.acp`` for ACP) owns a ``Front`` and registers
+one handler per wire method. ``register`` validates params into a model (failure: -32602 naming
+the field), turns ``RequestError``s into their documented codes, and never leaks a traceback:
+unexpected failures are logged and answered -32603 with a one-line message. pygls dispatches;
+the stdio framing and message validation live in ``transport``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import anyio
+from pydantic import BaseModel, ValidationError
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcServerError,
+)
+from pygls.protocol import JsonRPCProtocol, default_converter
+from pygls.server import JsonRPCServer
+
+from tiller.config import ServerConfig
+from tiller.errors import RequestError
+from tiller.procs import kill_descendants
+from tiller.transport import CancelFn, Framing, serve_stdio
+from tiller.types import WireModel
+
+__all__ = ["Front", "Handler", "Switch", "serve"]
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=BaseModel)
+Handler = Callable[[P], Awaitable[WireModel | None]]
+"""A wire method: validated params in, a result model (or None for ``null``) out."""
+
+Switch = Callable[[dict[str, Any]], "Front | None"]
+"""Given the first valid message, another front to serve the whole connection, or None."""
+
+
+class _Server(JsonRPCServer):
+    def report_server_error(self, error: Exception, source: Any) -> None:
+        log.debug("pygls reported %s", error)
+
+
+def _invalid_params(error: ValidationError) -> JsonRpcInvalidParams:
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "params"
+        problems.append(f"{where}: {item['msg']}")
+    return JsonRpcInvalidParams("Invalid params: " + "; ".join(problems))
+
+
+class Front:
+    """One protocol's side of a stdio connection. ``shutdown`` is awaited when serving ends;
+    ``cancel_notice`` names the notification (and its id member) that tells the client we
+    stopped waiting for one of our requests; ``translate`` maps a domain error to the one this
+    protocol answers with (its code)."""
+
+    def __init__(
+        self,
+        shutdown: Callable[[], Awaitable[None]],
+        cancel_notice: tuple[str, str] = ("$/cancelRequest", "id"),
+        translate: Callable[[RequestError], RequestError] = lambda error: error,
+    ) -> None:
+        self.server = _Server(JsonRPCProtocol, default_converter)
+        self.shutdown = shutdown
+        self.cancel_notice = cancel_notice
+        self.translate = translate
+        self._client_ids = itertools.count(1)
+        self._cancellers: dict[Any, Callable[[], None]] = {}
+
+    @property
+    def protocol(self) -> JsonRPCProtocol:
+        return self.server.protocol
+
+    def notify(self, method: str, params: Any) -> None:
+        self.server.protocol.notify(method, params)
+
+    def register(self, name: str, params_model: type[P], fn: Handler[P]) -> None:
+        """Serve JSON-RPC method ``name`` with ``fn``, its params validated as ``params_model``."""
+
+        async def handle(raw: Any) -> Any:
+            if raw is None:
+                raw = {}
+            if not isinstance(raw, dict):
+                raise JsonRpcInvalidParams("Invalid params: params must be an object")
+            try:
+                params = params_model.model_validate(raw)
+            except ValidationError as exc:
+                raise _invalid_params(exc) from None
+            try:
+                result = await fn(params)
+            except RequestError as exc:
+                error = self.translate(exc)
+                raise JsonRpcServerError(  # type: ignore[no-untyped-call]
+                    error.message, error.code, error.data
+                ) from None
+            except JsonRpcException:
+                raise
+            except Exception as exc:
+                log.exception("%s failed", name)
+                raise JsonRpcInternalError(
+                    f"internal error in {name}: {type(exc).__name__}: {exc}"
+                ) from None
+            return result.dump() if result is not None else None
+
+        self.server.feature(name)(handle)
+
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
+        """Send a server-to-client request and await the answer. An error answer raises its
+        JsonRpcException; no answer within ``timeout`` raises TimeoutError. On timeout or
+        cancellation the client is told with the ``cancel_notice`` notification."""
+        # String ids: pygls keeps outgoing and incoming request ids in the same tables, so an
+        # integer id would collide with the client's own request ids.
+        msg_id = f"tiller-{next(self._client_ids)}"
+        protocol = self.server.protocol
+        future = protocol.send_request(method, params, msg_id=msg_id)
+        try:
+            with anyio.fail_after(timeout):
+                return await asyncio.wrap_future(future)
+        finally:
+            if not future.done() or future.cancelled():  # we stopped waiting: tell the client
+                future.cancel()
+                protocol._request_futures.pop(msg_id, None)
+                method, key = self.cancel_notice
+                self.notify(method, {key: msg_id})
+
+    @contextmanager
+    def cancellable(self, on_cancel: Callable[[], None]) -> Iterator[None]:
+        """While the block runs, a cancellation of the request being handled calls
+        ``on_cancel``. Enter it before the handler's first ``await``."""
+        msg_id = self.server.protocol.msg_id
+        self._cancellers[msg_id] = on_cancel
+        try:
+            yield
+        finally:
+            self._cancellers.pop(msg_id, None)
+
+    def cancel_request(self, msg_id: Any) -> None:
+        """The client cancels its request ``msg_id``: act on it if it is cancellable."""
+        on_cancel = self._cancellers.get(msg_id)
+        if on_cancel is not None:
+            on_cancel()
+
+
+async def serve(
+    front: Front, config: ServerConfig, stdin: Any = None, stdout: Any = None,
+    switch: Switch | None = None,
+) -> None:
+    """Serve ``front`` on stdio until end of input (or SIGTERM/SIGHUP), then shut it down
+    (aborting runs), kill every process the server started that still runs, and return.
+    ``switch`` may hand the connection to another front on its first message; that one is
+    shut down too."""
+    framing = None if config.framing == "auto" else Framing(config.framing)
+    switched: list[Front] = []
+
+    def select(first: dict[str, Any]) -> tuple[JsonRPCProtocol, CancelFn] | None:
+        other = switch(first) if switch is not None else None
+        if other is None:
+            return None
+        switched.append(other)
+        return other.protocol, other.cancel_request
+
+    try:
+        async with anyio.create_task_group() as group:
+
+            async def stop_on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGHUP) as signals:
+                    async for _ in signals:
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(stop_on_signal)
+            await serve_stdio(front.protocol, front.cancel_request, framing, stdin, stdout,
+                              select=select if switch is not None else None)
+            group.cancel_scope.cancel()
+    finally:
+        await front.shutdown()
+        for other in switched:
+            await other.shutdown()
+        await kill_descendants()  # what the runs' aborts did not end (tiller.procs)

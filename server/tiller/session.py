@@ -1,0 +1,255 @@
+"""``Session``: one live conversation: its Agent, its log recorder, its permission gate and its
+editor bridge, and the bus its events go out on.
+
+The Session is its Agent's ``emit``: every event is published, in order, to the subscribers,
+the log recorder (tiller.recorder) first, so an event is on disk before a front sends it.
+Fronts take part only through two seams: ``subscribe`` (events, typed) and
+``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
+method changes in a session goes through a method here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from tiller.agent import Agent
+from tiller.config import ServerConfig
+from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
+from tiller.permissions import PermissionGate, PermissionMode
+from tiller.procs import ProcessScope
+from tiller.providers import Provider, create_provider
+from tiller.recorder import LogRecorder
+from tiller.settings import AgentSettings
+from tiller.store import Replay, SessionLog, interrupted_result
+from tiller.tools import default_tools
+from tiller.tools.base import EditorFiles
+from tiller.tools.execute import BeforeToolCallResult
+from tiller.types import (
+    THINKING_LEVELS,
+    AgentEvent,
+    ThinkingLevel,
+    ToolCall,
+    ToolExecutionUpdate,
+    UserContent,
+    UserMessage,
+)
+
+__all__ = [
+    "ClearedHook",
+    "ProviderFactory",
+    "EditorClient",
+    "Session",
+    "Subscriber",
+    "default_model",
+    "provider_factory",
+]
+
+Subscriber = Callable[[AgentEvent], None]
+"""Receives every event of the session, in order; must not raise."""
+
+ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
+"""Awaited after the permission gate lets a call run, before it runs; must not raise."""
+
+
+@dataclass(frozen=True)
+class EditorClient:
+    """The client as the sessions' editor: how to send it a request, and the capabilities it
+    declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``permissions``)."""
+
+    request: ClientRequest
+    capabilities: dict[str, Any]
+
+
+ProviderFactory = Callable[[ServerConfig, str, str], Callable[[], Provider]]
+"""Given the server's config, a provider name and a model: a function building that provider
+(``provider_factory``; tests inject spies)."""
+
+
+def provider_factory(config: ServerConfig, provider: str, model: str) -> Callable[[], Provider]:
+    """A factory for ``provider``/``model``; the server's --base-url applies to the server's
+    own provider only."""
+    base_url = config.base_url if provider == config.provider else None
+
+    def build() -> Provider:
+        return create_provider(
+            provider, model=model, base_url=base_url, env=config.env,
+            providers=config.providers,
+        )
+
+    return build
+
+
+def default_model(config: ServerConfig, provider: str) -> str:
+    """The configured default model of ``provider`` ("default" for an unknown provider)."""
+    settings = config.providers.get(provider)
+    return settings.default_model if settings is not None else "default"
+
+
+class Session:
+    """One live session. ``explicit_mode`` is the permission mode a client chose for it; None
+    follows the server's default."""
+
+    def __init__(
+        self, config: ServerConfig, session_log: SessionLog, *, session_id: str, cwd: Path,
+        provider: str, model: str, system_prompt: str,
+        client: EditorClient | None = None, mode: PermissionMode | None = None,
+        providers: ProviderFactory = provider_factory,
+    ) -> None:
+        self.config = config
+        self.providers = providers
+        self.id, self.cwd, self.provider, self.model = session_id, cwd, provider, model
+        self.recorder = LogRecorder(session_id, session_log)
+        self._subscribers: list[Subscriber] = [self.recorder]
+        self._cleared_hooks: list[ClearedHook] = []
+        self.processes = ProcessScope()
+        """What the session's commands started; killed when the session closes."""
+        settings = AgentSettings(
+            tools=default_tools(sanitize_env=config.sanitize_env, processes=self.processes),
+            system_prompt=system_prompt,
+            cwd=cwd,
+            max_turns=config.max_turns,
+            retry=config.retry,
+            compaction=config.compaction,
+            max_run_tokens=config.max_run_tokens,
+            before_tool_call=self._before_tool_call,
+        )
+        self.agent = Agent(
+            settings, providers(config, provider, model), self.publish,
+            model_info=config.model_info(provider, model), thinking=config.thinking,
+        )
+        self.files: EditorFiles | None = None
+        self.explicit_mode: PermissionMode | None = None
+        self.gate: PermissionGate
+        self.connect_editor(client, mode)
+
+    @property
+    def log(self) -> SessionLog:
+        return self.recorder.log
+
+    @property
+    def entry_ids(self) -> list[str]:
+        """The log entry of each message in ``agent.messages`` ("" where there is none)."""
+        return self.recorder.entry_ids
+
+    @property
+    def thinking(self) -> ThinkingLevel:
+        return self.agent.thinking
+
+    # ------------------------------------------------------------------ the seams
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        """Add a subscriber; it gets every later event, after those subscribed before it."""
+        self._subscribers.append(subscriber)
+
+    def on_tool_cleared(self, hook: ClearedHook) -> None:
+        """Await ``hook`` for every tool call the permission gate lets run, before it runs."""
+        self._cleared_hooks.append(hook)
+
+    def publish(self, event: AgentEvent) -> None:
+        """Hand ``event`` to every subscriber, in order (the Agent's ``emit``)."""
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+    async def _before_tool_call(
+        self, call: ToolCall, args: dict[str, Any]
+    ) -> BeforeToolCallResult | None:
+        verdict = await self.gate(call, args)
+        if verdict is None or not verdict.block:
+            for hook in self._cleared_hooks:
+                await hook(call, args)
+        return verdict
+
+    # ------------------------------------------------------------------ the editor
+
+    def connect_editor(self, client: EditorClient | None, mode: PermissionMode | None) -> None:
+        """Give the session's agent the editor's files and a permission gate, as far as the
+        client declared it can answer ``client/*`` requests."""
+        request, caps = (client.request, client.capabilities) if client else (None, {})
+        fs_caps = caps.get("fs")
+        fs = fs_caps if isinstance(fs_caps, dict) else {}
+        can_read, can_write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
+        files = None
+        if request is not None and (can_read or can_write):
+            files = ClientFiles(request, self.id, can_read, can_write)
+        asker = None
+        if request is not None and caps.get("permissions"):
+            asker = ClientPermissions(request, self.id, self.config.permission_timeout)
+        chosen = mode or self.config.permission_mode or ("ask" if asker else "auto")
+        self.explicit_mode = mode
+
+        def waiting(call: ToolCall) -> None:
+            self.publish(ToolExecutionUpdate(
+                tool_call_id=call.id, tool_name=call.name,
+                partial_result={"status": "awaitingPermission"},
+            ))
+
+        self.gate = PermissionGate(
+            chosen, [self.cwd], self.config.permission_rules, asker, files, waiting
+        )
+        self.files = files
+        self.agent.settings = replace(self.agent.settings, files=files)
+
+    # ------------------------------------------------------------------ what methods change
+
+    def set_permission_mode(self, mode: PermissionMode) -> None:
+        """The next tool call is judged by ``mode``."""
+        self.gate.mode = mode
+        self.explicit_mode = mode
+
+    def enqueue(
+        self, queue: Literal["steering", "followUp"], content: str | Sequence[UserContent]
+    ) -> int:
+        """Log a steering or follow-up message, then queue it: once this returns, the message
+        survives a crash and is delivered after a restart. Returns the queue's length."""
+        message = UserMessage(content=content if isinstance(content, str) else list(content))
+        entry = self.recorder.append("queued", queue=queue, message=message.dump())
+        message.queue_id = entry.id if entry else None
+        if queue == "steering":
+            return self.agent.steer(message)
+        return self.agent.follow_up(message)
+
+    async def set_model(self, provider: str, model: str | None) -> None:
+        """Switch to another provider/model between runs (the old provider is closed)."""
+        model = model or default_model(self.config, provider)
+        await self.agent.set_provider(
+            self.providers(self.config, provider, model), self.config.model_info(provider, model)
+        )
+        self.provider, self.model = provider, model
+        self.recorder.append("model_change", provider=provider, model=model)
+
+    def set_thinking(self, level: ThinkingLevel) -> None:
+        """Read when the next run starts."""
+        self.agent.thinking = level
+        self.recorder.append("thinking_change", level=level)
+
+    def restore(self, state: Replay) -> None:
+        """Take over a replayed log's transcript and queues. Tool calls a crash left without
+        a result get a synthetic error result, logged like any other message; a run the
+        crash left open is logged as ended."""
+        agent = self.agent
+        agent.messages.extend(state.messages)
+        self.entry_ids.extend(state.entry_ids)
+        agent.steering_queue.extend(state.steering)
+        agent.follow_up_queue.extend(state.follow_ups)
+        if state.thinking in THINKING_LEVELS:
+            agent.thinking = state.thinking
+        for call, started in state.interrupted:
+            result = interrupted_result(call, started)
+            agent.messages.append(result)
+            self.recorder.append_message(result.dump())
+        if state.open_run:
+            self.recorder.append("run_end", stopReason="error",
+                                 errorMessage="the run was interrupted by a restart")
+
+    async def close(self) -> None:
+        """Stop the run (if any), kill the processes its commands left running
+        (``ProcessScope.kill``), close the log and the provider."""
+        if self.agent.is_running:
+            self.agent.abort()
+            await self.agent.wait_idle()
+        await self.processes.kill()
+        self.log.close()
+        await self.agent.aclose()

@@ -1,0 +1,67 @@
+"""The package's shape: no module of ``server/tiller`` imports, directly or through others, a
+module that imports it back (eagerly or inside a function: both are cycles to untangle)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import tiller
+
+PACKAGE = Path(tiller.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each ``tiller`` module -> the ``tiller`` modules it names in an import statement."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else node.module)
+        graph[name] = {target for target in targets if target in modules and target != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path ``[a, b, ..., a]``, or None."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node):] + [node]
+        if node in done:
+            return None
+        for target in sorted(graph[node]):
+            cycle = visit(target, [*path, node])
+            if cycle:
+                return cycle
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        cycle = visit(start, [])
+        if cycle:
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_cycle_in_the_package() -> None:
+    graph = import_graph()
+    assert "tiller.rpc" in graph and "tiller.acp.server" in graph
+    assert find_cycle(graph) is None
