@@ -63,13 +63,14 @@ def saved_logs(root: Path | None, cwd: str | None) -> list[Path]:
 
 
 def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
-    """What session/list shows of one log; None (and a warning) if it cannot be read."""
+    """What session/list shows of one log; None (and a warning) if it cannot be read or is
+    corrupt. Blocking file I/O."""
     try:
         loaded = read_session_file(path)
+        state = replay(loaded)
     except (OSError, SessionLogError) as exc:
         log.warning("skipping %s: %s", path, exc)
         return None
-    state = replay(loaded)
     return SessionSummary(
         session_id=loaded.id,
         title=state.title,

@@ -46,9 +46,7 @@ __all__ = [
     "SessionFile",
     "SessionLog",
     "SessionLogError",
-    "SessionSummary",
     "read_session_file",
-    "summarize_saved",
 ]
 
 log = logging.getLogger(__name__)
@@ -382,48 +380,3 @@ def _title_of(message: UserMessage) -> str:
         text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
     text = " ".join(text.split())
     return text[:77] + "..." if len(text) > 80 else text
-
-
-# ---------------------------------------------------------------------------------------------
-# Listing saved sessions
-
-
-@dataclass
-class SessionSummary:
-    session_id: str
-    title: str | None
-    cwd: str
-    created: int
-    updated: int
-    message_count: int
-    live: bool = False
-
-
-def summarize_saved(
-    root: Path, folder: str | None, offset: int, limit: int
-) -> tuple[list[SessionSummary], bool]:
-    """One page of summaries of the session files in ``root``'s workspace folders (or only in
-    ``folder``), most recently modified first, and whether more files follow. Unreadable or
-    corrupt files are left out of the page, with a warning. Blocking: run it in a thread."""
-    if not root.is_dir():
-        return [], False
-    folders = [root / folder] if folder is not None else [p for p in root.iterdir() if p.is_dir()]
-    files = [path for where in folders if where.is_dir() for path in where.glob("*.jsonl")]
-    files.sort(key=lambda path: path.stat().st_mtime, reverse=True)
-    page = []
-    for path in files[offset : offset + limit]:
-        try:
-            loaded = read_session_file(path)
-            state = replay(loaded)
-        except (OSError, SessionLogError) as exc:
-            log.warning("skipping session file %s: %s", path, exc)
-            continue
-        page.append(SessionSummary(
-            session_id=loaded.id,
-            title=state.title,
-            cwd=str(loaded.header.get("cwd", "")),
-            created=int(loaded.header.get("created", 0)),
-            updated=loaded.entries[-1].timestamp if loaded.entries else 0,
-            message_count=len(state.messages),
-        ))
-    return page, offset + limit < len(files)

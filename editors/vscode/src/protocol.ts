@@ -44,6 +44,9 @@ export interface ToolCallContent {
   id: string;
   name: string;
   arguments: Record<string, unknown>;
+  /** Set when the arguments did not parse as one JSON object: `arguments` is then a repair for
+   * display only, and the call was not run. */
+  argumentsError?: string;
 }
 
 export interface Usage {
