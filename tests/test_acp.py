@@ -37,6 +37,7 @@ from helpers import clean_env, process_gone, wait_requests
 from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
 from tiller.acp.editor import permission_options, tiller_outcome
 from tiller.acp.updates import UpdateMapper, user_content
+from tiller.tools import BashTool, default_tools
 from tiller.tools.files import unified_diff
 from tiller.types import (
     MessageUpdate,
@@ -486,14 +487,16 @@ def test_prompt_content_and_permission_answers_map_to_tiller() -> None:
     assert tiller_outcome(selected) == {"outcome": "allowAlways"}
     assert tiller_outcome({"outcome": {"outcome": "cancelled"}})["outcome"] == "rejectOnce"
     assert tiller_outcome(None) == {"outcome": None}
-    names = [o["name"] for o in permission_options("bash", {"command": "git push -f"})]
+    names = [o["name"] for o in permission_options("bash", {"command": "git push -f"},
+                                                        BashTool.info)]
     assert names[1] == "Always allow `git push -f`"
-    long = [o["name"] for o in permission_options("bash", {"command": "echo " + "x" * 80})]
+    long = [o["name"] for o in permission_options("bash", {"command": "echo " + "x" * 80},
+                                                       BashTool.info)]
     assert long[3] == "Always reject `echo " + "x" * 54 + "…`"
 
 
 def test_the_mapper_reads_typed_events_and_keeps_raw_output_as_sent(tmp_path: Path) -> None:
-    mapper = UpdateMapper(tmp_path)
+    mapper = UpdateMapper(tmp_path, default_tools())
     assert mapper.on_event(MessageUpdate(kind="text", index=0, delta="hi")) == [
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
     ]

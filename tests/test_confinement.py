@@ -23,7 +23,7 @@ from tiller.abort import AbortSignal
 from tiller.errors import ToolError
 from tiller.permissions import PermissionGate
 from tiller.settings import AgentSettings
-from tiller.tools import EditTool, ReadTool, WriteTool
+from tiller.tools import EditTool, ReadTool, WriteTool, default_tools
 from tiller.tools.base import ToolContext
 from tiller.tools.execute import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
 from tiller.tools.safefs import open_nofollow
@@ -32,6 +32,7 @@ from tiller.types import TextContent, ToolCall, ToolResultMessage
 pytestmark = pytest.mark.anyio
 
 RACE_CALLS = 1000
+TOOLS = default_tools()
 
 
 async def run_call(
@@ -110,7 +111,7 @@ async def test_a_link_flipped_during_accept_edits_calls_never_leads_outside(
     (outside / "f.txt").write_text("marker top secret\n")
     link = workspace / "link"
     os.symlink(workspace / "inside", link)
-    gate = PermissionGate("acceptEdits", [workspace])
+    gate = PermissionGate("acceptEdits", [workspace], tools=TOOLS)
     results = []
     with flipping(lambda state: repoint(link, outside if state else workspace / "inside")) as n:
         for index in range(RACE_CALLS):
@@ -133,7 +134,7 @@ async def test_a_directory_swapped_for_a_symlink_after_the_check_is_refused(
     workspace, outside = layout
     (workspace / "inside" / "f.txt").write_text("marker inside\n")
     (outside / "f.txt").write_text("marker top secret\n")
-    gate = PermissionGate("acceptEdits", [workspace])
+    gate = PermissionGate("acceptEdits", [workspace], tools=TOOLS)
 
     async def gate_then_swap(call: ToolCall, args: dict[str, Any]) -> BeforeToolCallResult | None:
         verdict = await gate(call, args)
@@ -181,7 +182,8 @@ async def test_a_fifo_is_refused_instead_of_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     for tool in ("read", "write"):
         args = {"path": "pipe", "content": "x"}
-        result = await run_call(PermissionGate("acceptEdits", [tmp_path]), tmp_path, tool, args)
+        gate = PermissionGate("acceptEdits", [tmp_path], tools=TOOLS)
+        result = await run_call(gate, tmp_path, tool, args)
         assert result.is_error and "not a regular file" in text_of(result), text_of(result)
 
 
@@ -199,7 +201,7 @@ def remove_deep(top: Path, depth: int) -> None:
 
 
 async def test_a_1500_component_path_is_written_without_recursion(tmp_path: Path) -> None:
-    gate = PermissionGate("acceptEdits", [tmp_path])
+    gate = PermissionGate("acceptEdits", [tmp_path], tools=TOOLS)
     deep = "d/" * 1500 + "f.txt"
     try:
         result = await run_call(gate, tmp_path, "write", {"path": deep, "content": "deep"})
@@ -212,7 +214,7 @@ async def test_a_1500_component_path_is_written_without_recursion(tmp_path: Path
 
 
 async def test_a_path_over_path_max_is_a_clear_error(tmp_path: Path) -> None:
-    gate = PermissionGate("acceptEdits", [tmp_path])
+    gate = PermissionGate("acceptEdits", [tmp_path], tools=TOOLS)
     for tool in ("write", "read"):
         args = {"path": "dir_/" * 1500 + "f.txt", "content": "x"}
         result = await run_call(gate, tmp_path, tool, args)

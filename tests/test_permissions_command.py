@@ -10,9 +10,12 @@ import pytest
 
 from tiller.permissions import Outcome, PermissionGate, PermissionRequest, PermissionRule
 from tiller.permissions_command import parse_command
+from tiller.tools import default_tools
 from tiller.types import ToolCall
 
 pytestmark = pytest.mark.anyio
+
+TOOLS = default_tools()
 
 
 async def gate_with_answers(tmp_path: Path, answers: dict[str, Outcome]) -> PermissionGate:
@@ -21,7 +24,7 @@ async def gate_with_answers(tmp_path: Path, answers: dict[str, Outcome]) -> Perm
     async def ask(request: PermissionRequest) -> tuple[Outcome, str | None]:
         return answers[request.args["command"]], None
 
-    gate = PermissionGate("ask", [tmp_path], ask=ask)
+    gate = PermissionGate("ask", [tmp_path], tools=TOOLS, ask=ask)
     for index, command in enumerate(answers):
         await gate(ToolCall(id=f"c{index}", name="bash", arguments={}), {"command": command})
     return gate
@@ -160,19 +163,22 @@ RULES = [
 def test_config_command_rules_match_every_part(
     tmp_path: Path, command: str, expected: str
 ) -> None:
-    gate = PermissionGate("ask", [tmp_path], rules=RULES)
+    gate = PermissionGate("ask", [tmp_path], tools=TOOLS, rules=RULES)
     assert verdict(gate, command) == expected
 
 
 def test_a_rule_without_command_still_covers_every_bash_call(tmp_path: Path) -> None:
-    gate = PermissionGate("readonly", [tmp_path], rules=[PermissionRule("allow", tool="bash")])
+    gate = PermissionGate("readonly", [tmp_path], tools=TOOLS,
+                          rules=[PermissionRule("allow", tool="bash")])
     assert verdict(gate, "echo $(id) > ../x") == "allow"
-    denied = PermissionGate("auto", [tmp_path], rules=[PermissionRule("deny", tool="bash")])
+    denied = PermissionGate("auto", [tmp_path], tools=TOOLS,
+                            rules=[PermissionRule("deny", tool="bash")])
     assert verdict(denied, "ls") == "deny"
 
 
 def test_command_rules_do_not_apply_to_file_tools(tmp_path: Path) -> None:
-    gate = PermissionGate("readonly", [tmp_path], rules=[PermissionRule("allow", command="")])
+    gate = PermissionGate("readonly", [tmp_path], tools=TOOLS,
+                          rules=[PermissionRule("allow", command="")])
     args: dict[str, Any] = {"path": "a.txt", "content": "x"}
     assert gate.decide("write", args)[0] == "deny"
     assert gate.decide("bash", {"command": "ls"})[0] == "allow"
@@ -189,7 +195,7 @@ async def test_allowed_parts_do_not_recombine_after_a_state_changing_builtin(
 
 
 def test_asking_says_why_no_always_answer_can_cover_the_command(tmp_path: Path) -> None:
-    gate = PermissionGate("ask", [tmp_path])
+    gate = PermissionGate("ask", [tmp_path], tools=TOOLS)
     assert gate.decide("bash", {"command": "ls"})[1] == "'bash' runs a command"
     reason = gate.decide("bash", {"command": "ls $(id)"})[1]
     assert reason.endswith("(no 'always' answer can cover it: it uses command substitution)")

@@ -2,20 +2,24 @@
 
 ``PermissionGate`` is the Agent's ``before_tool_call`` hook. Per session it applies, in order:
 the config file's rules, the session's remembered ``allowAlways``/``rejectAlways`` answers, then
-the mode:
+the mode. The gate never knows a tool by name: it judges a call by how its tool describes itself
+(``tiller.tools.base.ToolInfo``), looked up in the session's tool list:
 
-=============  ====================  ===========  ===========================  =================
-mode           write/edit in ws      bash         any path outside the ws      other reads in ws
-=============  ====================  ===========  ===========================  =================
-``ask``        ask                   ask          ask                          allow
-``acceptEdits``allow                 ask          deny                         allow
-``auto``       allow                 allow        allow                        allow
-``readonly``   deny                  deny         deny                         allow
-=============  ====================  ===========  ===========================  =================
+===============  ====================  =======================  ================  ===========
+mode             changes a file in     may change anything      any path outside  other calls
+                 the ws (mutates,      (mutates, no path:       the ws            (reads in
+                 path: write, edit)    bash; undeclared tools)                    the ws)
+===============  ====================  =======================  ================  ===========
+``ask``          ask                   ask                      ask               allow
+``acceptEdits``  allow                 ask                      deny              allow
+``auto``         allow                 allow                    allow             allow
+``readonly``     deny                  deny                     deny              allow
+===============  ====================  =======================  ================  ===========
 
-For ``bash`` the rules' ``command`` and the remembered answers match each simple command of the
-command line, parsed as shell (tiller.permissions_command): an answer never covers more than the
-command the user saw, and a command the parser cannot vouch for is never allowed by them.
+For a command tool the rules' ``command`` and the remembered answers match each simple command
+of the command line, parsed as shell (tiller.permissions_command): an answer never covers more
+than the command the user saw, and a command the parser cannot vouch for is never allowed by
+them.
 
 "Outside" means the real path (symlinks followed) is not under a workspace root. The real path
 is resolved once per call; the verdict, the preview the user sees and the path the tool then
@@ -38,8 +42,7 @@ import anyio
 
 from tiller.errors import ToolError
 from tiller.permissions_command import CommandMemory, Verdict, decide_command
-from tiller.tools.base import EditorFiles
-from tiller.tools.edit import apply_edits
+from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
@@ -57,15 +60,12 @@ __all__ = [
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 
-EDIT_TOOLS = frozenset({"write", "edit"})
-COMMAND_TOOLS = frozenset({"bash"})
-
 
 @dataclass(frozen=True)
 class PermissionRule:
     """A config-file rule; the first that matches decides. ``path`` is a glob against the
     resolved path (relative globs are taken from the workspace root); ``command`` the first words
-    of a ``bash`` command (see tiller.permissions_command)."""
+    of a command tool's (``bash``'s) command (see tiller.permissions_command)."""
 
     action: Verdict
     tool: str | None = None
@@ -89,11 +89,14 @@ Ask = Callable[[PermissionRequest], Awaitable[tuple[Outcome, str | None]]]
 
 @dataclass
 class PermissionGate:
-    """One session's policy, usable as ``before_tool_call``. ``ask`` is None when the client
-    cannot answer permission requests; ``waiting`` is told when a call waits for an answer."""
+    """One session's policy, usable as ``before_tool_call``. ``tools`` are the session's tools,
+    whose descriptions the calls are judged by (a name not among them declares nothing);
+    ``ask`` is None when the client cannot answer permission requests; ``waiting`` is told when
+    a call waits for an answer."""
 
     mode: PermissionMode
     roots: Sequence[Path]
+    tools: Sequence[Tool[Any]] = field(kw_only=True)
     rules: Sequence[PermissionRule] = ()
     ask: Ask | None = None
     files: EditorFiles | None = None
@@ -122,13 +125,14 @@ class PermissionGate:
         self, tool: str, args: dict[str, Any], path: Path | None = None
     ) -> tuple[Verdict, str, str]:
         """The verdict for a call, a sentence saying why, and the key a remembered answer for
-        it is stored under (the resolved path; the command for ``bash``). ``path`` is the
-        call's real path when the caller resolved it already (else it is resolved here)."""
-        if tool in COMMAND_TOOLS:
-            command = str(args.get("command", ""))
+        it is stored under (the resolved path; the command for a command tool). ``path`` is
+        the call's real path when the caller resolved it already (else it is resolved here)."""
+        info = describe(self.tools, tool)
+        command = info.command(args)
+        if command is not None:
             verdict, reason = decide_command(command, tool, self.rules, self.commands)
             if verdict is None:
-                verdict, by_mode = self._by_mode(tool, False, None)
+                verdict, by_mode = self._by_mode(tool, info, False, None)
                 reason = f"{by_mode} ({reason})" if verdict == "ask" and reason else by_mode
             return verdict, reason, command
         path = path if path is not None else self._path_of(tool, args)
@@ -140,33 +144,40 @@ class PermissionGate:
             allowed = self.remembered[(tool, key)]
             return ("allow" if allowed else "deny"), "the user rejected this earlier", key
         outside = path is not None and not self._inside(path)
-        return (*self._by_mode(tool, outside, path), key)
+        return (*self._by_mode(tool, describe(self.tools, tool), outside, path), key)
 
-    def _by_mode(self, tool: str, outside: bool, path: Path | None) -> tuple[Verdict, str]:
+    def _by_mode(
+        self, tool: str, info: ToolInfo, outside: bool, path: Path | None
+    ) -> tuple[Verdict, str]:
+        """The mode's verdict (the table in this module's docstring) and why."""
         mode = self.mode
         if mode == "auto":
             return "allow", ""
         where = f"{path} is outside the workspace" if outside else ""
-        if tool in EDIT_TOOLS:
+        if info.command_arg is not None:
+            if mode == "readonly":
+                return "deny", "running commands is not allowed in read-only mode"
+            return "ask", f"'{tool}' runs a command"
+        if info.mutates and info.path_arg is not None:
             action = f"'{tool}' changes {path}"
             if mode == "readonly":
                 return "deny", f"{action} and the session is read-only"
             if outside:
                 return ("ask" if mode == "ask" else "deny"), where
             return ("ask" if mode == "ask" else "allow"), action
-        if tool in COMMAND_TOOLS:
+        if info.mutates:
+            action = f"'{tool}' may make changes"
             if mode == "readonly":
-                return "deny", "running commands is not allowed in read-only mode"
-            return "ask", "'bash' runs a command"
+                return "deny", f"{action} and the session is read-only"
+            return "ask", action
         if outside:
             return ("ask" if mode == "ask" else "deny"), where
         return "allow", ""
 
     def _path_of(self, tool: str, args: dict[str, Any]) -> Path | None:
-        if tool in COMMAND_TOOLS or not self.roots:
-            return None
-        raw = args.get("path", "." if tool in ("ls", "find", "grep") else None)
-        if not isinstance(raw, str):
+        """The real path of the call's path argument; None without one (or without roots)."""
+        raw = describe(self.tools, tool).raw_path(args)
+        if raw is None or not self.roots:
             return None
         return pin(resolve_path(raw, self.roots[0]))
 
@@ -200,7 +211,8 @@ class PermissionGate:
             outcome, user_reason = await self.ask(request)
         except ToolError as exc:
             return BeforeToolCallResult(block=True, reason=f"permission not granted: {exc}")
-        if outcome in ("allowAlways", "rejectAlways") and call.name in COMMAND_TOOLS:
+        is_command = describe(self.tools, call.name).command_arg is not None
+        if outcome in ("allowAlways", "rejectAlways") and is_command:
             self.commands.remember(key, outcome == "allowAlways")
         elif outcome in ("allowAlways", "rejectAlways"):
             self.remembered[(call.name, key)] = outcome == "allowAlways"
@@ -212,26 +224,25 @@ class PermissionGate:
     async def _preview(
         self, tool: str, args: dict[str, Any], path: Path | None
     ) -> dict[str, Any]:
-        """A unified diff for file changes, the command and cwd for bash, else the path
-        (``path``: the call's real path, as decided on)."""
-        if tool in COMMAND_TOOLS:
-            return {"kind": "command", "command": args.get("command", ""),
+        """A unified diff for a file change the tool can predict (``Tool.proposed_text``), the
+        command and cwd for a command tool, else the path (``path``: the call's real path, as
+        decided on)."""
+        tool_object = find_tool(self.tools, tool)
+        info = tool_object.info if tool_object is not None else ToolInfo()
+        if info.command_arg is not None:
+            return {"kind": "command", "command": args.get(info.command_arg, ""),
                     "cwd": str(self.roots[0]) if self.roots else ""}
         if path is None:
             return {"kind": "none"}
-        if tool in EDIT_TOOLS:
+        if tool_object is not None and info.changes_files:
             old = await self._current_text(path)
             try:
-                if tool == "write":
-                    new = str(args.get("content", ""))
-                else:
-                    pairs = [(e.get("oldText", ""), e.get("newText", ""))
-                             for e in args.get("edits", []) if isinstance(e, dict)]
-                    new = apply_edits(old, pairs, path.name)
-                return {"kind": "diff", "path": str(path),
-                        "diff": unified_diff(old, new, str(args.get("path", path.name)))}
+                new = tool_object.proposed_text(args, old, path.name)
             except ToolError:
-                pass  # the tool itself will report the bad edit; show the path
+                new = None  # the tool itself will report the bad edit; show the path
+            if new is not None:
+                label = str(args.get(info.path_arg or "", path.name))
+                return {"kind": "diff", "path": str(path), "diff": unified_diff(old, new, label)}
         return {"kind": "path", "path": str(path)}
 
     async def _current_text(self, path: Path) -> str:

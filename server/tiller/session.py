@@ -25,7 +25,7 @@ from tiller.recorder import LogRecorder
 from tiller.settings import AgentSettings
 from tiller.store import Replay, SessionLog, interrupted_result
 from tiller.tools import default_tools
-from tiller.tools.base import EditorFiles
+from tiller.tools.base import EditorFiles, Tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.types import (
     THINKING_LEVELS,
@@ -135,6 +135,11 @@ class Session:
         return self.recorder.entry_ids
 
     @property
+    def tools(self) -> Sequence[Tool[Any]]:
+        """The session's tools; the gate and the fronts read how each describes itself."""
+        return self.agent.settings.tools
+
+    @property
     def thinking(self) -> ThinkingLevel:
         return self.agent.thinking
 
@@ -187,7 +192,8 @@ class Session:
             ))
 
         self.gate = PermissionGate(
-            chosen, [self.cwd], self.config.permission_rules, asker, files, waiting
+            chosen, [self.cwd], tools=self.tools, rules=self.config.permission_rules,
+            ask=asker, files=files, waiting=waiting,
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)

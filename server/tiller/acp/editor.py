@@ -17,8 +17,9 @@ ACP option id      ACP kind           Tiller outcome
 
 The ``cancelled`` outcome (the client's answer to ``session/cancel``) is a rejection. Answers
 "always" are remembered by Tiller's PermissionGate per session: for file tools per tool and
-path, for ``bash`` per exact simple command (tiller.permissions_command); the option names say
-so.
+path, for a command tool (``bash``) per exact simple command (tiller.permissions_command); the
+option names say so, reading the call's command or path as its tool describes them
+(``tiller.tools.base.ToolInfo``).
 
 ``read_snapshot`` gives a file's current text the way the tools see it (the editor's buffer when
 it can read files, else the disk), for the diffs of tiller.acp.diff.
@@ -26,7 +27,7 @@ it can read files, else the disk), for the diffs of tiller.acp.diff.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,11 @@ import anyio
 from tiller.acp.diff import diff_contents
 from tiller.acp.updates import tool_call_fields
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles
+from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe
 
 __all__ = [
     "AcpEditorBridge",
+    "BridgedSession",
     "permission_options",
     "read_snapshot",
     "tiller_outcome",
@@ -60,14 +62,16 @@ OUTCOMES = {
 }
 
 
-def permission_options(tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
-    """ACP's four permission options; the "always" names say what will be remembered."""
-    command = args.get("command") if tool == "bash" else None
-    if isinstance(command, str) and command.strip():
+def permission_options(tool: str, args: dict[str, Any], info: ToolInfo) -> list[dict[str, Any]]:
+    """ACP's four permission options; the "always" names say what will be remembered: the
+    command of a command tool, else the tool on the call's file (``info``: how the tool
+    describes itself)."""
+    command = info.command(args)
+    if command is not None and command.strip():
         shown = " ".join(command.split())
         scope = f"`{shown if len(shown) <= 60 else shown[:59] + '…'}`"
     else:
-        path = args.get("path")
+        path = args.get(info.path_arg) if info.path_arg is not None else None
         scope = f"{tool} on {Path(path).name}" if isinstance(path, str) and path else tool
     names = {
         "allow_once": "Allow once",
@@ -110,13 +114,23 @@ async def read_snapshot(files: EditorFiles | None, path: Path) -> tuple[bool, st
         return False, None
 
 
+@dataclass(frozen=True)
+class BridgedSession:
+    """What the bridge needs of a session: its cwd, its EditorFiles (for snapshots) and its
+    tools (whose descriptions title the calls it asks about)."""
+
+    cwd: Path
+    files: EditorFiles | None
+    tools: Sequence[Tool[Any]]
+
+
 @dataclass
 class AcpEditorBridge:
     """A ``ClientRequest`` (tiller.editor) that speaks ACP. ``send`` reaches the client;
-    ``session_info(session_id)`` gives the session's cwd and its EditorFiles (for snapshots)."""
+    ``session_info(session_id)`` gives the session as the bridge needs it."""
 
     send: Send
-    session_info: Callable[[str], tuple[Path, EditorFiles | None]]
+    session_info: Callable[[str], BridgedSession]
 
     async def __call__(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Forward one Tiller ``client/*`` request as its ACP counterpart; the answer (or the
@@ -131,14 +145,16 @@ class AcpEditorBridge:
     async def _request_permission(self, params: dict[str, Any], timeout: float) -> Any:
         session_id = str(params.get("sessionId", ""))
         name, args = str(params.get("toolName", "")), params.get("args") or {}
-        cwd, files = self.session_info(session_id)
-        tool_call = {**tool_call_fields(str(params.get("toolCallId", "")), name, args, cwd),
+        session = self.session_info(session_id)
+        info = describe(session.tools, name)
+        call_id = str(params.get("toolCallId", ""))
+        tool_call = {**tool_call_fields(call_id, name, args, session.cwd, info),
                      "status": "pending"}
-        content = await self._preview_content(params, files)
+        content = await self._preview_content(params, session.files)
         if content:
             tool_call["content"] = content
         question = {"sessionId": session_id, "toolCall": tool_call,
-                    "options": permission_options(name, args)}
+                    "options": permission_options(name, args, info)}
         return tiller_outcome(await self.send("session/request_permission", question, timeout))
 
     async def _preview_content(

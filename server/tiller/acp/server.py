@@ -15,8 +15,8 @@ Tiller's own front, so there is no second loop. It adds three thin pieces:
   answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
 
 When the permission gate lets a call run (the Session's ``on_tool_cleared`` seam),
-``_cleared`` snapshots the file a ``write``/``edit`` changes (for whole-file diffs) and reports
-the call ``in_progress``.
+``_cleared`` snapshots the file a call that changes files (``write``/``edit``, as its tool
+describes itself) is about to change, for whole-file diffs, and reports the call ``in_progress``.
 protocol.md's "ACP" section is the contract.
 """
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -33,8 +32,8 @@ from pydantic import Field
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
-from tiller.acp.editor import AcpEditorBridge, read_snapshot
-from tiller.acp.updates import FILE_CHANGE_TOOLS, UpdateMapper, acp_stop_reason, user_content
+from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
+from tiller.acp.updates import UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
 from tiller.errors import RequestError, RunFailedError, UnknownSessionError
 from tiller.front import Front
@@ -42,7 +41,7 @@ from tiller.permissions import PermissionMode
 from tiller.protocol import QueueResult, SessionNewParams
 from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
-from tiller.tools.base import EditorFiles
+from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
 from tiller.types import AgentEvent, RunResult, ToolCall, UserContent, WireModel
 
@@ -192,14 +191,14 @@ class AcpFront:
 
     # -------------------------------------------------------------------------- sessions
 
-    def _session_info(self, session_id: str) -> tuple[Path, EditorFiles | None]:
+    def _session_info(self, session_id: str) -> BridgedSession:
         session = self.sessions.get(session_id)
-        return session.cwd, session.files
+        return BridgedSession(session.cwd, session.files, session.tools)
 
     def _attach(self, session: Session) -> None:
         """Map a session going live to ``session/update``s, and run ``_cleared`` for each
         call the permission gate lets through."""
-        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd))
+        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd, session.tools))
 
         def send(event: AgentEvent) -> None:
             for update in mapper.on_event(event):
@@ -209,10 +208,12 @@ class AcpFront:
         session.on_tool_cleared(functools.partial(self._cleared, session))
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
-        """A call is about to run: snapshot the file a write/edit changes, report in_progress."""
+        """A call is about to run: snapshot the file it changes (if it changes files), report
+        in_progress."""
         mapper = self.mappers[session.id]
-        path = args.get("path")
-        if call.name in FILE_CHANGE_TOOLS and isinstance(path, str):
+        info = describe(session.tools, call.name)
+        path = info.raw_path(args) if info.changes_files else None
+        if path is not None:
             target = resolve_path(path, session.cwd)
             taken, text = await read_snapshot(session.files, target)
             if taken:

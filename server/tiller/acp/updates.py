@@ -3,7 +3,9 @@ prompt content as Tiller user content.
 
 Everything here is a pure function of Tiller's typed events and messages (``tiller.types``) and
 ACP's content blocks, so it is tested without a server. ``UpdateMapper`` keeps the little state a
-session needs: the file snapshots its diffs are built from (``tiller.acp.diff``).
+session needs: the file snapshots its diffs are built from (``tiller.acp.diff``). A call's title,
+kind and locations come from how its tool describes itself (``tiller.tools.base.ToolInfo``),
+never from its name.
 
 Live events map as follows (everything else, e.g. ``turn_start`` or ``message_end``, sends
 nothing: the client already has the prompt it sent and the streamed deltas):
@@ -32,6 +34,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tiller.acp.diff import diff_contents
+from tiller.tools.base import Tool, ToolInfo, describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
     AgentEvent,
@@ -57,7 +60,6 @@ __all__ = [
     "UpdateMapper",
     "acp_stop_reason",
     "tool_call_fields",
-    "tool_kind",
     "user_content",
 ]
 
@@ -72,28 +74,12 @@ STOP_REASONS: dict[str, str] = {
 """Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.acp answers the
 prompt with a JSON-RPC error instead)."""
 
-TOOL_KINDS: dict[str, str] = {
-    "read": "read",
-    "ls": "read",
-    "write": "edit",
-    "edit": "edit",
-    "bash": "execute",
-    "grep": "search",
-    "find": "search",
-}
-PATH_TOOLS = frozenset({"read", "write", "edit", "ls", "grep", "find"})
-FILE_CHANGE_TOOLS = frozenset({"write", "edit"})
 TITLE_LIMIT = 120
 
 
 def acp_stop_reason(stop_reason: str) -> str | None:
     """The ACP stop reason for a Tiller run stop reason; None for ``error``."""
     return STOP_REASONS.get(stop_reason)
-
-
-def tool_kind(name: str) -> str:
-    """ACP's tool kind (read/edit/execute/search/other) for a Tiller tool."""
-    return TOOL_KINDS.get(name, "other")
 
 
 def _text_arg(args: dict[str, Any], key: str) -> str:
@@ -107,38 +93,36 @@ def _one_line(text: str) -> str:
     return first[:TITLE_LIMIT] + more
 
 
-def tool_title(name: str, args: dict[str, Any]) -> str:
-    """A short human-readable title for a call, e.g. ``Edit src/app.py`` or the command."""
-    path = _text_arg(args, "path")
-    if name == "bash":
-        return _one_line(_text_arg(args, "command")) or "bash"
-    if name == "grep":
-        return f"Search {_text_arg(args, 'pattern')!r} in {path or '.'}"
-    if name == "find":
-        return f"Find {_text_arg(args, 'pattern')} in {path or '.'}"
-    verbs = {"read": "Read", "write": "Write", "edit": "Edit", "ls": "List"}
-    if name in verbs:
-        return f"{verbs[name]} {path or '.'}"
-    return name
+def tool_title(name: str, args: dict[str, Any], info: ToolInfo) -> str:
+    """A short human-readable title for a call, e.g. ``Edit src/app.py``, or a command tool's
+    command (its first line)."""
+    command = info.command(args)
+    if command is not None:
+        return _one_line(command) or name
+    return info.format_title(name, args)
 
 
-def tool_locations(name: str, args: dict[str, Any], cwd: Path) -> list[dict[str, Any]]:
-    """The absolute paths a call touches, for the client's follow-along (bash: none)."""
-    if name not in PATH_TOOLS:
+def tool_locations(args: dict[str, Any], info: ToolInfo, cwd: Path) -> list[dict[str, Any]]:
+    """The absolute path a call acts on, for the client's follow-along (none without a path
+    argument)."""
+    if info.path_arg is None:
         return []
-    path = _text_arg(args, "path") or "."
+    path = _text_arg(args, info.path_arg) or "."
     return [{"path": str(resolve_path(path, cwd))}]
 
 
-def tool_call_fields(call_id: str, name: str, args: dict[str, Any], cwd: Path) -> dict[str, Any]:
-    """The fields ACP's ``tool_call`` and the permission request's ``toolCall`` share."""
+def tool_call_fields(
+    call_id: str, name: str, args: dict[str, Any], cwd: Path, info: ToolInfo
+) -> dict[str, Any]:
+    """The fields ACP's ``tool_call`` and the permission request's ``toolCall`` share
+    (``info``: how the tool called ``name`` describes itself)."""
     fields: dict[str, Any] = {
         "toolCallId": call_id,
-        "title": tool_title(name, args),
-        "kind": tool_kind(name),
+        "title": tool_title(name, args, info),
+        "kind": info.kind,
         "rawInput": args,
     }
-    locations = tool_locations(name, args, cwd)
+    locations = tool_locations(args, info, cwd)
     if locations:
         fields["locations"] = locations
     return fields
@@ -177,11 +161,13 @@ def _text(text: str) -> dict[str, Any]:
 
 @dataclass
 class UpdateMapper:
-    """One session's mapping. ``snapshots`` holds, per tool call id, the text of the file a
-    ``write``/``edit`` is about to change (None: it did not exist), taken when the call was
-    cleared to run; the call's end uses and drops it."""
+    """One session's mapping; ``tools`` are the session's tools. ``snapshots`` holds, per tool
+    call id, the text of the file a call that changes files (``write``/``edit``) is about to
+    change (None: it did not exist), taken when the call was cleared to run; the call's end uses
+    and drops it."""
 
     cwd: Path
+    tools: Sequence[Tool[Any]]
     snapshots: dict[str, str | None] = field(default_factory=dict)
 
     def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
@@ -192,7 +178,7 @@ class UpdateMapper:
             if event.kind == "thinking":
                 return [_chunk("agent_thought_chunk", _text(event.delta))]
         elif isinstance(event, ToolExecutionStart):
-            fields = tool_call_fields(event.tool_call_id, event.tool_name, event.args, self.cwd)
+            fields = self._call_fields(event.tool_call_id, event.tool_name, event.args)
             return [{"sessionUpdate": "tool_call", **fields, "status": "pending"}]
         elif isinstance(event, ToolExecutionUpdate):
             partial = event.partial_result
@@ -215,16 +201,17 @@ class UpdateMapper:
         self, result: ToolResultMessage, snapshot: str | None, *, have_snapshot: bool
     ) -> dict[str, Any]:
         """The final ``tool_call_update`` for a tool result message: status, the result's text
-        and images, and for a successful write/edit the diff first."""
+        and images (a command's output fenced), and for a successful file change (write/edit)
+        the diff first."""
         failed = result.is_error
-        name = result.tool_name
+        info = describe(self.tools, result.tool_name)
         content: list[dict[str, Any]] = []
         details = to_jsonable_python(result.details)  # as it goes on the wire: rawOutput
-        if not failed and name in FILE_CHANGE_TOOLS and isinstance(details, dict):
+        if not failed and info.changes_files and isinstance(details, dict):
             diff, path = details.get("diff"), details.get("path")
             if isinstance(diff, str) and isinstance(path, str):
                 content += diff_contents(path, diff, snapshot, have_snapshot=have_snapshot)
-        content += _content_blocks(result.content, name == "bash")
+        content += _content_blocks(result.content, info.command_arg is not None)
         update: dict[str, Any] = {
             "sessionUpdate": "tool_call_update",
             "toolCallId": result.tool_call_id,
@@ -234,6 +221,9 @@ class UpdateMapper:
         if details is not None:
             update["rawOutput"] = details
         return update
+
+    def _call_fields(self, call_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        return tool_call_fields(call_id, name, args, self.cwd, describe(self.tools, name))
 
     def replay(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
         """``session/load``'s history: each message as the updates a live client would have
@@ -266,7 +256,7 @@ class UpdateMapper:
             elif isinstance(block, ThinkingContent) and block.thinking:
                 updates.append(_chunk("agent_thought_chunk", _text(block.thinking)))
             elif isinstance(block, ToolCall):
-                fields = tool_call_fields(block.id, block.name, block.arguments, self.cwd)
+                fields = self._call_fields(block.id, block.name, block.arguments)
                 updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
         return updates
 

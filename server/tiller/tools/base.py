@@ -5,23 +5,99 @@ from it, and the loop validates arguments against it). ``execute`` returns a ``T
 raises; the loop turns any exception (``ToolError`` for expected failures) into an error result
 the model can read. Cancellation (abort, timeout) arrives as the async library's cancellation:
 a tool that owns processes must kill them on the way out.
+
+A tool also describes itself (``ToolInfo``: its kind, which argument names a path, which holds a
+command, whether it changes anything), so that the permission gate, the ACP mapping and the
+editor bridge judge and show its calls without ever knowing it by name. A tool that declares
+nothing is taken at its worst: it may change anything, anywhere.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from tiller.types import ImageContent, TextContent
 
-__all__ = ["EditorFiles", "Tool", "ToolContext", "ToolResult"]
+__all__ = [
+    "EditorFiles",
+    "Tool",
+    "ToolContext",
+    "ToolInfo",
+    "ToolKind",
+    "ToolResult",
+    "describe",
+    "find_tool",
+]
 
 P = TypeVar("P", bound=BaseModel)
+
+
+ToolKind = Literal["read", "edit", "execute", "search", "other"]
+"""What a tool does, in ACP's words (a subset of ACP's ``ToolKind``)."""
+
+
+class _BlankFields(dict[str, str]):
+    """Format fields for a title: a missing argument reads as ""."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    """What a tool is, for those who judge and show its calls (the permission gate, ACP's tool
+    calls, the editor bridge).
+
+    ``kind``: ACP's tool kind. ``mutates``: a call may change something (files, processes, the
+    world); False promises it only reads. ``path_arg``: the argument naming the file or
+    directory a call acts on (the gate judges that path; ACP shows it as the call's location),
+    ``path_default`` the path when that argument is absent (``ls``'s "."). ``command_arg``: the
+    argument holding a shell command line (the gate judges each simple command of it; it is the
+    call's title). ``title``: a ``str.format`` template for showing a call, its fields the call's
+    string arguments ("" when absent) with ``{path}`` the path or its default ("." without
+    one); empty: the tool's name.
+
+    The defaults describe a tool that declares nothing: kind ``other``, mutating, no path."""
+
+    kind: ToolKind = "other"
+    mutates: bool = True
+    path_arg: str | None = None
+    path_default: str | None = None
+    command_arg: str | None = None
+    title: str = ""
+
+    @property
+    def changes_files(self) -> bool:
+        """A call changes the file its path argument names (``write``, ``edit``)."""
+        return self.mutates and self.path_arg is not None and self.command_arg is None
+
+    def raw_path(self, args: dict[str, Any]) -> str | None:
+        """The call's path argument as the model gave it (or the default); None without one."""
+        if self.path_arg is None:
+            return None
+        raw = args.get(self.path_arg, self.path_default)
+        return raw if isinstance(raw, str) else None
+
+    def command(self, args: dict[str, Any]) -> str | None:
+        """The call's command line ("" when absent); None for a tool that runs no commands."""
+        if self.command_arg is None:
+            return None
+        return str(args.get(self.command_arg, ""))
+
+    def format_title(self, name: str, args: dict[str, Any]) -> str:
+        """The call shown by ``title`` (the tool's name when it has none)."""
+        if not self.title:
+            return name
+        fields = _BlankFields({k: v for k, v in args.items() if isinstance(v, str)})
+        if self.path_arg is not None:
+            fields["path"] = fields.get(self.path_arg) or self.path_default or "."
+        return self.title.format_map(fields)
 
 
 @dataclass
@@ -76,13 +152,15 @@ class ToolContext:
 class Tool(ABC, Generic[P]):
     """A callable capability offered to the model.
 
-    Subclasses set ``name``, ``description`` and ``Params``; ``sequential = True`` makes any batch
+    Subclasses set ``name``, ``description`` and ``Params``, and describe themselves in ``info``
+    (the default: a tool that may change anything); ``sequential = True`` makes any batch
     containing this tool run one call at a time.
     """
 
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
+    info: ClassVar[ToolInfo] = ToolInfo()
     sequential: ClassVar[bool] = False
 
     def parameters_schema(self) -> dict[str, Any]:
@@ -91,6 +169,24 @@ class Tool(ABC, Generic[P]):
         schema.pop("title", None)
         return schema
 
+    def proposed_text(self, args: dict[str, Any], current: str, name: str) -> str | None:
+        """The text of the file the call changes as it would be after the call, given its
+        ``current`` text (``name``: the file's name, for messages), for a permission preview.
+        None when the tool cannot tell; raises ``ToolError`` for arguments the call would
+        fail on. Must not touch the file."""
+        return None
+
     @abstractmethod
     async def execute(self, params: P, ctx: ToolContext) -> ToolResult:
         """Run the call. Raise ``ToolError`` for failures the model should read."""
+
+
+def find_tool(tools: Sequence[Tool[Any]], name: str) -> Tool[Any] | None:
+    """The tool called ``name`` among ``tools``; None when there is none."""
+    return next((tool for tool in tools if tool.name == name), None)
+
+
+def describe(tools: Sequence[Tool[Any]], name: str) -> ToolInfo:
+    """How the tool called ``name`` describes itself; an unknown tool declares nothing."""
+    tool = find_tool(tools, name)
+    return tool.info if tool is not None else ToolInfo()

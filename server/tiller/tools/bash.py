@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
 from tiller.procs import ProcessScope, reap_orphans
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -249,6 +249,7 @@ def command_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 class BashTool(Tool[BashParams]):
     name = "bash"
+    info = ToolInfo(kind="execute", command_arg="command")
     description = (
         "Run a bash command in the working directory; stdout and stderr are merged. Output is "
         f"truncated to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB "

@@ -24,12 +24,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import (
     first_changed_line,
     mutation_lock,
@@ -197,6 +198,7 @@ async def _edit_via_editor(
 
 class EditTool(Tool[EditParams]):
     name = "edit"
+    info = ToolInfo(kind="edit", path_arg="path", title="Edit {path}")
     description = (
         "Edit a file by exact text replacement. Each edits[i].oldText must match the current "
         "file exactly (whitespace included) and occur exactly once; all edits are matched "
@@ -204,6 +206,12 @@ class EditTool(Tool[EditParams]):
         "first; use write to create a file."
     )
     Params = EditParams
+
+    def proposed_text(self, args: dict[str, Any], current: str, name: str) -> str | None:
+        """``current`` with the edits applied; ToolError for an edit that would fail."""
+        pairs = [(e.get("oldText", ""), e.get("newText", ""))
+                 for e in args.get("edits", []) if isinstance(e, dict)]
+        return apply_edits(current, pairs, name)
 
     async def execute(self, params: EditParams, ctx: ToolContext) -> ToolResult:
         """Apply the edits; ToolError for a missing file, a bad edit, no change at all, or the

@@ -18,7 +18,7 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import resolve_path
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from tiller.tools.walk import PathGlob, list_files
@@ -52,6 +52,10 @@ def search_root(path: str | None, cwd: Path) -> Path:
 
 class FindTool(Tool[FindParams]):
     name = "find"
+    info = ToolInfo(
+        kind="search", mutates=False, path_arg="path", path_default=".",
+        title="Find {pattern} in {path}",
+    )
     description = (
         "Find files by glob ('*.py' matches names at any depth; '**/*.ts', 'src/*.go' match paths "
         "relative to path). Respects .gitignore; skips .git and node_modules. Returns sorted "

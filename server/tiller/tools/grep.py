@@ -39,7 +39,7 @@ from anyio.abc import ByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.find import search_root
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -391,6 +391,10 @@ def _check_root(root: Path) -> bool:
 
 class GrepTool(Tool[GrepParams]):
     name = "grep"
+    info = ToolInfo(
+        kind="search", mutates=False, path_arg="path", path_default=".",
+        title="Search {pattern!r} in {path}",
+    )
     description = (
         "Search file contents for a regex (or a literal string with literal=true), respecting "
         ".gitignore; skips binary files, .git and node_modules. Output lines are path:N:text "

@@ -15,7 +15,7 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import resolve_path
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 
@@ -61,6 +61,9 @@ def _entries(directory: Path) -> list[str]:
 
 class LsTool(Tool[LsParams]):
     name = "ls"
+    info = ToolInfo(
+        kind="read", mutates=False, path_arg="path", path_default=".", title="List {path}"
+    )
     description = (
         "List a directory's entries (default: the working directory), sorted case-insensitively, "
         "directories suffixed with '/', dotfiles included. Returns at most limit entries (default "

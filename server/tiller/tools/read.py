@@ -35,7 +35,7 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import pinned_path, resolve_path
 from tiller.tools.safefs import open_nofollow
 from tiller.tools.truncate import (
@@ -178,6 +178,7 @@ def _notice(cut: Truncation, path: str, first: int, total: int) -> str | None:
 
 class ReadTool(Tool[ReadParams]):
     name = "read"
+    info = ToolInfo(kind="read", mutates=False, path_arg="path", title="Read {path}")
     description = (
         "Read a file. Text files: returns the lines, at most "
         f"{DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB per call (a notice says "

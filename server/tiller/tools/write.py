@@ -21,12 +21,13 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 from pydantic import BaseModel, Field
 
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import (
     first_changed_line,
     mutation_lock,
@@ -106,11 +107,16 @@ async def _write_via_editor(
 
 class WriteTool(Tool[WriteParams]):
     name = "write"
+    info = ToolInfo(kind="edit", path_arg="path", title="Write {path}")
     description = (
         "Write content to a file, replacing it if it exists and creating parent directories "
         "as needed. Use it for new files or complete rewrites; prefer edit for changes."
     )
     Params = WriteParams
+
+    def proposed_text(self, args: dict[str, Any], current: str, name: str) -> str | None:
+        """The new content, whatever the file holds now."""
+        return str(args.get("content", ""))
 
     async def execute(self, params: WriteParams, ctx: ToolContext) -> ToolResult:
         """Write the file; ToolError if the path is a directory or cannot be written, or the
