@@ -6,9 +6,20 @@ CHAT_ARGS ?=
 
 .PHONY: install test lint chat bench clean
 
+# llama-cpp-python (the embedded model) compiles from source. It is built once per machine for a
+# generic x86-64/arm64 CPU (GGML_NATIVE=OFF) and kept in LLAMA_WHEELS: a -march=native build
+# died with SIGILL in a VM whose CPU flags promised more than the CPU runs, and pip's own wheel
+# cache would hand that build to every later install.
+LLAMA_WHEELS ?= $(HOME)/.cache/tiller/llama-generic
+LLAMA_SPEC := llama-cpp-python>=0.3,<0.4
+
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip wheel --quiet --no-cache-dir \
+	    --no-deps -w $(LLAMA_WHEELS) '$(LLAMA_SPEC)'
+	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-*.whl
 	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
 	touch $@
 
