@@ -17,209 +17,43 @@ typed in the terminal reaches only this process, and drives it with ``TillerClie
 * ``--json`` (one-shot only): each event's params as one JSON line, then ``{"type": "result"}``.
 
 Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat_render``) turn events into output and
-know nothing of input; ``Connection`` owns the server, the session and the task feeding events
-to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving it; ``PermissionPrompt``
-(``tiller.chat_render`` too) answers the server's questions from the Repl's input; ``main``
-parses the command line.
+know nothing of input; ``Connection`` (``tiller.chat_connection``) owns the server, the session
+and the task feeding events to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving
+it; ``PermissionPrompt`` (``tiller.chat_render`` too) answers the server's questions from the
+Repl's input; ``main`` parses the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import math
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager, suppress
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
-from tiller import __version__
+from tiller.chat_connection import Connection, ServerExited
 from tiller.chat_render import (
     OK_STOPS,
-    Event,
     JsonRenderer,
     Lines,
     PermissionPrompt,
     Renderer,
     terminal_lines,
 )
-from tiller.client import RpcError, TillerClient
+from tiller.client import RpcError
 from tiller.errors import ProviderNotConfiguredError
-from tiller.protocol import EVENT_METHOD
-from tiller.transport import Framing
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
 __all__ = ["Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONFIG_ERROR_CODES = frozenset({ProviderNotConfiguredError.code})
-UNKNOWN_SESSION = -32013
 QUIT_COMMANDS = frozenset({"/quit", "/exit"})
-
-# ---------------------------------------------------------------------------------------------
-# The server
-
-
-class ServerExited(Exception):
-    """The server closed its output: it crashed, or refused its command line."""
-
-    def __init__(self, code: int | None) -> None:
-        super().__init__(f"the server exited (code {code})")
-        self.code = code
-
-
-class Connection:
-    """A spawned server, its chat session, and the task that hands its events to ``on_event``."""
-
-    def __init__(self, client: TillerClient, on_event: Callable[[Event], None]) -> None:
-        self.client, self.on_event = client, on_event
-        self.session_id: str | None = None
-        self.handled = 0  # how many of client.received were handed on
-        self.closed = anyio.Event()
-        self._progress = anyio.Event()
-        self._calls: set[anyio.CancelScope] = set()
-
-    @classmethod
-    @asynccontextmanager
-    async def open(
-        cls, server_args: Sequence[str], on_event: Callable[[Event], None]
-    ) -> AsyncIterator[Connection]:
-        argv = [sys.executable, "-m", "tiller", *server_args]
-        process = await anyio.open_process(argv, stderr=None, start_new_session=True)
-        async with TillerClient(process, Framing.NDJSON) as client, anyio.create_task_group() as tg:
-            connection = cls(client, on_event)
-            tg.start_soon(connection._pump)
-            try:
-                yield connection
-            finally:
-                tg.cancel_scope.cancel()
-
-    async def start_session(
-        self, *, ask: bool = False, resume: str | None = None, cwd: str | None = None
-    ) -> dict[str, Any] | None:
-        """Initialize (declaring ``permissions`` if ``ask``: the Repl answers them), then create
-        the session (a missing API key fails here, -32014), or with ``resume`` load a saved one:
-        that id, or with "" the latest of workspace ``cwd`` (an absolute path). Returns what
-        session/load returned, None for a new session."""
-        params: dict[str, Any] = {"clientInfo": {"name": "tiller-chat", "version": __version__}}
-        if ask:
-            params["capabilities"] = {"permissions": True}
-        await self.call("initialize", params)
-        if resume is None:
-            self.session_id = (await self.call("session/new", {}))["sessionId"]
-            return None
-        if not resume:
-            listed = await self.call("session/list", {"cwd": cwd, "limit": 1})
-            if not listed["sessions"]:
-                raise RpcError(UNKNOWN_SESSION, f"no saved session to resume in {cwd}")
-            resume = str(listed["sessions"][0]["sessionId"])
-        loaded: dict[str, Any] = await self.call("session/load", {"sessionId": resume})
-        self.session_id = loaded["sessionId"]
-        return loaded
-
-    async def run(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """agent/prompt or agent/continue: the result, once every event of the run is handled."""
-        result: dict[str, Any] = await self.call(method, params)
-        await self.caught_up(len(self.client.received))
-        return result
-
-    async def caught_up(self, count: int) -> None:
-        """Wait until the first ``count`` received messages were handed on (or the server is
-        gone), so that what follows is shown after them."""
-        while self.handled < count and not self.closed.is_set():
-            await self._progress.wait()
-
-    async def abort(self) -> None:
-        """Abort the active run; no error if it has just ended, or the server has gone."""
-        with suppress(RpcError, ServerExited):
-            await self.call("agent/abort")
-
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
-        """``request`` in this session with no timeout (a run takes as long as it takes), that
-        raises ServerExited instead of waiting forever if the server goes away."""
-        if self.session_id is not None:
-            params = {"sessionId": self.session_id, **(params or {})}
-        with anyio.CancelScope() as scope:
-            self._calls.add(scope)
-            try:
-                if not self.closed.is_set():
-                    return await self.client.request(method, params, timeout=math.inf)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # it exited before reading the request
-            finally:
-                self._calls.discard(scope)
-        with anyio.move_on_after(5):
-            await self.client.process.wait()
-        raise ServerExited(self.client.process.returncode)
-
-    def answer_requests(
-        self, method: str, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-    ) -> None:
-        """Answer the server's ``method`` requests with ``handler``, each called once the events
-        sent before the request were handed on, and cancelled if the server sends
-        ``$/cancelRequest`` for it (it stopped waiting: the answer would be ignored)."""
-
-        async def answer(params: dict[str, Any]) -> dict[str, Any] | None:
-            msg_id, index = self._request_of(params)
-            with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._cancel_on_withdrawal, msg_id, index, scope)
-                    await self.caught_up(index)
-                    result = await handler(params)
-                    tg.cancel_scope.cancel()
-                    return result
-            return None
-
-        self.client.on_request(method, answer)
-
-    def _request_of(self, params: Any) -> tuple[Any, int]:
-        """The id and the index in ``received`` of the request that carried ``params``."""
-        received = self.client.received
-        for index in range(len(received) - 1, -1, -1):
-            if received[index].get("params") is params:
-                return received[index].get("id"), index
-        return None, len(received)
-
-    async def _cancel_on_withdrawal(
-        self, msg_id: Any, start: int, scope: anyio.CancelScope
-    ) -> None:
-        def withdraws(message: dict[str, Any]) -> bool:
-            params = message.get("params") or {}
-            return message.get("method") == "$/cancelRequest" and params.get("id") == msg_id
-
-        with suppress(EOFError):  # the server is gone: nobody waits for the answer either
-            await self.client.wait_for(withdraws, start=start, timeout=math.inf)
-        scope.cancel()
-
-    async def _pump(self) -> None:
-        """Hand each event on, in order; at the server's end of output, fail pending calls."""
-        received = self.client.received
-        try:
-            while True:
-                await self.client.wait_for(lambda _m: True, start=self.handled, timeout=math.inf)
-                while self.handled < len(received):
-                    message = received[self.handled]
-                    self.handled += 1
-                    if message.get("method") == EVENT_METHOD:
-                        self.on_event(message["params"])
-                self._advance()
-        except EOFError:
-            pass
-        finally:
-            self.closed.set()
-            self._advance()
-            for scope in self._calls:
-                scope.cancel()
-
-    def _advance(self) -> None:
-        progress, self._progress = self._progress, anyio.Event()
-        progress.set()
-
 
 # ---------------------------------------------------------------------------------------------
 # Driving it
