@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from tiller.types import (
+    CommandEntry,
     Message,
     PermissionMode,
     QueueMode,
@@ -44,7 +45,9 @@ __all__ = [
     "SetPermissionModeResult",
     "SetPermissionModeParams",
     "PermissionMode",
+    "CommandsListResult",
     "CompactResult",
+    "ContextFileEntry",
     "CompactParams",
     "SessionLoadResult",
     "SessionListResult",
@@ -114,6 +117,8 @@ class SessionNewParams(WireModel):
     provider: str | None = None
     model: str | None = None
     system_prompt: str | None = None
+    append_system_prompt: str | None = None
+    context_files: bool = True
     permission_mode: PermissionMode | None = None
 
 
@@ -150,6 +155,12 @@ class QueueResult(WireModel):
     queued: int = Field(description="messages now waiting in that queue, this one included")
 
 
+class ContextFileEntry(WireModel):
+    path: str
+    size: int
+    truncated: bool
+
+
 class GetStateResult(WireModel):
     session_id: str
     is_running: bool
@@ -164,6 +175,11 @@ class GetStateResult(WireModel):
     thinking_level: ThinkingLevel
     permission_mode: PermissionMode
     usage: Usage
+    context_files: list[ContextFileEntry] = Field(default_factory=list)
+
+
+class CommandsListResult(WireModel):
+    commands: list[CommandEntry]
 
 
 class GetMessagesResult(WireModel):
@@ -399,6 +415,7 @@ METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
     "models/list": (NoParams, ModelsListResult),
     "agent/setModel": (SetModelParams, SetModelResult),
     "agent/setThinkingLevel": (SetThinkingLevelParams, SetThinkingLevelResult),
+    "commands/list": (SessionParams, CommandsListResult),
 }
 """Client-to-server requests: method -> (params, result), in protocol.md's order."""
 

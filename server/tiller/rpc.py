@@ -23,8 +23,10 @@ from tiller.front import Front
 from tiller.model_call import model_context
 from tiller.protocol import (
     EVENT_METHOD,
+    CommandsListResult,
     CompactParams,
     CompactResult,
+    ContextFileEntry,
     GetMessagesResult,
     GetStateResult,
     InitializeParams,
@@ -113,6 +115,7 @@ class TillerFront:
         add("models/list", SessionParams, self.models_list)
         add("agent/setModel", SetModelParams, self.set_model)
         add("agent/setThinkingLevel", SetThinkingLevelParams, self.set_thinking_level)
+        add("commands/list", SessionParams, self.commands_list)
 
     def _warm_up_provider_sdk(self) -> None:
         """Import the default provider's SDK in a worker thread while the client gets ready,
@@ -172,8 +175,12 @@ class TillerFront:
         return WireModel()
 
     async def prompt(self, params: PromptParams) -> RunResultModel:
-        agent = self.sessions.get(params.session_id).agent
-        return await self._run(agent, agent.prompt(params.message))
+        session = self.sessions.get(params.session_id)
+
+        async def expanded_prompt() -> RunResult:
+            return await session.agent.prompt(await session.expand_prompt(params.message))
+
+        return await self._run(session.agent, expanded_prompt())
 
     async def continue_(self, params: SessionParams) -> RunResultModel:
         agent = self.sessions.get(params.session_id).agent
@@ -208,6 +215,8 @@ class TillerFront:
             thinking_level=session.thinking,
             permission_mode=session.gate.mode,
             usage=agent.usage,
+            context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
+                           for f in session.context.files],
         )
 
     async def get_messages(self, params: SessionParams) -> GetMessagesResult:
@@ -253,6 +262,9 @@ class TillerFront:
         session = self.sessions.get(params.session_id)
         session.set_thinking(params.level)
         return SetThinkingLevelResult(level=params.level)
+
+    async def commands_list(self, params: SessionParams) -> CommandsListResult:
+        return CommandsListResult(commands=self.sessions.get(params.session_id).command_entries())
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent

@@ -15,8 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+
 from tiller.agent import Agent
 from tiller.config import ServerConfig
+from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.procs import ProcessScope
@@ -30,6 +33,8 @@ from tiller.tools.execute import BeforeToolCallResult
 from tiller.types import (
     THINKING_LEVELS,
     AgentEvent,
+    CommandEntry,
+    CommandsChanged,
     ThinkingLevel,
     ToolCall,
     ToolExecutionUpdate,
@@ -94,13 +99,15 @@ class Session:
 
     def __init__(
         self, config: ServerConfig, session_log: SessionLog, *, session_id: str, cwd: Path,
-        provider: str, model: str, system_prompt: str,
+        provider: str, model: str, context: ProjectContext,
         client: EditorClient | None = None, mode: PermissionMode | None = None,
         providers: ProviderFactory = provider_factory,
     ) -> None:
         self.config = config
         self.providers = providers
         self.id, self.cwd, self.provider, self.model = session_id, cwd, provider, model
+        self.context = context
+        """Context files, slash commands and skills (tiller.context)."""
         self.recorder = LogRecorder(session_id, session_log)
         self._subscribers: list[Subscriber] = [self.recorder]
         self._cleared_hooks: list[ClearedHook] = []
@@ -108,7 +115,7 @@ class Session:
         """What the session's commands started; killed when the session closes."""
         settings = AgentSettings(
             tools=default_tools(sanitize_env=config.sanitize_env, processes=self.processes),
-            system_prompt=system_prompt,
+            system_prompt=context.system_prompt(),
             cwd=cwd,
             max_turns=config.max_turns,
             retry=config.retry,
@@ -225,6 +232,24 @@ class Session:
         )
         self.provider, self.model = provider, model
         self.recorder.append("model_change", provider=provider, model=model)
+
+    async def expand_prompt(
+        self, message: str | Sequence[UserContent]
+    ) -> str | list[UserContent]:
+        """The prompt a ``/name ...`` message becomes (the message as typed when it starts
+        with no known command). First re-reads the commands if their files changed: then the
+        system prompt is rebuilt (skills are in it) and ``commands_changed`` is published."""
+        if await anyio.to_thread.run_sync(self.context.catalog.refresh):
+            self.agent.settings = replace(self.agent.settings,
+                                          system_prompt=self.context.system_prompt())
+            self.publish(CommandsChanged(commands=self.command_entries()))
+        return await self.context.expand(message)
+
+    def command_entries(self) -> list[CommandEntry]:
+        """The session's slash commands as listed on the wire."""
+        return [CommandEntry(name=c.name, description=c.description,
+                             argument_hint=c.argument_hint, source=c.source)
+                for c in self.context.commands]
 
     def set_thinking(self, level: ThinkingLevel) -> None:
         """Read when the next run starts."""

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 
 from tiller.config import ServerConfig, default_system_prompt
+from tiller.context import ProjectContext, PromptSettings, config_dir
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.permissions import PermissionMode
 from tiller.protocol import SessionNewParams
@@ -69,23 +70,25 @@ class SessionRegistry:
         provider = params.provider or config.provider
         model = params.model or (config.model if provider == config.provider else None)
         model = model or default_model(config, provider)
-        system_prompt = params.system_prompt or default_system_prompt(cwd)
+        prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
+                                params.append_system_prompt, params.context_files)
         session_id = uuid.uuid4().hex
         if validate:
             self.providers(config, provider, model)()
         header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
-                  "systemPrompt": system_prompt}
+                  **prompt.header()}
         session_log = SessionLog.create(log_path(self.config.session_dir, cwd, session_id), header)
-        return self._start(session_log, session_id, cwd, provider, model, system_prompt,
+        return self._start(session_log, session_id, cwd, provider, model, prompt,
                            params.permission_mode)
 
     def _start(
         self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
-        system_prompt: str, mode: PermissionMode | None = None,
+        prompt: PromptSettings, mode: PermissionMode | None = None,
     ) -> Session:
+        context = ProjectContext(cwd, config_dir(self.config), prompt)
         session = Session(
             self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
-            model=model, system_prompt=system_prompt, client=self.client, mode=mode,
+            model=model, context=context, client=self.client, mode=mode,
             providers=self.providers,
         )
         self.sessions[session_id] = session
@@ -126,8 +129,8 @@ class SessionRegistry:
         cwd = Path(header.get("cwd") or self.config.cwd)
         provider = state.provider or self.config.provider
         model = state.model or default_model(self.config, provider)
-        system_prompt = header.get("systemPrompt") or default_system_prompt(cwd)
-        session = self._start(session_log, session_id, cwd, provider, model, system_prompt)
+        prompt = PromptSettings.from_header(header, default_system_prompt(cwd))
+        session = self._start(session_log, session_id, cwd, provider, model, prompt)
         session.restore(state)
         return session
 

@@ -24,6 +24,8 @@ __all__ = [
     "PERMISSION_MODES",
     "QUEUE_MODES",
     "THINKING_LEVELS",
+    "CommandEntry",
+    "CommandsChanged",
     "CompactionEnd",
     "CompactionReason",
     "CompactionStart",
@@ -341,6 +343,24 @@ class AgentSettled(WireModel):
     type: Literal["agent_settled"] = "agent_settled"
 
 
+class CommandEntry(WireModel):
+    """A slash command as listed (``commands/list``, ``commands_changed``): ``name`` has no
+    slash; ``source`` says where it comes from."""
+
+    name: str
+    description: str
+    argument_hint: str | None = None
+    source: Literal["prompt", "mcp", "skill"]
+
+
+class CommandsChanged(WireModel):
+    """The session's slash commands changed (a template or skill was added, edited or
+    removed); ``commands`` is the new list."""
+
+    type: Literal["commands_changed"] = "commands_changed"
+    commands: list[CommandEntry]
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -356,7 +376,8 @@ AgentEvent = Annotated[
     | RetryEnd
     | CompactionStart
     | CompactionEnd
-    | AgentSettled,
+    | AgentSettled
+    | CommandsChanged,
     Field(discriminator="type"),
 ]
 

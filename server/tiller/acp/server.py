@@ -22,6 +22,7 @@ protocol.md's "ACP" section is the contract.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from dataclasses import dataclass, field
@@ -33,7 +34,12 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
 from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
-from tiller.acp.updates import UpdateMapper, acp_stop_reason, user_content
+from tiller.acp.updates import (
+    UpdateMapper,
+    acp_stop_reason,
+    available_commands,
+    user_content,
+)
 from tiller.config import ServerConfig
 from tiller.errors import RequestError, RunFailedError, UnknownSessionError
 from tiller.front import Front
@@ -43,7 +49,7 @@ from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
-from tiller.types import AgentEvent, RunResult, ToolCall, UserContent, WireModel
+from tiller.types import AgentEvent, CommandsChanged, RunResult, ToolCall, UserContent, WireModel
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
 
@@ -201,6 +207,8 @@ class AcpFront:
         mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd, session.tools))
 
         def send(event: AgentEvent) -> None:
+            if isinstance(event, CommandsChanged):
+                self.send_update(session.id, available_commands(event.commands))
             for update in mapper.on_event(event):
                 self.send_update(session.id, update)
 
@@ -221,6 +229,13 @@ class AcpFront:
         self.send_update(session.id, {"sessionUpdate": "tool_call_update",
                                       "toolCallId": call.id, "status": "in_progress"})
 
+    def _announce_commands(self, session: Session) -> None:
+        """Send ``available_commands_update`` just after the response being prepared: two
+        hops through the event loop put it behind pygls's send-the-response callback."""
+        update = available_commands(session.command_entries())
+        loop = asyncio.get_running_loop()
+        loop.call_soon(loop.call_soon, self.send_update, session.id, update)
+
     def _modes(self, session: Session) -> dict[str, Any]:
         return {"currentModeId": session.gate.mode, "availableModes": MODES}
 
@@ -234,15 +249,16 @@ class AcpFront:
 
     async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
-        turn = self.turns.get(session.id)
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
+            message = await session.expand_prompt(content)
+            turn = self.turns.get(session.id)
             if turn is not None:
-                session.enqueue("steering", content)
+                session.enqueue("steering", message)
                 await turn.done.wait()
             else:
                 turn = self.turns[session.id] = _Turn()
                 try:
-                    turn.result = await session.agent.prompt(content)
+                    turn.result = await session.agent.prompt(message)
                 except Exception as exc:
                     turn.error = exc
                 finally:
@@ -306,6 +322,7 @@ class AcpFront:
             log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
                         "to MCP servers", len(params.mcp_servers))
         session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+        self._announce_commands(session)
         return AcpSessionResult(session_id=session.id, modes=self._modes(session))
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
@@ -314,6 +331,7 @@ class AcpFront:
         session = await self.sessions.load(params.session_id)
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
+        self._announce_commands(session)
         return AcpSessionResult(modes=self._modes(session))
 
     async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:

@@ -40,6 +40,7 @@ from tiller.types import (
     AgentEvent,
     AssistantContent,
     AssistantMessage,
+    CommandEntry,
     ImageContent,
     Message,
     MessageUpdate,
@@ -59,6 +60,7 @@ __all__ = [
     "STOP_REASONS",
     "UpdateMapper",
     "acp_stop_reason",
+    "available_commands",
     "tool_call_fields",
     "user_content",
 ]
@@ -75,6 +77,15 @@ STOP_REASONS: dict[str, str] = {
 prompt with a JSON-RPC error instead)."""
 
 TITLE_LIMIT = 120
+
+
+def available_commands(commands: Sequence[CommandEntry]) -> dict[str, Any]:
+    """The ``available_commands_update`` for ``commands`` (an ``input`` hint where one has an
+    argument hint)."""
+    listed = [{"name": c.name, "description": c.description,
+               **({"input": {"hint": c.argument_hint}} if c.argument_hint else {})}
+              for c in commands]
+    return {"sessionUpdate": "available_commands_update", "availableCommands": listed}
 
 
 def acp_stop_reason(stop_reason: str) -> str | None:

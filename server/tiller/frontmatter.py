@@ -1,0 +1,61 @@
+"""Front matter of Markdown files (prompt templates, skills): a tiny YAML subset, no dependency.
+
+The subset: a first line ``---``, then ``key: value`` lines up to a closing ``---``. Values may
+be bare or quoted (``"..."`` or ``'...'``); blank lines and ``#`` comments are skipped; indented
+lines under a key with no value (a nested map or list, such as a skill's ``metadata:``) are
+accepted and ignored (the key reads as ""). Anything else is an error: the caller skips that
+file, so a half-understood header never changes what a command says.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["FrontMatterError", "parse_front_matter"]
+
+_KEY = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(.*))?$")
+
+
+class FrontMatterError(ValueError):
+    """The file has front matter this parser does not accept; the message says where."""
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """``(fields, body)``: a file without front matter is ``({}, text)``. Raises
+    FrontMatterError for an unclosed block, a line that is not ``key: value``, a duplicate key
+    or an unclosed quote."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip("\r\n") != "---":
+        return {}, text
+    fields: dict[str, str] = {}
+    nested_under: str | None = None
+    for number, raw in enumerate(lines[1:], start=2):
+        line = raw.rstrip("\r\n")
+        if line.rstrip() == "---":
+            return fields, "".join(lines[number:])
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t":
+            if nested_under is None:
+                raise FrontMatterError(f"line {number}: unexpected indentation")
+            continue
+        match = _KEY.match(line.rstrip())
+        if match is None:
+            raise FrontMatterError(f"line {number}: expected 'key: value', got {line!r}")
+        key, value = match.group(1), (match.group(2) or "").strip()
+        if key in fields:
+            raise FrontMatterError(f"line {number}: duplicate key {key!r}")
+        fields[key] = _scalar(value, number)
+        nested_under = key if not value else None
+    raise FrontMatterError("the front matter is not closed by a '---' line")
+
+
+def _scalar(value: str, number: int) -> str:
+    """A bare or quoted scalar; a bare value loses a trailing `` # comment``."""
+    if value[:1] in ("'", '"'):
+        quote = value[0]
+        if len(value) < 2 or not value.endswith(quote):
+            raise FrontMatterError(f"line {number}: unclosed quote")
+        inner = value[1:-1]
+        return inner.replace("''", "'") if quote == "'" else inner.replace('\\"', '"')
+    return re.sub(r"\s+#.*$", "", value)
