@@ -95,7 +95,11 @@ async def test_every_message_of_a_real_run_conforms(
         await tiller.request("agent/setPermissionMode", {"mode": "ask"})
         await tiller.request("agent/setModel", {"provider": "openai", "model": "tiny"})
         assert (await tiller.request("agent/prompt", {"message": "edit"}))["stopReason"] == "stop"
-        await tiller.request("agent/prompt", {"message": "again"})
+        template = tmp_path / ".tiller" / "prompts" / "again.md"
+        template.parent.mkdir(parents=True)
+        template.write_text("---\ndescription: Once more\n---\nagain\n")
+        await tiller.request("agent/prompt", {"message": "/again"})  # commands_changed first
+        await tiller.request("commands/list")
         assert (await tiller.request("agent/compact"))["compacted"] is True
         assert (await tiller.request("agent/prompt", {"message": "fail"}))["stopReason"] == "error"
         await tiller.request("agent/continue")

@@ -45,6 +45,7 @@ OBJECTS = {
     "QueueParams": "x-methods/agent~1steer/params",
     "QueueResult": "x-methods/agent~1steer/result",
     "AgentState": "x-methods/agent~1getState/result",
+    "CommandEntry": "$defs/CommandEntry",
     "RequestPermissionParams": "x-serverRequests/client~1requestPermission/params",
     "RequestPermissionResult": "x-serverRequests/client~1requestPermission/result",
     "ReadTextFileParams": "x-serverRequests/client~1readTextFile/params",

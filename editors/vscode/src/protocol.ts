@@ -116,6 +116,9 @@ export interface SessionNewParams {
   provider?: string;
   model?: string;
   systemPrompt?: string;
+  appendSystemPrompt?: string;
+  /** Default true: AGENTS.md / CLAUDE.md files go into the system prompt. */
+  contextFiles?: boolean;
   /** Default `ask` for a client that declared `permissions` (this one does). */
   permissionMode?: PermissionMode;
 }
@@ -165,6 +168,15 @@ export interface AgentState {
   thinkingLevel: 'off' | 'low' | 'medium' | 'high';
   permissionMode: PermissionMode;
   usage: Usage;
+  contextFiles: { path: string; size: number; truncated: boolean }[];
+}
+
+/** A slash command (`commands/list`, `commands_changed`); `name` has no slash. */
+export interface CommandEntry {
+  name: string;
+  description: string;
+  argumentHint?: string;
+  source: 'prompt' | 'mcp' | 'skill';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,7 +243,8 @@ export type AgentEvent =
       summary?: string;
       errorMessage?: string;
     })
-  | (EventBase & { type: 'agent_settled' });
+  | (EventBase & { type: 'agent_settled' })
+  | (EventBase & { type: 'commands_changed'; commands: CommandEntry[] });
 
 export type AgentEventType = AgentEvent['type'];
 

@@ -230,9 +230,13 @@ class AcpFront:
                                       "toolCallId": call.id, "status": "in_progress"})
 
     def _announce_commands(self, session: Session) -> None:
-        """Send ``available_commands_update`` just after the response being prepared: two
-        hops through the event loop put it behind pygls's send-the-response callback."""
-        update = available_commands(session.command_entries())
+        """Send ``available_commands_update`` (if the session has commands) just after the
+        response being prepared: two hops through the event loop put it behind pygls's
+        send-the-response callback."""
+        commands = session.command_entries()
+        if not commands:
+            return
+        update = available_commands(commands)
         loop = asyncio.get_running_loop()
         loop.call_soon(loop.call_soon, self.send_update, session.id, update)
 
