@@ -11,6 +11,7 @@ typed in the terminal reaches only this process, and drives it with ``TillerClie
   It declares the ``permissions`` capability, so the server's default mode is ``ask``: a tool
   call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
+  ``/`` + Tab completes the session's slash commands (``tiller.chat_complete``).
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
@@ -31,11 +32,12 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
+from tiller.chat_complete import CommandNames, completing_lines
 from tiller.chat_connection import Connection, ServerExited
 from tiller.chat_render import (
     OK_STOPS,
@@ -43,7 +45,6 @@ from tiller.chat_render import (
     Lines,
     PermissionPrompt,
     Renderer,
-    terminal_lines,
 )
 from tiller.client import RpcError
 from tiller.errors import ProviderNotConfiguredError
@@ -239,12 +240,18 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
     sink: Renderer | JsonRenderer = (
         JsonRenderer(sys.stdout) if options.json else Renderer(sys.stdout, sys.stderr, os.environ)
     )
+    names = CommandNames()
+
+    def on_event(event: dict[str, Any]) -> None:
+        names.observe(event)
+        sink.handle(event)
+
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async with Connection.open(server_args(options), sink.handle) as connection:
+        async with Connection.open(server_args(options), on_event) as connection:
             try:
                 if one_shot is None:
                     assert isinstance(sink, Renderer)
-                    return await _interactive(connection, sink, signals, options)
+                    return await _interactive(connection, sink, signals, options, names)
                 await connection.start_session(resume=options.resume, cwd=workspace(options))
                 once = OneShot(connection, sink)
                 return await _interruptible(once, signals, once.run(one_shot))
@@ -260,8 +267,10 @@ async def _interactive(
     renderer: Renderer,
     signals: AsyncIterator[int],
     options: argparse.Namespace,
+    names: CommandNames,
 ) -> int:
-    """The Repl, answering permission questions; a resumed session's history is shown first."""
+    """The Repl, answering permission questions; a resumed session's history is shown first;
+    ``/`` + Tab completes the session's commands (``names``)."""
     permissions = PermissionPrompt(renderer)
     connection.answer_requests("client/requestPermission", permissions.ask)
     loaded = await connection.start_session(
@@ -269,7 +278,8 @@ async def _interactive(
     )
     if loaded is not None:
         renderer.resumed(loaded)
-    async with terminal_lines() as lines:
+    names.set_from((await connection.call("commands/list"))["commands"])
+    async with completing_lines(names) as lines:
         repl = Repl(connection, renderer, lines, permissions)
         return await _interruptible(repl, signals, repl.run(options.prompt))
 

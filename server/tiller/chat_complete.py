@@ -1,0 +1,102 @@
+"""``tiller chat``'s line input with Tab completion of slash commands.
+
+``CommandNames`` keeps the session's command names (from ``commands/list``, then each
+``commands_changed`` event); ``completing_lines`` reads lines with GNU readline when stdin is a
+terminal and readline is available, so ``/`` + Tab completes (Tab twice lists) the commands; else
+it falls back to ``tiller.chat_render.terminal_lines``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import threading
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from types import ModuleType
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from tiller.chat_render import Lines, terminal_lines
+
+__all__ = ["CommandNames", "completing_lines"]
+
+
+class CommandNames:
+    """The names of the session's slash commands, without the slash."""
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.names = sorted(names)
+
+    def set_from(self, commands: Iterable[dict[str, Any]]) -> None:
+        """Take the names of a ``commands/list`` result's (or an event's) ``commands``."""
+        self.names = sorted(str(c.get("name", "")) for c in commands if c.get("name"))
+
+    def observe(self, event: dict[str, Any]) -> None:
+        """An ``agent/event``'s params: a ``commands_changed`` replaces the names."""
+        if event.get("type") == "commands_changed":
+            self.set_from(event.get("commands") or [])
+
+    def matches(self, line: str, word: str) -> list[str]:
+        """Completions of ``word`` in ``line``: ``/name``s when the word is the line's first
+        and starts with ``/``; nothing otherwise."""
+        if not word.startswith("/") or not line.lstrip().startswith(word):
+            return []
+        return ["/" + name for name in self.names if name.startswith(word[1:])]
+
+
+def _readline() -> ModuleType | None:
+    try:
+        return importlib.import_module("readline")
+    except ImportError:
+        return None
+
+
+@asynccontextmanager
+async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Lines]:
+    """Typed lines (then None at end of input), completing commands on Tab when ``fd`` is a
+    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up."""
+    readline = _readline()
+    if readline is None or fd != 0 or not _is_tty(fd):
+        async with terminal_lines(fd) as lines:
+            yield lines
+        return
+    readline.parse_and_bind("set enable-bracketed-paste off")
+    readline.parse_and_bind("tab: complete")
+    readline.set_completer_delims(" \t\n")
+
+    def complete(word: str, state: int) -> str | None:
+        found = names.matches(readline.get_line_buffer(), word)
+        return found[state] + " " if state < len(found) else None  # a space, as shells do
+
+    readline.set_completer(complete)
+    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
+    token = anyio.lowlevel.current_token()
+
+    def deliver(item: str | None) -> bool:
+        try:
+            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False  # we are exiting
+        return True
+
+    def read_lines() -> None:
+        while True:
+            try:
+                line: str | None = input()
+            except (EOFError, OSError):
+                line = None
+            if not deliver(line) or line is None:
+                return
+
+    threading.Thread(target=read_lines, name="tiller-chat-input", daemon=True).start()
+    with receive:
+        yield receive
+
+
+def _is_tty(fd: int) -> bool:
+    return os.isatty(fd)
