@@ -40,6 +40,7 @@ def project(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     write(config / "prompts" / "broken.md", "---\ndescription: not closed\n")
     write(cwd / ".agents" / "skills" / "deploy" / "SKILL.md",
           "---\nname: deploy\ndescription: Deploy the app to staging\n---\nRun make deploy.\n")
+    write(config / "skills" / "broken" / "SKILL.md", "---\nname: broken\n---\nno description\n")
     return cwd, config, clean_env(XDG_CONFIG_HOME=str(tmp_path / "xdg"))
 
 
@@ -83,6 +84,7 @@ async def test_context_files_reach_the_model_in_order_and_getstate_lists_them(
     assert "REPO-RULES" in replaced
     assert "REPO-RULES" not in without and "USER-RULES" not in without
     assert "deploy" in without and bare_state["contextFiles"] == []
+    assert "broken" not in default  # a skill with broken front matter is listed nowhere
 
 
 async def test_a_template_expands_and_an_unknown_name_is_sent_as_typed(

@@ -237,13 +237,18 @@ class Session:
         self, message: str | Sequence[UserContent]
     ) -> str | list[UserContent]:
         """The prompt a ``/name ...`` message becomes (the message as typed when it starts
-        with no known command). First re-reads the commands if their files changed: then the
-        system prompt is rebuilt (skills are in it) and ``commands_changed`` is published."""
+        with no known command), after ``refresh_commands``."""
+        await self.refresh_commands()
+        return await self.context.expand(message)
+
+    async def refresh_commands(self) -> None:
+        """Re-read the command sources that changed (a worker thread: file I/O); if the list
+        differs, rebuild the system prompt (skills are in it) and publish ``commands_changed``.
+        A source that changes on its own (an MCP server's prompts) calls this too."""
         if await anyio.to_thread.run_sync(self.context.catalog.refresh):
             self.agent.settings = replace(self.agent.settings,
                                           system_prompt=self.context.system_prompt())
             self.publish(CommandsChanged(commands=self.command_entries()))
-        return await self.context.expand(message)
 
     def command_entries(self) -> list[CommandEntry]:
         """The session's slash commands as listed on the wire."""
