@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,14 +15,20 @@ import anyio
 from fake_openai import FakeOpenAI
 from tiller.client import TillerClient
 
+EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="tiller-tests-config-")
+"""An empty XDG config home: the machine's own ~/.config/tiller (config file, AGENTS.md,
+prompts, skills) never reaches a test that does not ask for one."""
+
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without provider settings that would leak into a test."""
+    """This process's environment without provider settings that would leak into a test, and
+    with an empty config home unless ``extra`` names one."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("OPENAI_", "ANTHROPIC_", "TILLER_"))
     }
+    env["XDG_CONFIG_HOME"] = EMPTY_CONFIG_HOME
     env.update(extra)
     return env
 
