@@ -11,6 +11,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from tiller.protocol_checkpoints import (
+    ChangesParams,
+    ChangesResult,
+    CheckpointsInfo,
+    FileChange,
+    RevertParams,
+    RevertResult,
+    SkippedFile,
+)
 from tiller.types import (
     Message,
     PermissionMode,
@@ -28,6 +37,13 @@ __all__ = [
     "SERVER_NOTIFICATIONS",
     "SERVER_REQUESTS",
     "CancelRequestParams",
+    "ChangesParams",
+    "ChangesResult",
+    "CheckpointsInfo",
+    "FileChange",
+    "RevertParams",
+    "RevertResult",
+    "SkippedFile",
     "CommandPreview",
     "DiffPreview",
     "EmptyResult",
@@ -164,6 +180,7 @@ class GetStateResult(WireModel):
     thinking_level: ThinkingLevel
     permission_mode: PermissionMode
     usage: Usage
+    checkpoints: CheckpointsInfo | None = None
 
 
 class GetMessagesResult(WireModel):
@@ -260,6 +277,9 @@ class SessionIdParams(WireModel):
 
 class SessionForkParams(SessionIdParams):
     entry_id: str
+    revert_files: bool = Field(
+        default=False, description="also put the files the agent changed after the entry back"
+    )
 
 
 class SessionLoadResult(WireModel):
@@ -274,6 +294,9 @@ class SessionLoadResult(WireModel):
     entry_ids: list[str]
     pending_steering: int = 0
     pending_follow_up: int = 0
+    revert: RevertResult | None = Field(
+        default=None, description="session/fork with revertFiles: what was put back"
+    )
 
 
 # agent/compact ---------------------------------------------------------------------------------
@@ -386,6 +409,8 @@ METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
     "session/fork": (SessionForkParams, SessionLoadResult),
     "session/close": (SessionIdParams, EmptyResult),
     "session/delete": (SessionIdParams, EmptyResult),
+    "session/changes": (ChangesParams, ChangesResult),
+    "session/revert": (RevertParams, RevertResult),
     "agent/prompt": (PromptParams, RunResultModel),
     "agent/continue": (SessionParams, RunResultModel),
     "agent/steer": (QueueParams, QueueResult),

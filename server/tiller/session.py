@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiller.agent import Agent
+from tiller.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.permissions import PermissionGate, PermissionMode
@@ -33,6 +34,7 @@ from tiller.types import (
     ThinkingLevel,
     ToolCall,
     ToolExecutionUpdate,
+    ToolResultMessage,
     UserContent,
     UserMessage,
 )
@@ -115,11 +117,19 @@ class Session:
             compaction=config.compaction,
             max_run_tokens=config.max_run_tokens,
             before_tool_call=self._before_tool_call,
+            after_tool_call=self._after_tool_call,
         )
         self.agent = Agent(
             settings, providers(config, provider, model), self.publish,
             model_info=config.model_info(provider, model), thinking=config.thinking,
         )
+        repo, off_reason = open_shadow(config.session_dir, cwd, session_log.path, session_id,
+                                       config.checkpoint_max_bytes)
+        self.checkpoints = Checkpoints(repo, off_reason, self.recorder, lambda: self.tools,
+                                       self.publish)
+        """The workspace snapshots around the agent's mutating turns (tiller.checkpoints)."""
+        self.subscribe(self.checkpoints)
+        self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
         self.gate: PermissionGate
@@ -166,6 +176,9 @@ class Session:
             for hook in self._cleared_hooks:
                 await hook(call, args)
         return verdict
+
+    async def _after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> None:
+        await self.checkpoints.after_tool(call, result)
 
     # ------------------------------------------------------------------ the editor
 
