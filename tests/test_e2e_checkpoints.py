@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp import text_block
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env, spawn_tiller, wait_requests
+from test_acp import Recorder, spawn_acp, start
 from tiller.client import RpcError
 
 pytestmark = pytest.mark.anyio
@@ -107,6 +109,9 @@ async def test_changes_and_revert_tell_the_agent_from_the_user(
         "a.py": "modified", "b.py": "modified", "new.txt": "added", "gone.txt": "deleted",
         "made.txt": "added",
     }
+    assert [c["entryId"] for c in changes["checkpoints"]][:1] == [first["entryId"]]
+    assert [sorted(c["files"]) for c in changes["checkpoints"]] == [
+        ["a.py", "b.py", "new.txt"], ["gone.txt", "made.txt"]]
     assert "-a = 1\n+a = 2\n" in by_path["a.py"]["diff"]
     assert "user" not in by_path["a.py"]["diff"]  # the user's later edit is not the agent's
     assert (by_path["b.py"]["additions"], by_path["b.py"]["deletions"]) == (1, 1)
@@ -236,3 +241,26 @@ async def test_without_git_checkpoints_are_off_and_runs_work(
     assert result["stopReason"] == "stop" and (tmp_path / "f.txt").read_text() == "x"
     assert refused.value.code == -32017 and "git is not on PATH" in refused.value.message
     assert not any(e["type"] == "checkpoint" for e in tiller.events)
+
+
+async def test_acp_changes_and_revert(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text("x = 1\n")
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "bash", {"command": "echo 'x = 2' > app.py"})]),
+        text_reply("ok"),
+    )
+    async with spawn_acp(Recorder(), fake_openai, ws, "--session-dir",
+                         str(tmp_path / "data")) as conn:
+        session_id = await start(conn, ws, mode="auto")
+        await conn.prompt(session_id=session_id, prompt=[text_block("bump")])
+        changes = await conn.ext_method("tiller/changes", {"sessionId": session_id})
+        [turn] = changes["checkpoints"]
+        reverted = await conn.ext_method("tiller/revert",
+                                         {"sessionId": session_id, "entryId": turn["entryId"]})
+
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("app.py", "modified")]
+    assert turn["files"] == ["app.py"]
+    assert reverted == {"restored": ["app.py"], "conflicts": [], "skipped": []}
+    assert (ws / "app.py").read_text() == "x = 1\n"

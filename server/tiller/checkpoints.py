@@ -26,7 +26,13 @@ from typing import Any, Literal
 import anyio
 
 from tiller.errors import CheckpointsOffError, ToolError, UnknownEntryError
-from tiller.protocol_checkpoints import ChangesResult, FileChange, RevertResult, SkippedFile
+from tiller.protocol_checkpoints import (
+    ChangesResult,
+    FileChange,
+    RevertResult,
+    SkippedFile,
+    TurnCheckpoint,
+)
 from tiller.recorder import LogRecorder
 from tiller.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
 from tiller.store import Entry, read_session_file
@@ -231,9 +237,18 @@ def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
     for entry in branch[first:last + 1]:
         if entry.type == "checkpoint":
             not_covered.update(entry.data.get("notCovered") or [])
-    spans = _spans(repo, turns, lambda: repo.snapshot().tree)
+    current: list[str] = []
+
+    def now() -> str:
+        current[:] = current or [repo.snapshot().tree]
+        return current[0]
+
+    spans = _spans(repo, turns, now)
     return ChangesResult(
         files=[_file_change(repo, rel, old, new) for rel, (old, new) in sorted(spans.items())],
+        checkpoints=[TurnCheckpoint(entry_id=turn.entry_id,
+                                    files=repo.changed_paths(turn.before, turn.after or now()))
+                     for turn in turns],
         not_covered=sorted(not_covered),
     )
 

@@ -17,6 +17,7 @@ __all__ = [
     "RevertParams",
     "RevertResult",
     "SkippedFile",
+    "TurnCheckpoint",
 ]
 
 
@@ -42,8 +43,16 @@ class FileChange(WireModel):
     binary: bool = False
 
 
+class TurnCheckpoint(WireModel):
+    """One turn's checkpoint: revert to ``entryId`` to undo that turn and those after it."""
+
+    entry_id: str
+    files: list[str]
+
+
 class ChangesResult(WireModel):
     files: list[FileChange]
+    checkpoints: list[TurnCheckpoint] = Field(default_factory=list)
     not_covered: list[str] = Field(
         default_factory=list, description="what the snapshots left out (size cap, skipped dirs)"
     )
