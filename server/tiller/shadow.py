@@ -130,6 +130,7 @@ class ShadowRepo:
     def snapshot(self) -> Snapshot:
         """Record the workspace as it is now; its tree and what is not covered."""
         self.ensure()
+        self._seed_index()
         listed = self.git("ls-files", "-z", "--others", "--modified", "--exclude-standard")
         update: list[str] = []
         not_covered: list[str] = []
@@ -157,6 +158,16 @@ class ShadowRepo:
             self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=payload)
         tree = self.git("write-tree").decode().strip()
         return Snapshot(tree, sorted(not_covered) + self.skipped_folders())
+
+    def _seed_index(self) -> None:
+        """Start a new session's index from the workspace's latest one, so its first snapshot
+        hashes only what changed since (the stat data in it is the same work tree's)."""
+        if self.index_file.exists():
+            return
+        others = [p for p in self.git_dir.glob("index*") if p.is_file() and p != self.index_file]
+        if others:
+            latest = max(others, key=lambda p: p.stat().st_mtime)
+            shutil.copyfile(latest, self.index_file)
 
     def skipped_folders(self) -> list[str]:
         """The ``SKIPPED_FOLDERS`` present at the top of the workspace (not covered)."""
