@@ -19,6 +19,7 @@ from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env, spawn_tiller, wait_requests
 from test_acp import Recorder, spawn_acp, start
 from tiller.client import RpcError
+from tiller.shadow import ShadowRepo
 
 pytestmark = pytest.mark.anyio
 
@@ -264,3 +265,17 @@ async def test_acp_changes_and_revert(fake_openai: FakeOpenAI, tmp_path: Path) -
     assert turn["files"] == ["app.py"]
     assert reverted == {"restored": ["app.py"], "conflicts": [], "skipped": []}
     assert (ws / "app.py").read_text() == "x = 1\n"
+
+
+def test_the_shadow_stores_bytes_exactly_whatever_gitattributes_say(tmp_path: Path) -> None:
+    """A workspace's .gitattributes asking for end-of-line conversion or a filter changes
+    nothing: the blob is the file's bytes, and no filter command runs."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".gitattributes").write_text("*.txt text eol=lf filter=evil\n")
+    (ws / "dos.txt").write_bytes(b"one\r\ntwo\r\n")
+    repo = ShadowRepo(tmp_path / "shadow.git", ws)
+    snap = repo.snapshot()
+    blob = repo.blobs(snap.tree, ["dos.txt"])["dos.txt"]
+    assert repo.read_blob(blob.oid) == b"one\r\ntwo\r\n"
+    assert not (ws / ".git").exists()

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
@@ -176,7 +178,9 @@ class TillerFront:
         session = await self.sessions.fork(params.session_id, params.entry_id)
         history = self._history(session)
         if params.revert_files:
-            source_log = source_log or self.sessions.find(params.session_id)
+            source_log = source_log or await anyio.to_thread.run_sync(
+                self.sessions.find, params.session_id
+            )
             history.revert = await session.checkpoints.revert(
                 params.entry_id, files=session.files, log_path=source_log
             )

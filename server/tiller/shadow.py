@@ -3,8 +3,9 @@
 ``GIT_DIR`` is a folder under the session data directory and ``GIT_WORK_TREE`` the workspace,
 so the user's ``.git`` (index, stash, HEAD, hooks, config) is never read or written. Git runs
 with no system or global config, no hooks, no fsmonitor, no attributes file and no auto gc, so
-nothing in the user's configuration or the workspace can make it run code; without a config
-defining them, the workspace's ``.gitattributes`` filters are inert.
+nothing in the user's configuration or the workspace can make it run code; the shadow's
+``info/attributes`` overrides the workspace's ``.gitattributes`` (no filters, no end-of-line
+conversion: a file is stored and restored byte for byte).
 
 A snapshot is ``update-index`` of the changed paths into the shadow index (one index per
 session) and ``write-tree``: a tree id. It honours the workspace's ``.gitignore`` files, skips
@@ -121,6 +122,10 @@ class ShadowRepo:
         patterns = [f"{name}/" for name in SKIPPED_FOLDERS]
         patterns += ["/" + path.strip("/") for path in self.exclude]
         (info / "exclude").write_text("\n".join(patterns) + "\n")
+        # Overrides the workspace's .gitattributes: bytes in, the same bytes out; no filters.
+        (info / "attributes").write_text(
+            "* -text -eol -filter -ident -working-tree-encoding -diff -merge\n"
+        )
         hooks = self.git_dir / "hooks"
         if hooks.is_dir():
             shutil.rmtree(hooks)

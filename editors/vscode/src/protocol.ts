@@ -165,6 +165,8 @@ export interface AgentState {
   thinkingLevel: 'off' | 'low' | 'medium' | 'high';
   permissionMode: PermissionMode;
   usage: Usage;
+  /** Whether the session snapshots the workspace (session/changes, session/revert). */
+  checkpoints?: { enabled: boolean; reason?: string };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,6 +233,7 @@ export type AgentEvent =
       summary?: string;
       errorMessage?: string;
     })
+  | (EventBase & { type: 'checkpoint'; entryId: string; files: string[]; notCovered: string[] })
   | (EventBase & { type: 'agent_settled' });
 
 export type AgentEventType = AgentEvent['type'];
