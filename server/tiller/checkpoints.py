@@ -212,12 +212,16 @@ def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
     return [turn for turn in ordered if start <= turn.position <= end]
 
 
-def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str]) -> dict[str, _Span]:
-    """Each file the turns changed: as the first turn found it, as the last one left it."""
+def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
+           only: list[str] | None = None) -> dict[str, _Span]:
+    """Each file (among ``only``, when given) the turns changed: as the first turn found it,
+    as the last one left it."""
     spans: dict[str, _Span] = {}
+    if only is not None and not only:
+        return spans
     for turn in turns:
         after = turn.after or now()
-        changed = repo.changed_paths(turn.before, after)
+        changed = repo.changed_paths(turn.before, after, only)
         if not changed:
             continue
         old, new = repo.blobs(turn.before, changed), repo.blobs(after, changed)
@@ -293,14 +297,12 @@ def _plan_revert(
     branch = _branch(path)
     turns = _turns(branch, _position(branch, entry_id, 0), len(branch))
     current = repo.snapshot()
-    spans = _spans(repo, turns, lambda: current.tree)
-    wanted = {_relative(repo, p) for p in only} if only is not None else None
+    wanted = sorted({_relative(repo, p) for p in only}) if only is not None else None
+    spans = _spans(repo, turns, lambda: current.tree, wanted)
     result = RevertResult()
     restore: list[tuple[str, Blob | None]] = []
     now = repo.blobs(current.tree, list(spans))
     for rel, (found, left) in sorted(spans.items()):
-        if wanted is not None and rel not in wanted:
-            continue
         if rel in current.not_covered:
             result.skipped.append(SkippedFile(path=rel, reason="not covered: over the size cap"))
         elif now.get(rel) == found:

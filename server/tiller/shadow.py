@@ -180,9 +180,11 @@ class ShadowRepo:
 
     # ------------------------------------------------------------------ reading trees
 
-    def changed_paths(self, old: str, new: str) -> list[str]:
-        """The paths whose content or mode differ between two trees."""
-        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new)
+    def changed_paths(self, old: str, new: str, only: list[str] | None = None) -> list[str]:
+        """The paths (among ``only``, when given) whose content or mode differ between two
+        trees."""
+        limit = ["--", *only] if only is not None else []
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", old, new, *limit)
         return sorted(p.decode(errors="surrogateescape") for p in out.split(b"\0") if p)
 
     def blobs(self, tree: str, paths: list[str]) -> dict[str, Blob]:
