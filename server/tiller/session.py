@@ -5,7 +5,8 @@ The Session is its Agent's ``emit``: every event is published, in order, to the 
 the log recorder (tiller.recorder) first, so an event is on disk before a front sends it.
 Fronts take part only through two seams: ``subscribe`` (events, typed) and
 ``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
-method changes in a session goes through a method here.
+method changes in a session goes through a method here. Checkpoints (tiller.checkpoints) use the
+same seams plus the Agent's ``after_tool_call``: the Agent never learns about git.
 """
 
 from __future__ import annotations
