@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python bench/bench_providers.py
 	$(BIN)/python bench/bench_sessions.py
 	$(BIN)/python bench/bench_leak.py
+	$(BIN)/python bench/bench_checkpoints.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -27,6 +27,7 @@ import pytest
 from fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, roles
 from tiller.chat import Renderer, build_parser, server_args
+from tiller.chat_checkpoints import CONFIRM_UNDO
 from tiller.chat_render import ASK_PROMPT
 
 DEADLINE = 30.0
@@ -531,3 +532,35 @@ def test_a_permission_question_colours_its_diff() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "\x1b[1;33m? 'write' changes x\x1b[0m"
     assert lines[4:] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]
+
+
+def test_changes_and_undo_with_a_confirmation(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    (tmp_path / "notes.txt").write_text("old line\n")
+    fake_openai.enqueue(write_call("notes.txt", "new line\n"), text_reply("Written."))
+    terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
+    terminal.expect("> ")
+    terminal.type("edit the notes\n")
+    terminal.expect("Written.")
+    terminal.expect("> ")
+    terminal.type("/changes\n")
+    terminal.expect("modified notes.txt (+1 -1)")
+    terminal.expect("> ")
+    terminal.type("/undo\n")
+    terminal.expect("modified notes.txt (+1 -1)")
+    terminal.expect(CONFIRM_UNDO)
+    terminal.type("n\n")
+    terminal.expect("kept the changes")
+    assert (tmp_path / "notes.txt").read_text() == "new line\n"
+    terminal.expect("> ")
+    terminal.type("/undo\n")
+    terminal.expect(CONFIRM_UNDO)
+    terminal.type("y\n")
+    terminal.expect("↺ restored notes.txt")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert (tmp_path / "notes.txt").read_text() == "old line\n"
+    assert len(fake_openai.requests) == 2  # the commands and answers were not messages

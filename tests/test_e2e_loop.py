@@ -37,7 +37,9 @@ async def test_tool_round_event_order(fake_openai: FakeOpenAI, tmp_path: Path) -
         "turn_start",
         "message_start", "message_end",  # the user prompt
         "message_start", "message_end",  # the assistant's tool call
-        "tool_execution_start", "tool_execution_end",
+        "tool_execution_start",
+        "checkpoint",  # bash may change files: the workspace is snapshotted after it
+        "tool_execution_end",
         "message_start", "message_end",  # the tool result
         "turn_end",
         "turn_start",

@@ -109,6 +109,9 @@ async def test_every_message_of_a_real_run_conforms(
         other = (await tiller.request("session/new", {"permissionMode": "auto"}))["sessionId"]
         await tiller.request("session/list", {"limit": 5})
         loaded = await tiller.request("session/load", {"sessionId": state["sessionId"]})
+        await tiller.request("session/changes", {"sessionId": state["sessionId"]})
+        await tiller.request("session/revert", {"sessionId": state["sessionId"],
+                                                "entryId": loaded["entryIds"][-1]})
         fork = {"sessionId": state["sessionId"], "entryId": loaded["entryIds"][0]}
         forked = (await tiller.request("session/fork", fork))["sessionId"]
         await tiller.request("session/close", {"sessionId": forked})

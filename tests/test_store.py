@@ -29,6 +29,9 @@ SAMPLE_DATA = {
     "queued": {"queue": "steering", "message": UserMessage(content="turn left").dump()},
     "compaction": {"summary": "we talked", "firstKeptEntryId": "x", "tokensBefore": 10},
     "label": {"label": "checkpoint"},
+    "checkpoint": {"tree": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "notCovered": []},
+    "checkpoint_end": {"checkpointId": "x", "tree": "4b825dc6", "files": ["a.py"]},
+    "revert": {"entryId": "x", "restored": ["a.py"]},
 }
 
 

@@ -12,6 +12,8 @@ typed in the terminal reaches only this process, and drives it with ``TillerClie
   call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
   ``/`` + Tab completes the session's slash commands (``tiller.chat_complete``).
+  ``/changes`` lists the files the agent changed; ``/undo`` puts back what its last run changed,
+  after a y/N confirmation (tiller.chat_checkpoints).
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
@@ -37,6 +39,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.abc import TaskGroup
 
+from tiller.chat_checkpoints import CheckpointCommands
 from tiller.chat_complete import CommandNames, completing_lines
 from tiller.chat_connection import Connection, ServerExited
 from tiller.chat_render import (
@@ -98,6 +101,7 @@ class Repl:
     ) -> None:
         self.connection, self.renderer, self.lines = connection, renderer, lines
         self.permissions = permissions
+        self.checkpoints = CheckpointCommands(connection, renderer)  # /changes, /undo
         self.running: anyio.Event | None = None  # set when the active run ends
         self.aborting = False
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"
@@ -153,6 +157,8 @@ class Repl:
             if self.running is not None:
                 await self.connection.abort()
             return False
+        if await self.checkpoints.handle(text, running=self.running is not None):
+            return True
         async with self.queue_lock:
             if self.running is None:
                 self._start(tg, text.removeprefix(">>").strip())
@@ -301,6 +307,8 @@ interactive keys:
   >> a line                      queue it as a follow-up, for when the agent would stop
   Ctrl-C                         abort the run; at the prompt, quit
   y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
+  /changes                       the files the agent changed in this session
+  /undo                          put back what the last run changed (asks first)
   Ctrl-D or /quit                quit
 
 exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""

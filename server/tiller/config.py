@@ -72,6 +72,8 @@ class ServerConfig:
     """Where session logs go; None keeps sessions in memory only (--no-session)."""
     system_prompt: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    checkpoint_max_bytes: int = 2 * 1024 * 1024
+    """Files larger than this are left out of checkpoints (tiller.checkpoints)."""
 
     def key_variables(self) -> set[str]:
         """The environment variables that hold a configured provider's API key."""
@@ -130,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--idle-timeout", type=float, help="seconds without a byte before a stream is retried")
     add("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
     add("--no-session", action="store_true", help="keep sessions in memory only")
+    add("--checkpoint-max-bytes", type=int,
+        help="files larger than this are left out of checkpoints (default 2 MB)")
     add("--log-file", help="append logs here instead of stderr")
     add("--log-level", help="DEBUG, INFO, WARNING (default), ERROR")
     return parser
@@ -258,6 +262,9 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
         updates["session_dir"] = Path(args.session_dir).expanduser().resolve()
     if args.no_session:
         updates["session_dir"] = None
+    if args.checkpoint_max_bytes is not None:
+        updates["checkpoint_max_bytes"] = _positive(args.checkpoint_max_bytes,
+                                                    "--checkpoint-max-bytes")
     if args.log_file:
         updates["log_file"] = Path(args.log_file)
     if args.log_level:

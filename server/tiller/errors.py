@@ -11,6 +11,7 @@
     │   ├── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
     │   ├── UnknownEntryError        -32015  session/fork at an entry the session does not have
     │   ├── SessionLogError          -32016  a session file that cannot be read (tiller.store)
+    │   ├── CheckpointsOffError      -32017  session/changes or session/revert without checkpoints
     │   └── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │                                        (tiller.acp)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 __all__ = [
     "AgentBusyError",
     "CannotContinueError",
+    "CheckpointsOffError",
     "ConfigError",
     "NoActiveRunError",
     "ProviderNotConfiguredError",
@@ -76,6 +78,13 @@ class ProviderNotConfiguredError(RequestError):
 
 class UnknownEntryError(RequestError):
     code = -32015
+
+
+class CheckpointsOffError(RequestError):
+    """``session/changes`` or ``session/revert`` for a session without checkpoints (no git on
+    PATH, or sessions not saved); the message says which."""
+
+    code = -32017
 
 
 class RunFailedError(RequestError):

@@ -7,10 +7,32 @@ servers accept newer clients.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
+from tiller.protocol_checkpoints import (
+    ChangesParams,
+    ChangesResult,
+    CheckpointsInfo,
+    FileChange,
+    RevertParams,
+    RevertResult,
+    SkippedFile,
+)
+from tiller.protocol_client import (
+    CommandPreview,
+    DiffPreview,
+    NoPreview,
+    PathPreview,
+    PermissionOutcome,
+    PermissionPreview,
+    ReadTextFileParams,
+    ReadTextFileResult,
+    RequestPermissionParams,
+    RequestPermissionResult,
+    WriteTextFileParams,
+)
 from tiller.types import (
     CommandEntry,
     Message,
@@ -29,6 +51,13 @@ __all__ = [
     "SERVER_NOTIFICATIONS",
     "SERVER_REQUESTS",
     "CancelRequestParams",
+    "ChangesParams",
+    "ChangesResult",
+    "CheckpointsInfo",
+    "FileChange",
+    "RevertParams",
+    "RevertResult",
+    "SkippedFile",
     "CommandPreview",
     "DiffPreview",
     "EmptyResult",
@@ -176,6 +205,7 @@ class GetStateResult(WireModel):
     permission_mode: PermissionMode
     usage: Usage
     context_files: list[ContextFileEntry] = Field(default_factory=list)
+    checkpoints: CheckpointsInfo | None = None
 
 
 class CommandsListResult(WireModel):
@@ -276,6 +306,9 @@ class SessionIdParams(WireModel):
 
 class SessionForkParams(SessionIdParams):
     entry_id: str
+    revert_files: bool = Field(
+        default=False, description="also put the files the agent changed after the entry back"
+    )
 
 
 class SessionLoadResult(WireModel):
@@ -290,6 +323,9 @@ class SessionLoadResult(WireModel):
     entry_ids: list[str]
     pending_steering: int = 0
     pending_follow_up: int = 0
+    revert: RevertResult | None = Field(
+        default=None, description="session/fork with revertFiles: what was put back"
+    )
 
 
 # agent/compact ---------------------------------------------------------------------------------
@@ -315,70 +351,6 @@ class SetPermissionModeResult(WireModel):
     mode: PermissionMode
 
 
-# requests (server -> client) -------------------------------------------------------------------
-
-
-PermissionOutcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
-
-
-class DiffPreview(WireModel):
-    kind: Literal["diff"] = "diff"
-    path: str
-    diff: str = Field(description="a unified diff of the file change")
-
-
-class CommandPreview(WireModel):
-    kind: Literal["command"] = "command"
-    command: str
-    cwd: str
-
-
-class PathPreview(WireModel):
-    kind: Literal["path"] = "path"
-    path: str
-
-
-class NoPreview(WireModel):
-    kind: Literal["none"] = "none"
-
-
-PermissionPreview = Annotated[
-    DiffPreview | CommandPreview | PathPreview | NoPreview, Field(discriminator="kind")
-]
-
-
-class RequestPermissionParams(WireModel):
-    session_id: str
-    tool_call_id: str
-    tool_name: str
-    args: dict[str, Any]
-    preview: PermissionPreview
-    reason: str
-    options: list[PermissionOutcome]
-
-
-class RequestPermissionResult(WireModel):
-    outcome: PermissionOutcome
-    reason: str | None = None
-
-
-class ReadTextFileParams(WireModel):
-    session_id: str
-    path: str
-    line: int | None = Field(default=None, description="1-based first line")
-    limit: int | None = Field(default=None, description="how many lines")
-
-
-class ReadTextFileResult(WireModel):
-    content: str
-
-
-class WriteTextFileParams(WireModel):
-    session_id: str
-    path: str
-    content: str
-
-
 # the whole surface -----------------------------------------------------------------------------
 
 
@@ -402,6 +374,8 @@ METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
     "session/fork": (SessionForkParams, SessionLoadResult),
     "session/close": (SessionIdParams, EmptyResult),
     "session/delete": (SessionIdParams, EmptyResult),
+    "session/changes": (ChangesParams, ChangesResult),
+    "session/revert": (RevertParams, RevertResult),
     "agent/prompt": (PromptParams, RunResultModel),
     "agent/continue": (SessionParams, RunResultModel),
     "agent/steer": (QueueParams, QueueResult),

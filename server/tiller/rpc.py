@@ -15,14 +15,20 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
+
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
+from tiller.errors import AgentBusyError
 from tiller.front import Front
 from tiller.model_call import model_context
 from tiller.protocol import (
     EVENT_METHOD,
+    ChangesParams,
+    ChangesResult,
+    CheckpointsInfo,
     CommandsListResult,
     CompactParams,
     CompactResult,
@@ -38,6 +44,8 @@ from tiller.protocol import (
     ProviderEntry,
     QueueParams,
     QueueResult,
+    RevertParams,
+    RevertResult,
     RunResultModel,
     ServerInfo,
     SessionForkParams,
@@ -60,6 +68,7 @@ from tiller.protocol import (
 )
 from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
+from tiller.shadow import git_available
 from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, WireModel
 
 __all__ = ["EventNotifier", "TillerFront"]
@@ -102,6 +111,8 @@ class TillerFront:
         add("session/fork", SessionForkParams, self.session_fork)
         add("session/close", SessionIdParams, self.session_close)
         add("session/delete", SessionIdParams, self.session_delete)
+        add("session/changes", ChangesParams, self.session_changes)
+        add("session/revert", RevertParams, self.session_revert)
         add("agent/prompt", PromptParams, self.prompt)
         add("agent/continue", SessionParams, self.continue_)
         add("agent/steer", QueueParams, self.steer)
@@ -149,6 +160,7 @@ class TillerFront:
                     "new": True, "list": True, "load": True, "fork": True,
                     "persistent": self.config.session_dir is not None,
                 },
+                "checkpoints": self._checkpoints_info().dump(),
             },
         )
 
@@ -164,7 +176,30 @@ class TillerFront:
         return self._history(await self.sessions.load(params.session_id))
 
     async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
-        return self._history(await self.sessions.fork(params.session_id, params.entry_id))
+        source = self.sessions.sessions.get(params.session_id)
+        source_log = source.log.path if source else None
+        session = await self.sessions.fork(params.session_id, params.entry_id)
+        history = self._history(session)
+        if params.revert_files:
+            source_log = source_log or await anyio.to_thread.run_sync(
+                self.sessions.find, params.session_id
+            )
+            history.revert = await session.checkpoints.revert(
+                params.entry_id, files=session.files, log_path=source_log
+            )
+        return history
+
+    async def session_changes(self, params: ChangesParams) -> ChangesResult:
+        session = self.sessions.get(params.session_id)
+        return await session.checkpoints.changes(params.from_, params.to)
+
+    async def session_revert(self, params: RevertParams) -> RevertResult:
+        session = self.sessions.get(params.session_id)
+        if session.agent.is_running:
+            raise AgentBusyError("the session has an active run: abort it before a revert")
+        return await session.checkpoints.revert(
+            params.entry_id, params.paths, force=params.force, files=session.files
+        )
 
     async def session_close(self, params: SessionIdParams) -> WireModel:
         await self.sessions.close(params.session_id)
@@ -217,6 +252,9 @@ class TillerFront:
             usage=agent.usage,
             context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
                            for f in session.context.files],
+            checkpoints=CheckpointsInfo(
+                enabled=session.checkpoints.enabled, reason=session.checkpoints.reason
+            ),
         )
 
     async def get_messages(self, params: SessionParams) -> GetMessagesResult:
@@ -278,6 +316,14 @@ class TillerFront:
             pending_steering=len(agent.steering_queue),
             pending_follow_up=len(agent.follow_up_queue),
         )
+
+    def _checkpoints_info(self) -> CheckpointsInfo:
+        """Whether new sessions get checkpoints, and why not."""
+        if not git_available():
+            return CheckpointsInfo(enabled=False, reason="git is not on PATH")
+        if self.config.session_dir is None:
+            return CheckpointsInfo(enabled=False, reason="sessions are not saved (--no-session)")
+        return CheckpointsInfo(enabled=True)
 
     def _models_list(self) -> ModelsListResult:
         config = self.config

@@ -35,6 +35,7 @@ from tiller import PROTOCOL_VERSION
 from tiller.errors import (
     AgentBusyError,
     CannotContinueError,
+    CheckpointsOffError,
     NoActiveRunError,
     ProviderNotConfiguredError,
     RequestError,
@@ -62,7 +63,8 @@ JSONRPC_ERRORS: tuple[type[Exception], ...] = (
 )
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
-    ProviderNotConfiguredError, UnknownEntryError, SessionLogError, RunFailedError,
+    ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
+    RunFailedError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

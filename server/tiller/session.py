@@ -5,7 +5,8 @@ The Session is its Agent's ``emit``: every event is published, in order, to the 
 the log recorder (tiller.recorder) first, so an event is on disk before a front sends it.
 Fronts take part only through two seams: ``subscribe`` (events, typed) and
 ``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
-method changes in a session goes through a method here.
+method changes in a session goes through a method here. Checkpoints (tiller.checkpoints) use the
+same seams plus the Agent's ``after_tool_call``: the Agent never learns about git.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.agent import Agent
+from tiller.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
@@ -38,6 +40,7 @@ from tiller.types import (
     ThinkingLevel,
     ToolCall,
     ToolExecutionUpdate,
+    ToolResultMessage,
     UserContent,
     UserMessage,
 )
@@ -122,11 +125,19 @@ class Session:
             compaction=config.compaction,
             max_run_tokens=config.max_run_tokens,
             before_tool_call=self._before_tool_call,
+            after_tool_call=self._after_tool_call,
         )
         self.agent = Agent(
             settings, providers(config, provider, model), self.publish,
             model_info=config.model_info(provider, model), thinking=config.thinking,
         )
+        repo, off_reason = open_shadow(config.session_dir, cwd, session_log.path, session_id,
+                                       config.checkpoint_max_bytes)
+        self.checkpoints = Checkpoints(repo, off_reason, self.recorder, lambda: self.tools,
+                                       self.publish)
+        """The workspace snapshots around the agent's mutating turns (tiller.checkpoints)."""
+        self.subscribe(self.checkpoints)
+        self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
         self.gate: PermissionGate
@@ -173,6 +184,9 @@ class Session:
             for hook in self._cleared_hooks:
                 await hook(call, args)
         return verdict
+
+    async def _after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> None:
+        await self.checkpoints.after_tool(call, result)
 
     # ------------------------------------------------------------------ the editor
 

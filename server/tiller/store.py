@@ -65,6 +65,9 @@ ENTRY_TYPES = (
     "queued",  # {queue: "steering"|"followUp", message}: acknowledged, not yet delivered
     "compaction",  # {summary, firstKeptEntryId, tokensBefore}
     "label",  # {label}: a title or bookmark
+    "checkpoint",  # {tree, notCovered}: the workspace before a turn's mutating calls
+    "checkpoint_end",  # {checkpointId, tree, files}: after a mutating call of that turn
+    "revert",  # {entryId, restored}: session/revert put these files back
 )
 
 

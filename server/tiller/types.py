@@ -50,6 +50,7 @@ __all__ = [
     "ThinkingLevel",
     "ToolResultMessage",
     "TurnEnd",
+    "CheckpointEvent",
     "TurnStart",
     "Usage",
     "UserContent",
@@ -337,6 +338,17 @@ class CompactionEnd(WireModel):
     error_message: str | None = None
 
 
+class CheckpointEvent(WireModel):
+    """The workspace was snapshotted after a mutating tool call: ``entryId`` is the turn's
+    ``checkpoint`` log entry (pass it to session/revert to undo the turn), ``files`` what the
+    agent changed in the turn so far, ``notCovered`` what snapshots leave out."""
+
+    type: Literal["checkpoint"] = "checkpoint"
+    entry_id: str
+    files: list[str] = Field(default_factory=list)
+    not_covered: list[str] = Field(default_factory=list)
+
+
 class AgentSettled(WireModel):
     """Nothing else will follow for this run: no retry, no queued message. The idle signal."""
 
@@ -376,6 +388,7 @@ AgentEvent = Annotated[
     | RetryEnd
     | CompactionStart
     | CompactionEnd
+    | CheckpointEvent
     | AgentSettled
     | CommandsChanged,
     Field(discriminator="type"),

@@ -169,6 +169,8 @@ export interface AgentState {
   permissionMode: PermissionMode;
   usage: Usage;
   contextFiles: { path: string; size: number; truncated: boolean }[];
+  /** Whether the session snapshots the workspace (session/changes, session/revert). */
+  checkpoints?: { enabled: boolean; reason?: string };
 }
 
 /** A slash command (`commands/list`, `commands_changed`); `name` has no slash. */
@@ -243,6 +245,7 @@ export type AgentEvent =
       summary?: string;
       errorMessage?: string;
     })
+  | (EventBase & { type: 'checkpoint'; entryId: string; files: string[]; notCovered: string[] })
   | (EventBase & { type: 'agent_settled' })
   | (EventBase & { type: 'commands_changed'; commands: CommandEntry[] });
 

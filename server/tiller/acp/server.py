@@ -41,10 +41,17 @@ from tiller.acp.updates import (
     user_content,
 )
 from tiller.config import ServerConfig
-from tiller.errors import RequestError, RunFailedError, UnknownSessionError
+from tiller.errors import AgentBusyError, RequestError, RunFailedError, UnknownSessionError
 from tiller.front import Front
 from tiller.permissions import PermissionMode
-from tiller.protocol import QueueResult, SessionNewParams
+from tiller.protocol import (
+    ChangesParams,
+    ChangesResult,
+    QueueResult,
+    RevertParams,
+    RevertResult,
+    SessionNewParams,
+)
 from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
 from tiller.tools.base import describe
@@ -302,6 +309,8 @@ class AcpFront:
         add("$/cancel_request", AcpCancelRequestParams, self.cancel_request)
         add("session/set_mode", AcpSetModeParams, self.session_set_mode)
         add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
+        add("_tiller/changes", ChangesParams, self.changes)
+        add("_tiller/revert", RevertParams, self.revert)
 
     async def initialize(self, params: AcpInitializeParams) -> AcpInitializeResult:
         fs = params.client_capabilities.get("fs")
@@ -358,3 +367,17 @@ class AcpFront:
         prompt = params.prompt
         content = prompt if isinstance(prompt, str) else self._content(prompt)
         return QueueResult(queued=session.enqueue("followUp", content))
+
+    async def changes(self, params: ChangesParams) -> ChangesResult:
+        """``session/changes`` of Tiller's protocol."""
+        session = self.sessions.get(params.session_id)
+        return await session.checkpoints.changes(params.from_, params.to)
+
+    async def revert(self, params: RevertParams) -> RevertResult:
+        """``session/revert`` of Tiller's protocol (files through ``fs/write_text_file``)."""
+        session = self.sessions.get(params.session_id)
+        if session.agent.is_running:
+            raise AgentBusyError("the session has an active run: cancel it before a revert")
+        return await session.checkpoints.revert(
+            params.entry_id, params.paths, force=params.force, files=session.files
+        )

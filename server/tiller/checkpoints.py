@@ -1,0 +1,351 @@
+"""Checkpoints: what the agent changed in the workspace, and putting it back.
+
+Before the first mutating tool call of a turn (a tool whose ``ToolInfo.mutates`` is true) the
+workspace is snapshotted into the shadow repository (tiller.shadow) and a ``checkpoint`` log
+entry ``{tree, notCovered}`` is written; after each mutating call of that turn another snapshot
+is taken, logged as ``checkpoint_end {checkpointId, tree, files}`` and published as a
+``checkpoint`` event. The agent's changes are the differences inside those (before, after)
+pairs; whatever changed between pairs was someone else (the user), so it is never reported or
+undone. Everything lives in the log and the shadow repository, so checkpoints survive a restart,
+``session/load`` and ``session/fork``.
+
+The Agent and the loop know nothing of this: a ``Session`` wires ``Checkpoints`` in as a cleared
+hook (before), an after-tool hook and a subscriber (turn end). Git runs in worker threads.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+
+from tiller.errors import CheckpointsOffError, ToolError, UnknownEntryError
+from tiller.protocol_checkpoints import (
+    ChangesResult,
+    FileChange,
+    RevertResult,
+    SkippedFile,
+    TurnCheckpoint,
+)
+from tiller.recorder import LogRecorder
+from tiller.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
+from tiller.store import Entry, read_session_file
+from tiller.tools.base import EditorFiles, Tool, describe
+from tiller.types import AgentEnd, AgentEvent, CheckpointEvent, ToolCall, ToolResultMessage, TurnEnd
+
+__all__ = ["Checkpoints", "open_shadow"]
+
+log = logging.getLogger(__name__)
+
+_Span = tuple[Blob | None, Blob | None]
+"""A file as the agent found it (before its first change) and left it (after its last)."""
+
+
+def open_shadow(
+    session_dir: Path | None, cwd: Path, log_path: Path | None, session_id: str,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+) -> tuple[ShadowRepo | None, str | None]:
+    """The shadow repository of a session's workspace (shared by the workspace's sessions, one
+    index each), or None and the reason checkpoints are off. Creates nothing yet."""
+    if not git_available():
+        return None, "git is not on PATH"
+    if log_path is None:
+        return None, "sessions are not saved (--no-session)"
+    exclude: tuple[str, ...] = ()
+    if session_dir is not None and session_dir.is_relative_to(cwd):
+        exclude = (session_dir.relative_to(cwd).as_posix(),)
+    repo = ShadowRepo(log_path.parent / "checkpoints.git", cwd, index=f"index-{session_id}",
+                      max_file_bytes=max_file_bytes, exclude=exclude)
+    return repo, None
+
+
+@dataclass
+class _Turn:
+    """One checkpoint: its log entry, its place on the branch, the trees around the turn."""
+
+    entry_id: str
+    position: int
+    before: str
+    after: str | None
+
+
+class Checkpoints:
+    """One session's checkpoints. ``repo`` None: off, for ``reason``."""
+
+    def __init__(
+        self, repo: ShadowRepo | None, reason: str | None, recorder: LogRecorder,
+        tools: Callable[[], Sequence[Tool[Any]]], publish: Callable[[AgentEvent], None],
+    ) -> None:
+        self.repo, self.reason = repo, reason
+        self.recorder = recorder
+        self.tools, self.publish = tools, publish
+        self._open: tuple[str, str] | None = None
+        """The (entry id, tree) of the current turn's checkpoint, once taken."""
+        self._lock = anyio.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.repo is not None
+
+    # ------------------------------------------------------------------ the hooks
+
+    def __call__(self, event: AgentEvent) -> None:
+        """Subscriber: a turn's checkpoint closes with the turn."""
+        if isinstance(event, TurnEnd | AgentEnd):
+            self._open = None
+
+    async def before_tool(self, call: ToolCall, args: dict[str, Any]) -> None:
+        """Cleared hook: snapshot before the turn's first mutating call runs. Never raises."""
+        repo = self.repo
+        if repo is None or self._open is not None or not self._mutates(call):
+            return
+        async with self._lock:
+            if self._open is not None:
+                return
+            try:
+                snap = await anyio.to_thread.run_sync(repo.snapshot)
+            except OSError:
+                log.exception("checkpoint: the snapshot failed; this turn is not covered")
+                return
+            entry = self.recorder.append("checkpoint", tree=snap.tree,
+                                         notCovered=snap.not_covered)
+            if entry is not None:
+                self._open = (entry.id, snap.tree)
+
+    async def after_tool(self, call: ToolCall, result: ToolResultMessage) -> None:
+        """After-tool hook: snapshot after a mutating call, log it, publish ``checkpoint``.
+        Never raises."""
+        repo, opened = self.repo, self._open
+        if repo is None or opened is None or not self._mutates(call):
+            return
+        entry_id, before = opened
+        async with self._lock:
+            try:
+                snap = await anyio.to_thread.run_sync(repo.snapshot)
+                files = await anyio.to_thread.run_sync(repo.changed_paths, before, snap.tree)
+            except OSError:
+                log.exception("checkpoint: the snapshot after %s failed", call.name)
+                return
+            self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
+                                 files=files)
+        self.publish(CheckpointEvent(entry_id=entry_id, files=files,
+                                     not_covered=snap.not_covered))
+
+    def _mutates(self, call: ToolCall) -> bool:
+        return describe(self.tools(), call.name).mutates
+
+    # ------------------------------------------------------------------ the methods
+
+    def _repo(self) -> ShadowRepo:
+        if self.repo is None:
+            raise CheckpointsOffError(f"checkpoints are off: {self.reason}")
+        return self.repo
+
+    async def changes(self, start: str | None = None, end: str | None = None) -> ChangesResult:
+        """The files the agent changed after entry ``start`` up to entry ``end`` (default: the
+        whole session), each with its status, line stats and a unified diff."""
+        repo = self._repo()
+        path = self.recorder.log.path
+        async with self._lock:
+            return await anyio.to_thread.run_sync(_changes, repo, path, start, end)
+
+    async def revert(
+        self, entry_id: str, paths: Sequence[str] | None = None, *, force: bool = False,
+        files: EditorFiles | None = None, log_path: Path | None = None,
+    ) -> RevertResult:
+        """Put the files the agent changed after ``entry_id`` back as they were at it (files
+        through the editor when it offers writes); a file changed by someone else since the
+        agent's last change to it is a conflict, left alone unless ``force``. ``log_path``:
+        read the checkpoints of another session's log (a fork's source)."""
+        repo = self._repo()
+        source = log_path or self.recorder.log.path
+        async with self._lock:
+            plan = await anyio.to_thread.run_sync(_plan_revert, repo, source, entry_id,
+                                                  paths, force)
+            result, restore = plan
+            for rel, blob in restore:
+                await _restore(repo, rel, blob, files)
+                result.restored.append(rel)
+        if result.restored:
+            self.recorder.append("revert", entryId=entry_id, restored=result.restored)
+        return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the log (blocking: worker threads)
+
+
+def _branch(path: Path | None) -> list[Entry]:
+    if path is None:
+        raise CheckpointsOffError("checkpoints are off: sessions are not saved")
+    return read_session_file(path).branch()
+
+
+def _position(branch: list[Entry], entry_id: str | None, default: int) -> int:
+    if entry_id is None:
+        return default
+    for position, entry in enumerate(branch):
+        if entry.id == entry_id:
+            return position
+    raise UnknownEntryError(f"the session has no entry {entry_id!r}")
+
+
+def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
+    """The checkpoints placed at ``start`` <= position <= ``end``, with their after trees (a
+    turn a crash cut short ends where the next one starts, or, for the last, at None)."""
+    turns: dict[str, _Turn] = {}
+    for position, entry in enumerate(branch):
+        data = entry.data
+        if entry.type == "checkpoint" and isinstance(data.get("tree"), str):
+            turns[entry.id] = _Turn(entry.id, position, data["tree"], None)
+        elif entry.type == "checkpoint_end" and data.get("checkpointId") in turns:
+            turns[data["checkpointId"]].after = data.get("tree")
+    ordered = list(turns.values())
+    for turn, following in zip(ordered, ordered[1:], strict=False):
+        turn.after = turn.after or following.before
+    return [turn for turn in ordered if start <= turn.position <= end]
+
+
+def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
+           only: list[str] | None = None) -> dict[str, _Span]:
+    """Each file (among ``only``, when given) the turns changed: as the first turn found it,
+    as the last one left it."""
+    spans: dict[str, _Span] = {}
+    if only is not None and not only:
+        return spans
+    for turn in turns:
+        after = turn.after or now()
+        changed = repo.changed_paths(turn.before, after, only)
+        if not changed:
+            continue
+        old, new = repo.blobs(turn.before, changed), repo.blobs(after, changed)
+        for rel in changed:
+            first = spans[rel][0] if rel in spans else old.get(rel)
+            spans[rel] = (first, new.get(rel))
+    return {rel: span for rel, span in spans.items() if span[0] != span[1]}
+
+
+def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
+             end: str | None) -> ChangesResult:
+    branch = _branch(path)
+    first = _position(branch, start, 0)
+    last = _position(branch, end, len(branch))
+    turns = _turns(branch, first, last)
+    not_covered: set[str] = set()
+    for entry in branch[first:last + 1]:
+        if entry.type == "checkpoint":
+            not_covered.update(entry.data.get("notCovered") or [])
+    current: list[str] = []
+
+    def now() -> str:
+        current[:] = current or [repo.snapshot().tree]
+        return current[0]
+
+    spans = _spans(repo, turns, now)
+    return ChangesResult(
+        files=[_file_change(repo, rel, old, new) for rel, (old, new) in sorted(spans.items())],
+        checkpoints=[TurnCheckpoint(entry_id=turn.entry_id,
+                                    files=repo.changed_paths(turn.before, turn.after or now()))
+                     for turn in turns],
+        not_covered=sorted(not_covered),
+    )
+
+
+def _file_change(repo: ShadowRepo, rel: str, old: Blob | None, new: Blob | None) -> FileChange:
+    status: Literal["added", "modified", "deleted"] = (
+        "added" if old is None else "deleted" if new is None else "modified"
+    )
+    before = repo.read_blob(old.oid) if old else b""
+    after = repo.read_blob(new.oid) if new else b""
+    old_text, new_text = _text(before), _text(after)
+    if old_text is None or new_text is None:
+        return FileChange(path=rel, status=status, binary=True, additions=0, deletions=0,
+                          diff=f"Binary files a/{rel} and b/{rel} differ\n")
+    lines = list(difflib.unified_diff(
+        old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+        fromfile=f"a/{rel}" if old else "/dev/null", tofile=f"b/{rel}" if new else "/dev/null",
+    ))
+    additions = sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++"))
+    deletions = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
+    diff = "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n"
+                   for ln in lines)
+    return FileChange(path=rel, status=status, additions=additions, deletions=deletions,
+                      diff=diff)
+
+
+def _text(data: bytes) -> str | None:
+    """The content as text; None for binary content (a NUL byte, or not UTF-8)."""
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _plan_revert(
+    repo: ShadowRepo, path: Path | None, entry_id: str, only: Sequence[str] | None, force: bool
+) -> tuple[RevertResult, list[tuple[str, Blob | None]]]:
+    """What a revert to ``entry_id`` restores (file, blob to restore or None to delete), with
+    the conflicts and skipped files already in the result."""
+    branch = _branch(path)
+    turns = _turns(branch, _position(branch, entry_id, 0), len(branch))
+    current = repo.snapshot()
+    wanted = sorted({_relative(repo, p) for p in only}) if only is not None else None
+    spans = _spans(repo, turns, lambda: current.tree, wanted)
+    result = RevertResult()
+    restore: list[tuple[str, Blob | None]] = []
+    now = repo.blobs(current.tree, list(spans))
+    for rel, (found, left) in sorted(spans.items()):
+        if rel in current.not_covered:
+            result.skipped.append(SkippedFile(path=rel, reason="not covered: over the size cap"))
+        elif now.get(rel) == found:
+            result.skipped.append(SkippedFile(path=rel, reason="already as it was"))
+        elif now.get(rel) != left and not force:
+            result.conflicts.append(rel)
+        else:
+            restore.append((rel, found))
+    return result, restore
+
+
+def _relative(repo: ShadowRepo, path: str) -> str:
+    candidate = Path(path)
+    if candidate.is_absolute() and candidate.is_relative_to(repo.work_tree):
+        return candidate.relative_to(repo.work_tree).as_posix()
+    return candidate.as_posix()
+
+
+async def _restore(repo: ShadowRepo, rel: str, blob: Blob | None, files: EditorFiles | None
+                   ) -> None:
+    """Put one file back: deleted (``blob`` None) or written, through the editor for a text
+    file when it offers writes, else on disk."""
+    target = repo.work_tree / rel
+    content = await anyio.to_thread.run_sync(repo.read_blob, blob.oid) if blob else None
+    if files is not None and files.can_write and blob is not None and blob.mode == "100644":
+        text = _text(content or b"")
+        if text is not None:
+            try:
+                await files.write_text(target, text)
+                return
+            except ToolError:
+                log.warning("checkpoint: the editor could not write %s; writing the disk", rel)
+    await anyio.to_thread.run_sync(_write_disk, target, blob, content)
+
+
+def _write_disk(target: Path, blob: Blob | None, content: bytes | None) -> None:
+    if target.is_symlink() or (blob is None and target.exists()):
+        target.unlink()
+    if blob is None or content is None:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if blob.mode == "120000":
+        os.symlink(content.decode(errors="surrogateescape"), target)
+        return
+    target.write_bytes(content)
+    target.chmod(0o755 if blob.mode == "100755" else 0o644)

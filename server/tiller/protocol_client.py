@@ -1,0 +1,85 @@
+"""The server-to-client requests of the protocol (protocol.md, "Requests (server → client)"):
+``client/requestPermission`` and the editor's files; re-exported by tiller.protocol."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from tiller.types import WireModel
+
+__all__ = [
+    "CommandPreview",
+    "DiffPreview",
+    "NoPreview",
+    "PathPreview",
+    "PermissionOutcome",
+    "PermissionPreview",
+    "ReadTextFileParams",
+    "ReadTextFileResult",
+    "RequestPermissionParams",
+    "RequestPermissionResult",
+    "WriteTextFileParams",
+]
+
+
+PermissionOutcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+
+
+class DiffPreview(WireModel):
+    kind: Literal["diff"] = "diff"
+    path: str
+    diff: str = Field(description="a unified diff of the file change")
+
+
+class CommandPreview(WireModel):
+    kind: Literal["command"] = "command"
+    command: str
+    cwd: str
+
+
+class PathPreview(WireModel):
+    kind: Literal["path"] = "path"
+    path: str
+
+
+class NoPreview(WireModel):
+    kind: Literal["none"] = "none"
+
+
+PermissionPreview = Annotated[
+    DiffPreview | CommandPreview | PathPreview | NoPreview, Field(discriminator="kind")
+]
+
+
+class RequestPermissionParams(WireModel):
+    session_id: str
+    tool_call_id: str
+    tool_name: str
+    args: dict[str, Any]
+    preview: PermissionPreview
+    reason: str
+    options: list[PermissionOutcome]
+
+
+class RequestPermissionResult(WireModel):
+    outcome: PermissionOutcome
+    reason: str | None = None
+
+
+class ReadTextFileParams(WireModel):
+    session_id: str
+    path: str
+    line: int | None = Field(default=None, description="1-based first line")
+    limit: int | None = Field(default=None, description="how many lines")
+
+
+class ReadTextFileResult(WireModel):
+    content: str
+
+
+class WriteTextFileParams(WireModel):
+    session_id: str
+    path: str
+    content: str
