@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from tiller.types import (
+    McpServerState,
     Message,
     PermissionMode,
     QueueMode,
@@ -57,6 +58,7 @@ __all__ = [
     "SetModelResult",
     "SetModelParams",
     "ProviderEntry",
+    "McpListResult",
     "ModelsListResult",
     "ModelEntry",
     "ModelCostModel",
@@ -115,6 +117,8 @@ class SessionNewParams(WireModel):
     model: str | None = None
     system_prompt: str | None = None
     permission_mode: PermissionMode | None = None
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    """MCP servers for this session only, in ACP's shape (checked by tiller.mcp.config)."""
 
 
 class SessionNewResult(WireModel):
@@ -210,6 +214,10 @@ class ModelEntry(WireModel):
 class ModelsListResult(WireModel):
     providers: list[ProviderEntry]
     models: list[ModelEntry]
+
+
+class McpListResult(WireModel):
+    servers: list[McpServerState]
 
 
 class SetModelParams(SessionParams):
@@ -399,6 +407,7 @@ METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
     "models/list": (NoParams, ModelsListResult),
     "agent/setModel": (SetModelParams, SetModelResult),
     "agent/setThinkingLevel": (SetThinkingLevelParams, SetThinkingLevelResult),
+    "mcp/list": (SessionParams, McpListResult),
 }
 """Client-to-server requests: method -> (params, result), in protocol.md's order."""
 

@@ -29,6 +29,7 @@ from tiller.protocol import (
     GetStateResult,
     InitializeParams,
     InitializeResult,
+    McpListResult,
     ModelCostModel,
     ModelEntry,
     ModelsListResult,
@@ -113,6 +114,7 @@ class TillerFront:
         add("models/list", SessionParams, self.models_list)
         add("agent/setModel", SetModelParams, self.set_model)
         add("agent/setThinkingLevel", SetThinkingLevelParams, self.set_thinking_level)
+        add("mcp/list", SessionParams, self.mcp_list)
 
     def _warm_up_provider_sdk(self) -> None:
         """Import the default provider's SDK in a worker thread while the client gets ready,
@@ -172,12 +174,14 @@ class TillerFront:
         return WireModel()
 
     async def prompt(self, params: PromptParams) -> RunResultModel:
-        agent = self.sessions.get(params.session_id).agent
-        return await self._run(agent, agent.prompt(params.message))
+        session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
+        return await self._run(session.agent, session.agent.prompt(params.message))
 
     async def continue_(self, params: SessionParams) -> RunResultModel:
-        agent = self.sessions.get(params.session_id).agent
-        return await self._run(agent, agent.continue_())
+        session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
+        return await self._run(session.agent, session.agent.continue_())
 
     async def steer(self, params: QueueParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
@@ -253,6 +257,11 @@ class TillerFront:
         session = self.sessions.get(params.session_id)
         session.set_thinking(params.level)
         return SetThinkingLevelResult(level=params.level)
+
+    async def mcp_list(self, params: SessionParams) -> McpListResult:
+        session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
+        return McpListResult(servers=session.mcp.states())
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent

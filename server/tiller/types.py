@@ -17,6 +17,9 @@ __all__ = [
     "AgentEnd",
     "AgentEvent",
     "AgentSettled",
+    "McpServerState",
+    "McpStatus",
+    "McpStatusName",
     "AgentStart",
     "AssistantContent",
     "AssistantMessage",
@@ -341,6 +344,27 @@ class AgentSettled(WireModel):
     type: Literal["agent_settled"] = "agent_settled"
 
 
+McpStatusName = Literal["starting", "ready", "failed", "stopped"]
+
+
+class McpServerState(WireModel):
+    """One MCP server of a session: ``transport`` ``stdio``, ``http`` or ``sse``; ``error``
+    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees."""
+
+    name: str
+    transport: str
+    status: McpStatusName
+    error: str | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+class McpStatus(WireModel):
+    """An MCP server of the session changed its status or its tools (tiller.mcp)."""
+
+    type: Literal["mcp_status"] = "mcp_status"
+    server: McpServerState
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -356,7 +380,8 @@ AgentEvent = Annotated[
     | RetryEnd
     | CompactionStart
     | CompactionEnd
-    | AgentSettled,
+    | AgentSettled
+    | McpStatus,
     Field(discriminator="type"),
 ]
 
