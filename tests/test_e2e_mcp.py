@@ -126,6 +126,10 @@ async def test_real_servers_tools_reach_the_model_and_calls_round_trip(
             ("e1", "mcp__everything__echo", {"message": "round trip"}),
             ("e2", "mcp__everything__get-sum", {"a": 20, "b": 22}),
             ("e3", "mcp__everything__get-tiny-image", {}),
+            ("e4", "mcp__everything__get-resource-reference",
+             {"resourceType": "Text", "resourceId": 7}),
+            ("e5", "mcp__everything__get-resource-reference",
+             {"resourceType": "Blob", "resourceId": 8}),
         ]),
         text_reply("done"),
     )
@@ -144,7 +148,7 @@ async def test_real_servers_tools_reach_the_model_and_calls_round_trip(
     assert "read" in specs  # the built-in tools stay
 
     done = ends(tiller)
-    assert not any(done[call]["isError"] for call in ("t1", "g1", "e1", "e2", "e3")), done
+    assert not any(done[call]["isError"] for call in ("t1", "g1", "e1", "e2", "e3", "e4", "e5"))
     assert json.loads(text_of(done["t1"]))["timezone"] == "Europe/Paris"
     assert "hello.txt" in text_of(done["g1"])  # untracked, as git itself says
     assert "round trip" in text_of(done["e1"])
@@ -152,6 +156,8 @@ async def test_real_servers_tools_reach_the_model_and_calls_round_trip(
     [image] = [b for b in done["e3"]["result"]["content"] if b["type"] == "image"]
     assert image["mimeType"] == "image/png"
     assert base64.b64decode(image["data"]).startswith(b"\x89PNG")
+    assert "Resource 7: This is a plaintext resource" in text_of(done["e4"])
+    assert "[binary resource " in text_of(done["e5"]) and "not shown" in text_of(done["e5"])
     tool_messages = [m for m in fake_openai.requests[1]["messages"] if m["role"] == "tool"]
     assert "round trip" in tool_messages[2]["content"]
 
@@ -176,6 +182,7 @@ async def test_failures_become_error_results_and_statuses(
     fake_openai.enqueue(
         tool_call_reply([("slow", "mcp__s__slow", {"seconds": 30})]),
         tool_call_reply([("flood", "mcp__s__flood", {})]),
+        tool_call_reply([("fail", "mcp__s__fail", {"why": "no such widget"})]),
         tool_call_reply([("crash", "mcp__s__crash", {})]),
         text_reply("survived"),
     )
@@ -201,10 +208,13 @@ async def test_failures_become_error_results_and_statuses(
     flood = text_of(done["flood"])
     assert not done["flood"]["isError"] and "[Output truncated: " in flood
     assert len(flood.encode()) < 60 * 1024
+    assert done["fail"]["isError"]
+    assert text_of(done["fail"]).startswith("MCP server s reported an error: ")
+    assert "no such widget" in text_of(done["fail"])
     assert done["crash"]["isError"] and "MCP server s" in text_of(done["crash"])
     s_after = next(s for s in after["servers"] if s["name"] == "s")
     assert s_after["status"] == "failed" and "crashing on purpose" in s_after["error"]
-    assert "mcp__s__crash" not in tool_specs(fake_openai.requests[3])
+    assert "mcp__s__crash" not in tool_specs(fake_openai.requests[4])
 
 
 async def test_list_changed_refreshes_the_tools_before_the_next_model_call(

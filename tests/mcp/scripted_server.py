@@ -1,7 +1,7 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
-official SDK's ``MCPServer``: ``crash`` exits mid-call, ``slow`` outlasts any tool timeout,
-``grow`` adds a tool and sends ``notifications/tools/list_changed``, ``flood`` returns a
-huge text. ``--exit-at-start`` writes to stderr and exits before speaking MCP; ``--hang``
+official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
+``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
+``notifications/tools/list_changed``, ``flood`` returns a huge text. ``--exit-at-start`` writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
 Run: ``python scripted_server.py [--exit-at-start | --hang]`` (stdio).
@@ -14,6 +14,7 @@ import sys
 import time
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("scripted")
 
@@ -24,6 +25,12 @@ def crash() -> str:
     sys.stderr.write("crashing on purpose\n")
     sys.stderr.flush()
     os._exit(3)
+
+
+@server.tool()
+def fail(why: str) -> str:
+    """Fail (the SDK answers with an ``isError`` result)."""
+    raise ToolError(why)
 
 
 @server.tool()
