@@ -1,7 +1,8 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
 ``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
-``notifications/tools/list_changed``, ``flood`` returns a huge text. ``--exit-at-start`` writes to stderr and exits before speaking MCP; ``--hang``
+``notifications/tools/list_changed``, ``flood`` returns a huge text. ``--exit-at-start``
+writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
 Run: ``python scripted_server.py [--exit-at-start | --hang]`` (stdio).
