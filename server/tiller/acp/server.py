@@ -37,6 +37,7 @@ from tiller.acp.updates import UpdateMapper, acp_stop_reason, user_content
 from tiller.config import ServerConfig
 from tiller.errors import RequestError, RunFailedError, UnknownSessionError
 from tiller.front import Front
+from tiller.mcp.config import parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol import QueueResult, SessionNewParams
 from tiller.session import EditorClient, Session
@@ -242,6 +243,7 @@ class AcpFront:
             else:
                 turn = self.turns[session.id] = _Turn()
                 try:
+                    await session.mcp.ensure_started()
                     turn.result = await session.agent.prompt(content)
                 except Exception as exc:
                     turn.error = exc
@@ -296,22 +298,21 @@ class AcpFront:
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False,
                                        "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": True},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
         )
 
     async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
-        if params.mcp_servers:
-            log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
-                        "to MCP servers", len(params.mcp_servers))
-        session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+        session = self.sessions.create(
+            SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
+        )
         return AcpSessionResult(session_id=session.id, modes=self._modes(session))
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
-        if params.mcp_servers:
-            log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
+        servers = parse_server_list(params.mcp_servers, "session/load: mcpServers")
         session = await self.sessions.load(params.session_id)
+        await session.mcp.add(servers)
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
         return AcpSessionResult(modes=self._modes(session))

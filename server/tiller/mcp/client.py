@@ -279,6 +279,7 @@ class McpServers:
     ) -> None:
         self._tools = tools
         self._publish = publish
+        self._cwd, self._scope = cwd, scope
         by_name = {config.name: config for config in configs}  # a later entry wins
         self.servers = [
             McpServer(config, cwd=cwd, scope=scope, on_change=self._changed)
@@ -290,6 +291,21 @@ class McpServers:
         builtin = [tool for tool in self._tools if not isinstance(tool, McpTool)]
         self._tools[:] = builtin + [tool for s in self.servers for tool in s.tools]
         self._publish(McpStatus(server=server.state()))
+
+    async def add(self, configs: list[McpServerConfig]) -> None:
+        """Add servers to a live session (ACP's ``session/load``); a name it has already is
+        kept as it is. When the others have started (or are starting), the new ones start
+        now."""
+        known = {server.name for server in self.servers}
+        added = [
+            McpServer(config, cwd=self._cwd, scope=self._scope, on_change=self._changed)
+            for config in configs if config.enabled and config.name not in known
+        ]
+        self.servers += added
+        if self._started is not None:
+            async with anyio.create_task_group() as group:
+                for server in added:
+                    group.start_soon(server.start)
 
     def states(self) -> list[McpServerState]:
         return [server.state() for server in self.servers]
