@@ -75,3 +75,12 @@ def test_session_entries_in_acps_shape() -> None:
                           "session/new: mcpServers")
     with pytest.raises(ConfigError, match=r"mcpServers\[0\]: name is required"):
         parse_server_list([{"command": "x"}], "session/new: mcpServers")
+
+
+def test_the_readme_example_loads(tmp_path: Path) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```toml\n")[1:]]
+    [example] = [block for block in blocks if "[mcp_servers." in block]
+    git, docs = load(tmp_path, example)
+    assert git.name == "git" and git.disabled_tools == ("git_reset",)
+    assert docs.transport == "http" and docs.bearer_token_env == "DOCS_TOKEN"
