@@ -289,28 +289,32 @@ async def test_rules_glob_tool_names_and_ask_shows_the_call(
         await tiller.request("agent/prompt", {"message": "try"}, timeout=60)
     [question] = asked
     assert question["toolName"] == "mcp__t__flood" and question["args"] == {"lines": 2}
+    assert question["reason"] == "'mcp__t__flood' may make changes"
     done = ends(tiller)
     assert not done["s1"]["isError"] and done["t1"]["isError"]
 
 
-async def test_session_servers_over_streamable_http_and_malformed_entries(
-    fake_openai: FakeOpenAI, tmp_path: Path
+@pytest.mark.parametrize(("mode", "transport", "path"),
+                         [("streamableHttp", "http", "/mcp"), ("sse", "sse", "/sse")])
+async def test_session_servers_over_http_and_malformed_entries(
+    fake_openai: FakeOpenAI, tmp_path: Path, mode: str, transport: str, path: str
 ) -> None:
     node, script = everything_argv()
     with anyio.fail_after(30):
         port = await free_port()
         server = await anyio.open_process(
-            [node, script, "streamableHttp"], env={**os.environ, "PORT": str(port)},
+            [node, script, mode], env={**os.environ, "PORT": str(port)},
             stderr=subprocess.PIPE,
         )
         try:
             assert server.stderr is not None
             seen = b""
-            async for chunk in server.stderr:
+            async for chunk in server.stderr:  # it says so when it listens
                 seen += chunk
-                if b"listening" in seen.lower():
+                if f"port {port}".encode() in seen:
                     break
-            await run_http_session(fake_openai, tmp_path, f"http://127.0.0.1:{port}/mcp")
+            await run_http_session(fake_openai, tmp_path, transport,
+                                   f"http://127.0.0.1:{port}{path}")
         finally:
             server.kill()
             await server.wait()
@@ -323,7 +327,7 @@ async def free_port() -> int:
     return port
 
 
-async def run_http_session(fake: FakeOpenAI, tmp_path: Path, url: str) -> None:
+async def run_http_session(fake: FakeOpenAI, tmp_path: Path, transport: str, url: str) -> None:
     fake.enqueue(tool_call_reply([("e1", "mcp__web__echo", {"message": "over http"})]),
                  text_reply("done"))
     async with spawn_tiller(fake, tmp_path, "--permission-mode", "auto") as tiller:
@@ -332,11 +336,11 @@ async def run_http_session(fake: FakeOpenAI, tmp_path: Path, url: str) -> None:
         assert bad.value.code == -32602
         assert "mcpServers[0]: mcp_servers.x: url is required" in bad.value.message
         session = await tiller.request("session/new", {"mcpServers": [
-            {"type": "http", "name": "web", "url": url, "headers": [{"name": "X-Test",
-                                                                      "value": "1"}]}]})
+            {"type": transport, "name": "web", "url": url,
+             "headers": [{"name": "X-Test", "value": "1"}]}]})
         sid = session["sessionId"]
         [web] = (await tiller.request("mcp/list", {"sessionId": sid}))["servers"]
-        assert web["status"] == "ready" and web["transport"] == "http", web
+        assert web["status"] == "ready" and web["transport"] == transport, web
         assert "mcp__web__echo" in web["tools"]
         await tiller.request("agent/prompt", {"sessionId": sid, "message": "echo"}, timeout=60)
     assert "over http" in text_of(ends(tiller)["e1"])
