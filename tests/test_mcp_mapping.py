@@ -70,3 +70,10 @@ def test_a_tool_is_named_described_and_judged_from_the_server() -> None:
     assert plain.info.kind == "other" and plain.info.mutates
     assert not hinted.info.mutates and not trusted.info.mutates
     assert type(plain) is not type(hinted)  # one Tool subclass per MCP tool
+
+
+def test_names_the_model_apis_would_refuse_are_made_safe() -> None:
+    tool = mcp_tool(Caller(), mcp_types.Tool(name="files.read/all " + "x" * 80,
+                                             input_schema={"type": "object"}), read_only=False)
+    assert tool.name.startswith("mcp__srv__files_read_all_x") and len(tool.name) == 64
+    assert tool.remote_name.startswith("files.read/all ")

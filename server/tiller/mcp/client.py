@@ -36,6 +36,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
 
 from tiller.errors import ToolError
 from tiller.mcp.config import McpServerConfig
@@ -141,7 +142,7 @@ class McpServer:
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-        if self.status != "failed":
+        if self.status not in ("failed", "stopped"):
             self._set("stopped")
 
     async def _run(self) -> None:
@@ -263,8 +264,10 @@ class McpServer:
 
 def _closed(exc: BaseException) -> bool:
     """Whether ``exc`` says the connection is gone (not an error the server answered)."""
-    code = getattr(exc, "code", None)
-    return code == mcp_types.CONNECTION_CLOSED if code is not None else True
+    if isinstance(exc, MCPError):
+        return exc.code == mcp_types.CONNECTION_CLOSED
+    return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError,
+                            anyio.EndOfStream, OSError))
 
 
 class McpServers:

@@ -15,6 +15,7 @@ like ``read``'s output (``tiller.tools.truncate``). An ``isError`` result is an 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, ClassVar, Protocol
 
 import mcp.types as mcp_types
@@ -45,8 +46,9 @@ class McpArguments(BaseModel):
 
 
 def tool_name(server: str, tool: str) -> str:
-    """The name the model sees: ``mcp__<server>__<tool>``."""
-    return f"mcp__{server}__{tool}"
+    """The name the model sees: ``mcp__<server>__<tool>``, with any character the model APIs
+    do not allow in a name replaced by ``_``, at most 64 characters."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")[:64]
 
 
 class McpTool(Tool[McpArguments]):
