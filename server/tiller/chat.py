@@ -269,6 +269,7 @@ async def _interactive(
     )
     if loaded is not None:
         renderer.resumed(loaded)
+    await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     async with terminal_lines() as lines:
         repl = Repl(connection, renderer, lines, permissions)
         return await _interruptible(repl, signals, repl.run(options.prompt))
