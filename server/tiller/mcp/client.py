@@ -83,6 +83,7 @@ class McpServer:
         self._stop = asyncio.Event()
         self._refreshing: asyncio.Task[None] | None = None
         self._stderr: IO[str] | None = None
+        self._pids: list[int] = []
 
     def state(self) -> McpServerState:
         """The server as ``mcp/list`` and ``mcp_status`` show it."""
@@ -178,8 +179,14 @@ class McpServer:
                 env=self.scope.environ(config.env),
                 cwd=str(self.cwd / config.cwd) if config.cwd else str(self.cwd),
             )
-            async with stdio_client(params, errlog=self._stderr) as streams:
+            async with AsyncExitStack() as stack:
+                with self.scope.spawning():  # no orphan reaping may take its exit status
+                    streams = await stack.enter_async_context(
+                        stdio_client(params, errlog=self._stderr)
+                    )
+                    self._pids = self.scope.adopt_leaders()
                 yield streams
+            self.scope.release(self._pids)  # the SDK has waited for its own process
             return
         assert config.url is not None
         headers = dict(config.headers)
