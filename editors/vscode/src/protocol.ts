@@ -118,6 +118,8 @@ export interface SessionNewParams {
   systemPrompt?: string;
   /** Default `ask` for a client that declared `permissions` (this one does). */
   permissionMode?: PermissionMode;
+  /** MCP servers for this session only, in ACP's shape (protocol.md, MCP servers). */
+  mcpServers?: Record<string, unknown>[];
 }
 
 export interface SessionNewResult {
@@ -231,7 +233,17 @@ export type AgentEvent =
       summary?: string;
       errorMessage?: string;
     })
-  | (EventBase & { type: 'agent_settled' });
+  | (EventBase & { type: 'agent_settled' })
+  | (EventBase & {
+      type: 'mcp_status';
+      server: {
+        name: string;
+        transport: string;
+        status: 'starting' | 'ready' | 'failed' | 'stopped';
+        error?: string;
+        tools: string[];
+      };
+    });
 
 export type AgentEventType = AgentEvent['type'];
 
