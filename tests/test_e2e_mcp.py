@@ -239,6 +239,27 @@ async def test_list_changed_refreshes_the_tools_before_the_next_model_call(
                        ("stopped", False)]
 
 
+async def test_a_flood_of_notifications_does_not_stall_the_session(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, {"s": {"command": sys.executable, "args": [str(SCRIPTED)],
+                                           "tool_timeout": 50}})
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "mcp__s__chatter", {"count": 1000})]),
+        text_reply("heard"),
+    )
+    async with spawn_tiller(fake_openai, tmp_path, "--config", str(config),
+                            "--permission-mode", "auto") as tiller:
+        result = await tiller.request("agent/prompt", {"message": "chatter"}, timeout=55)
+        listed = await tiller.request("mcp/list")
+    assert result["stopReason"] == "stop"
+    assert text_of(ends(tiller)["c1"]) == "said 1000 things"
+    assert listed["servers"][0]["status"] == "ready"
+    relisted = [e for e in tiller.events
+                if e["type"] == "mcp_status" and e["server"]["status"] == "ready"]
+    assert len(relisted) == 1  # a list_changed that changes nothing is no news
+
+
 async def test_permissions_judge_mcp_tools_by_their_description(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

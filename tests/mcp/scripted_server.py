@@ -1,7 +1,8 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
 ``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
-``notifications/tools/list_changed``, ``flood`` returns a huge text. ``--exit-at-start``
+``notifications/tools/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
+notifications. ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
@@ -52,6 +53,15 @@ async def grow(ctx: Context) -> str:
     server.add_tool(extra)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@server.tool()
+async def chatter(ctx: Context, count: int = 1000) -> str:
+    """Send ``count`` log messages and ``count`` tools/list_changed, then answer."""
+    for n in range(count):
+        await ctx.info(f"note {n}")
+        await ctx.session.send_tool_list_changed()
+    return f"said {count} things"
 
 
 @server.tool()

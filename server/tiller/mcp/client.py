@@ -82,6 +82,7 @@ class McpServer:
         self._ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._refreshing: asyncio.Task[None] | None = None
+        self._stale = False
         self._stderr: IO[str] | None = None
         self._pids: list[int] = []
 
@@ -208,20 +209,30 @@ class McpServer:
         )
 
     async def _on_message(self, message: IncomingMessage) -> None:
+        """Never blocks: a flood of notifications costs one re-listing at a time."""
         if isinstance(message, mcp_types.ToolListChangedNotification):
+            self._stale = True
             if self._refreshing is None or self._refreshing.done():
                 self._refreshing = asyncio.create_task(self._relist())
         elif isinstance(message, Exception):
             log.info("MCP server %s: transport error: %s", self.name, message)
 
     async def _relist(self) -> None:
-        try:
-            await self._list_tools()
-        except Exception as exc:
-            log.warning("MCP server %s: listing its tools failed: %s", self.name, exc)
-            return
-        if self.status == "ready":
-            self.on_change(self)
+        """List the tools again until no list_changed came in meanwhile."""
+        while self._stale and self._session is not None:
+            self._stale = False
+            before = self._listing()
+            try:
+                await self._list_tools()
+            except Exception as exc:
+                log.warning("MCP server %s: listing its tools failed: %s", self.name, exc)
+                return
+            changed = before != self._listing()
+            if self.status == "ready" and changed:
+                self.on_change(self)
+
+    def _listing(self) -> list[tuple[str, str, dict[str, Any]]]:
+        return [(tool.name, tool.description, tool.input_schema) for tool in self.tools]
 
     async def _list_tools(self) -> None:
         session = self._session
