@@ -280,6 +280,25 @@ def test_double_angle_queues_a_follow_up(
     assert fake_openai.requests[1]["messages"][3]["content"] == "and two"
 
 
+def test_mcp_server_status_is_shown_at_start(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f"[mcp_servers.time]\ncommand = {json.dumps(sys.executable)}\n"
+        'args = ["-m", "mcp_server_time"]\n'
+        "[mcp_servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n"
+    )
+    terminal = terminal_factory(fake_openai, "--config", str(config))
+    terminal.expect("> ")
+    screen = terminal.output
+    terminal.type("/quit\n")
+
+    assert terminal.wait() == 0
+    assert "MCP server time: ready, 2 tools" in screen
+    assert "MCP server gone failed: " in screen and "/nonexistent/mcp-server" in screen
+
+
 def test_ctrl_c_aborts_the_run_then_quits_at_the_prompt(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:

@@ -8,6 +8,7 @@ server sent is checked by ``schema_check.WireLog``.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,11 @@ async def test_every_message_of_a_real_run_conforms(
         state = await tiller.request("agent/getState")
         await tiller.request("agent/getMessages", {"sessionId": state["sessionId"]})
         await tiller.request("agent/followUp", {"message": "later"})
-        other = (await tiller.request("session/new", {"permissionMode": "auto"}))["sessionId"]
+        scripted = {"name": "s", "command": sys.executable,
+                    "args": [str(Path(__file__).parent / "mcp" / "scripted_server.py")]}
+        other = (await tiller.request("session/new", {"permissionMode": "auto",
+                                                      "mcpServers": [scripted]}))["sessionId"]
+        await tiller.request("mcp/list", {"sessionId": other})
         await tiller.request("session/list", {"limit": 5})
         loaded = await tiller.request("session/load", {"sessionId": state["sessionId"]})
         await tiller.request("session/changes", {"sessionId": state["sessionId"]})

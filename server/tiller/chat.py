@@ -284,6 +284,7 @@ async def _interactive(
     )
     if loaded is not None:
         renderer.resumed(loaded)
+    await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     names.set_from((await connection.call("commands/list"))["commands"])
     async with completing_lines(names) as lines:
         repl = Repl(connection, renderer, lines, permissions)

@@ -225,6 +225,13 @@ class Renderer:
         if len(lines) > RESULT_LINES:
             self._line(self.style(f"  … {len(lines) - RESULT_LINES} more lines", "dim"))
 
+    def _on_mcp_status(self, event: Event) -> None:
+        server = event["server"]
+        if server["status"] == "ready":
+            self.notice(f"MCP server {server['name']}: ready, {len(server['tools'])} tools")
+        elif server["status"] == "failed":
+            self.error(f"MCP server {server['name']} failed: {server.get('error', '')}")
+
     def _on_agent_end(self, event: Event) -> None:
         reason, message = str(event.get("stopReason")), event.get("errorMessage")
         if reason not in OK_STOPS:

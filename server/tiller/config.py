@@ -19,6 +19,7 @@ from typing import Any, Literal
 from tiller import __version__
 from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
+from tiller.mcp.config import McpServerConfig, parse_server_table
 from tiller.permissions import PermissionRule
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
@@ -74,6 +75,8 @@ class ServerConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_max_bytes: int = 2 * 1024 * 1024
     """Files larger than this are left out of checkpoints (tiller.checkpoints)."""
+    mcp_servers: list[McpServerConfig] = field(default_factory=list)
+    """The config file's ``[mcp_servers.NAME]`` (tiller.mcp), started by every session."""
 
     def key_variables(self) -> set[str]:
         """The environment variables that hold a configured provider's API key."""
@@ -178,7 +181,7 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
-             "compaction", "permissions", "tools", "providers", "models"}
+             "compaction", "permissions", "tools", "providers", "models", "mcp_servers"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -214,6 +217,10 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     for index, table in enumerate(_typed(data, "models", list, where, default=[])):
         models.append(_model(table, f"{where}: models[{index}]"))
     updates["models"] = models
+    updates["mcp_servers"] = [
+        parse_server_table(name, table, where)
+        for name, table in _typed(data, "mcp_servers", dict, where, default={}).items()
+    ]
     return replace(config, **updates)
 
 

@@ -30,7 +30,7 @@ from pygls.protocol import JsonRPCProtocol, default_converter
 from pygls.server import JsonRPCServer
 
 from tiller.config import ServerConfig
-from tiller.errors import RequestError
+from tiller.errors import ConfigError, RequestError
 from tiller.procs import kill_descendants
 from tiller.transport import CancelFn, Framing, serve_stdio
 from tiller.types import WireModel
@@ -107,6 +107,8 @@ class Front:
                 ) from None
             except JsonRpcException:
                 raise
+            except ConfigError as exc:  # a malformed entry in the params (mcpServers)
+                raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
             except Exception as exc:
                 log.exception("%s failed", name)
                 raise JsonRpcInternalError(

@@ -190,7 +190,9 @@ class PermissionGate:
         return any(path.is_relative_to(os.path.realpath(root)) for root in self.roots)
 
     def _matches(self, rule: PermissionRule, tool: str, path: Path | None) -> bool:
-        if (rule.tool is not None and rule.tool != tool) or rule.command is not None:
+        if rule.command is not None:
+            return False
+        if rule.tool is not None and not fnmatch.fnmatchcase(tool, rule.tool):  # a glob
             return False
         if rule.path is not None:
             if path is None:

@@ -9,9 +9,9 @@ Linux only; elsewhere every function here does nothing (there is no ``prctl`` or
   init, so it stays findable as a descendant.
 - ``scrub_environ(names)``: drop the provider keys from ``os.environ`` once the config holds
   them, so no child inherits them.
-- ``ProcessScope``: what one session's ``bash`` calls started. ``kill()`` ends the processes in
-  the process groups (and sessions) its calls created, every process whose environment carries
-  the scope's tag (``TILLER_SCOPE``), and their descendants.
+- ``ProcessScope``: what one session's ``bash`` calls (and MCP servers) started. ``kill()`` ends
+  the processes in the process groups (and sessions) its calls created, every process whose
+  environment carries the scope's tag (``TILLER_SCOPE``), and their descendants.
 - ``kill_descendants()``: at shutdown, every descendant of the server.
 - ``reap_orphans()``: wait for re-parented orphans that have exited (zombies). It only reaps a
   child that is in another session than the server and was not started by ``ProcessScope``:
@@ -240,6 +240,23 @@ class ProcessScope:
     def _started(self, pid: int) -> None:
         self._groups.add(pid)
         _own_children.add(pid)
+
+    def adopt_leaders(self) -> list[int]:
+        """For a library that starts processes in new sessions itself (call it inside
+        ``spawning``, once the process runs): the server's children that lead a session and
+        carry this scope's tag are taken as started through ``spawning``. Returns their pids."""
+        me = os.getpid()
+        found = [proc.pid for proc in _table().values()
+                 if proc.ppid == me and proc.sid == proc.pid and _scope_tag(proc.pid) == self.tag]
+        for pid in found:
+            self._started(pid)
+        return found
+
+    def release(self, pids: Iterable[int]) -> None:
+        """``collected`` for each of ``pids`` that is gone (its exit status was collected)."""
+        for pid in pids:
+            if _read_stat(pid) is None:
+                self.collected(pid)
 
     def collected(self, pid: int) -> None:
         """``pid``'s exit status has been collected (by asyncio): reaping it is safe again."""

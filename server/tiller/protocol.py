@@ -35,6 +35,7 @@ from tiller.protocol_client import (
 )
 from tiller.types import (
     CommandEntry,
+    McpServerState,
     Message,
     PermissionMode,
     QueueMode,
@@ -89,6 +90,7 @@ __all__ = [
     "SetModelResult",
     "SetModelParams",
     "ProviderEntry",
+    "McpListResult",
     "ModelsListResult",
     "ModelEntry",
     "ModelCostModel",
@@ -149,6 +151,8 @@ class SessionNewParams(WireModel):
     append_system_prompt: str | None = None
     context_files: bool = True
     permission_mode: PermissionMode | None = None
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    """MCP servers for this session only, in ACP's shape (checked by tiller.mcp.config)."""
 
 
 class SessionNewResult(WireModel):
@@ -256,6 +260,10 @@ class ModelEntry(WireModel):
 class ModelsListResult(WireModel):
     providers: list[ProviderEntry]
     models: list[ModelEntry]
+
+
+class McpListResult(WireModel):
+    servers: list[McpServerState]
 
 
 class SetModelParams(SessionParams):
@@ -390,6 +398,7 @@ METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
     "agent/setModel": (SetModelParams, SetModelResult),
     "agent/setThinkingLevel": (SetThinkingLevelParams, SetThinkingLevelResult),
     "commands/list": (SessionParams, CommandsListResult),
+    "mcp/list": (SessionParams, McpListResult),
 }
 """Client-to-server requests: method -> (params, result), in protocol.md's order."""
 

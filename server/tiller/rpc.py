@@ -37,6 +37,7 @@ from tiller.protocol import (
     GetStateResult,
     InitializeParams,
     InitializeResult,
+    McpListResult,
     ModelCostModel,
     ModelEntry,
     ModelsListResult,
@@ -127,6 +128,7 @@ class TillerFront:
         add("agent/setModel", SetModelParams, self.set_model)
         add("agent/setThinkingLevel", SetThinkingLevelParams, self.set_thinking_level)
         add("commands/list", SessionParams, self.commands_list)
+        add("mcp/list", SessionParams, self.mcp_list)
 
     def _warm_up_provider_sdk(self) -> None:
         """Import the default provider's SDK in a worker thread while the client gets ready,
@@ -211,6 +213,7 @@ class TillerFront:
 
     async def prompt(self, params: PromptParams) -> RunResultModel:
         session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
 
         async def expanded_prompt() -> RunResult:
             return await session.agent.prompt(await session.expand_prompt(params.message))
@@ -218,8 +221,9 @@ class TillerFront:
         return await self._run(session.agent, expanded_prompt())
 
     async def continue_(self, params: SessionParams) -> RunResultModel:
-        agent = self.sessions.get(params.session_id).agent
-        return await self._run(agent, agent.continue_())
+        session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
+        return await self._run(session.agent, session.agent.continue_())
 
     async def steer(self, params: QueueParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
@@ -303,6 +307,11 @@ class TillerFront:
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
         return CommandsListResult(commands=self.sessions.get(params.session_id).command_entries())
+
+    async def mcp_list(self, params: SessionParams) -> McpListResult:
+        session = self.sessions.get(params.session_id)
+        await session.mcp.ensure_started()
+        return McpListResult(servers=session.mcp.states())
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent

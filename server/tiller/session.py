@@ -23,6 +23,8 @@ from tiller.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
+from tiller.mcp.client import McpServers
+from tiller.mcp.config import McpServerConfig
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.procs import ProcessScope
 from tiller.providers import Provider, create_provider
@@ -105,6 +107,7 @@ class Session:
         provider: str, model: str, context: ProjectContext,
         client: EditorClient | None = None, mode: PermissionMode | None = None,
         providers: ProviderFactory = provider_factory,
+        mcp_servers: Sequence[McpServerConfig] = (),
     ) -> None:
         self.config = config
         self.providers = providers
@@ -116,8 +119,14 @@ class Session:
         self._cleared_hooks: list[ClearedHook] = []
         self.processes = ProcessScope()
         """What the session's commands started; killed when the session closes."""
+        tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes)
+        self.mcp = McpServers(
+            [*config.mcp_servers, *mcp_servers], tools=tools, cwd=cwd, scope=self.processes,
+            publish=self.publish,
+        )
+        """The session's MCP servers; their tools join ``tools`` once started."""
         settings = AgentSettings(
-            tools=default_tools(sanitize_env=config.sanitize_env, processes=self.processes),
+            tools=tools,
             system_prompt=context.system_prompt(),
             cwd=cwd,
             max_turns=config.max_turns,
@@ -295,11 +304,12 @@ class Session:
                                  errorMessage="the run was interrupted by a restart")
 
     async def close(self) -> None:
-        """Stop the run (if any), kill the processes its commands left running
-        (``ProcessScope.kill``), close the log and the provider."""
+        """Stop the run (if any), its MCP servers, kill the processes its commands left
+        running (``ProcessScope.kill``), close the log and the provider."""
         if self.agent.is_running:
             self.agent.abort()
             await self.agent.wait_idle()
+        await self.mcp.close()
         await self.processes.kill()
         self.log.close()
         await self.agent.aclose()

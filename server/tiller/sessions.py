@@ -18,6 +18,7 @@ import anyio
 from tiller.config import ServerConfig, default_system_prompt
 from tiller.context import ProjectContext, PromptSettings, config_dir
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
+from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol import SessionNewParams
 from tiller.session import (
@@ -72,6 +73,7 @@ class SessionRegistry:
         model = model or default_model(config, provider)
         prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
                                 params.append_system_prompt, params.context_files)
+        mcp_servers = parse_server_list(params.mcp_servers, "session/new: mcpServers")
         session_id = uuid.uuid4().hex
         if validate:
             self.providers(config, provider, model)()
@@ -79,17 +81,18 @@ class SessionRegistry:
                   **prompt.header()}
         session_log = SessionLog.create(log_path(self.config.session_dir, cwd, session_id), header)
         return self._start(session_log, session_id, cwd, provider, model, prompt,
-                           params.permission_mode)
+                           params.permission_mode, mcp_servers)
 
     def _start(
         self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
         prompt: PromptSettings, mode: PermissionMode | None = None,
+        mcp_servers: list[McpServerConfig] | None = None,
     ) -> Session:
         context = ProjectContext(cwd, config_dir(self.config), prompt)
         session = Session(
             self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
             model=model, context=context, client=self.client, mode=mode,
-            providers=self.providers,
+            providers=self.providers, mcp_servers=mcp_servers or [],
         )
         self.sessions[session_id] = session
         self.on_start(session)
@@ -211,6 +214,7 @@ class SessionRegistry:
             for agent in running:
                 await agent.wait_idle()
         for session in self.sessions.values():
+            await session.mcp.close()
             session.log.close()
             await session.agent.aclose()
 

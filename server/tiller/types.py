@@ -17,6 +17,9 @@ __all__ = [
     "AgentEnd",
     "AgentEvent",
     "AgentSettled",
+    "McpServerState",
+    "McpStatus",
+    "McpStatusName",
     "AgentStart",
     "AssistantContent",
     "AssistantMessage",
@@ -373,6 +376,27 @@ class CommandsChanged(WireModel):
     commands: list[CommandEntry]
 
 
+McpStatusName = Literal["starting", "ready", "failed", "stopped"]
+
+
+class McpServerState(WireModel):
+    """One MCP server of a session: ``transport`` ``stdio``, ``http`` or ``sse``; ``error``
+    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees."""
+
+    name: str
+    transport: str
+    status: McpStatusName
+    error: str | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+class McpStatus(WireModel):
+    """An MCP server of the session changed its status or its tools (tiller.mcp)."""
+
+    type: Literal["mcp_status"] = "mcp_status"
+    server: McpServerState
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -390,7 +414,8 @@ AgentEvent = Annotated[
     | CompactionEnd
     | CheckpointEvent
     | AgentSettled
-    | CommandsChanged,
+    | CommandsChanged
+    | McpStatus,
     Field(discriminator="type"),
 ]
 

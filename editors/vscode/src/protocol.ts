@@ -121,6 +121,8 @@ export interface SessionNewParams {
   contextFiles?: boolean;
   /** Default `ask` for a client that declared `permissions` (this one does). */
   permissionMode?: PermissionMode;
+  /** MCP servers for this session only, in ACP's shape (protocol.md, MCP servers). */
+  mcpServers?: Record<string, unknown>[];
 }
 
 export interface SessionNewResult {
@@ -247,7 +249,17 @@ export type AgentEvent =
     })
   | (EventBase & { type: 'checkpoint'; entryId: string; files: string[]; notCovered: string[] })
   | (EventBase & { type: 'agent_settled' })
-  | (EventBase & { type: 'commands_changed'; commands: CommandEntry[] });
+  | (EventBase & { type: 'commands_changed'; commands: CommandEntry[] })
+  | (EventBase & {
+      type: 'mcp_status';
+      server: {
+        name: string;
+        transport: string;
+        status: 'starting' | 'ready' | 'failed' | 'stopped';
+        error?: string;
+        tools: string[];
+      };
+    });
 
 export type AgentEventType = AgentEvent['type'];
 

@@ -43,6 +43,7 @@ from tiller.acp.updates import (
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError, RequestError, RunFailedError, UnknownSessionError
 from tiller.front import Front
+from tiller.mcp.config import parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol import (
     ChangesParams,
@@ -269,6 +270,7 @@ class AcpFront:
             else:
                 turn = self.turns[session.id] = _Turn()
                 try:
+                    await session.mcp.ensure_started()
                     turn.result = await session.agent.prompt(message)
                 except Exception as exc:
                     turn.error = exc
@@ -325,23 +327,22 @@ class AcpFront:
                 "loadSession": True,
                 "promptCapabilities": {"image": True, "audio": False,
                                        "embeddedContext": True},
-                "mcpCapabilities": {"http": False, "sse": False},
+                "mcpCapabilities": {"http": True, "sse": True},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
         )
 
     async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
-        if params.mcp_servers:
-            log.warning("session/new: ignoring %d MCP server(s): Tiller does not connect "
-                        "to MCP servers", len(params.mcp_servers))
-        session = self.sessions.create(SessionNewParams(cwd=params.cwd))
+        session = self.sessions.create(
+            SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
+        )
         self._announce_commands(session)
         return AcpSessionResult(session_id=session.id, modes=self._modes(session))
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
-        if params.mcp_servers:
-            log.warning("session/load: ignoring %d MCP server(s)", len(params.mcp_servers))
+        servers = parse_server_list(params.mcp_servers, "session/load: mcpServers")
         session = await self.sessions.load(params.session_id)
+        await session.mcp.add(servers)
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
         self._announce_commands(session)

@@ -1,0 +1,137 @@
+"""One MCP tool as a Tiller ``Tool`` (``mcp_tool``), and its results as tool-result content.
+
+The model sees ``mcp__<server>__<tool>`` with the server's own input schema; arguments pass
+through unchanged (the server validates them). How a call is judged (``ToolInfo``): kind
+``other``, no path, no command; it ``mutates`` unless the server is configured ``read_only``
+or the tool declares the ``readOnlyHint`` annotation. A hint from the server can only make the
+gate milder for a tool that says it only reads; ``read_only = true`` is the user's own word.
+
+Result mapping: text as text; an image as an image; an embedded resource as its text (a blob
+as a one-line note with its MIME type and size); a resource link as a line naming its URI;
+audio as a note; structured content (when the server sends no text) as JSON text. Text is cut
+like ``read``'s output (``tiller.tools.truncate``). An ``isError`` result is an error result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar, Protocol
+
+import mcp.types as mcp_types
+from pydantic import BaseModel, ConfigDict
+
+from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
+from tiller.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
+from tiller.types import ImageContent, TextContent
+
+__all__ = ["McpCaller", "McpTool", "map_result", "mcp_tool", "tool_name"]
+
+
+class McpCaller(Protocol):
+    """A live server connection as a tool needs it."""
+
+    name: str
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call ``tool``; raises ``ToolError`` naming the server when the call cannot finish
+        (timeout, the server gone)."""
+        ...
+
+
+class McpArguments(BaseModel):
+    """Any JSON object: the server checks its own arguments."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def tool_name(server: str, tool: str) -> str:
+    """The name the model sees: ``mcp__<server>__<tool>``, with any character the model APIs
+    do not allow in a name replaced by ``_``, at most 64 characters."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")[:64]
+
+
+class McpTool(Tool[McpArguments]):
+    """Base of the per-tool subclasses ``mcp_tool`` builds."""
+
+    Params = McpArguments
+    caller: ClassVar[McpCaller]
+    remote_name: ClassVar[str]
+    input_schema: ClassVar[dict[str, Any]]
+
+    def parameters_schema(self) -> dict[str, Any]:
+        return dict(self.input_schema)
+
+    async def execute(self, params: McpArguments, ctx: ToolContext) -> ToolResult:
+        result = await self.caller.call(self.remote_name, params.model_dump())
+        return map_result(self.caller.name, result)
+
+
+def mcp_tool(caller: McpCaller, tool: mcp_types.Tool, *, read_only: bool) -> McpTool:
+    """A Tool for the server's ``tool`` (a subclass of ``McpTool`` of its own)."""
+    hint = tool.annotations.read_only_hint if tool.annotations else None
+    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+    schema = schema or {"type": "object", "properties": {}}
+    attributes = {
+        "name": tool_name(caller.name, tool.name),
+        "description": tool.description or f"{tool.name} (MCP server {caller.name})",
+        "info": ToolInfo(kind="other", mutates=not (read_only or hint is True),
+                         title=f"{caller.name}: {tool.name}"),
+        "caller": caller,
+        "remote_name": tool.name,
+        "input_schema": schema,
+    }
+    cls = type(f"McpTool_{caller.name}_{tool.name}", (McpTool,), attributes)
+    built: McpTool = cls()
+    return built
+
+
+def _cut(text: str) -> str:
+    cut = truncate_head(text)
+    if not cut.truncated:
+        return text
+    return (f"{cut.content}\n\n[Output truncated: {cut.output_lines} of {cut.total_lines} lines "
+            f"({format_size(cut.total_bytes)}) shown, {format_size(DEFAULT_MAX_BYTES)} limit]")
+
+
+def _block(block: Any) -> TextContent | ImageContent | None:
+    if isinstance(block, mcp_types.TextContent):
+        return TextContent(text=block.text)
+    if isinstance(block, mcp_types.ImageContent):
+        return ImageContent(data=block.data, mime_type=block.mime_type)
+    if isinstance(block, mcp_types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mcp_types.TextResourceContents):
+            return TextContent(text=f"[resource {resource.uri}]\n{resource.text}")
+        mime = resource.mime_type or "application/octet-stream"
+        size = len(getattr(resource, "blob", "")) * 3 // 4
+        return TextContent(text=f"[binary resource {resource.uri}: {mime}, "
+                                f"about {format_size(size)}, not shown]")
+    if isinstance(block, mcp_types.ResourceLink):
+        return TextContent(text=f"[resource link {block.uri}: {block.name}]")
+    if isinstance(block, mcp_types.AudioContent):
+        return TextContent(text=f"[audio: {block.mime_type}, not shown]")
+    return None
+
+
+def map_result(server: str, result: mcp_types.CallToolResult) -> ToolResult:
+    """The tool result for an MCP ``CallToolResult`` (see the module docstring)."""
+    content: list[TextContent | ImageContent] = []
+    for block in result.content:
+        mapped = _block(block)
+        if mapped is None:
+            continue
+        if isinstance(mapped, TextContent):
+            mapped = TextContent(text=_cut(mapped.text))
+        content.append(mapped)
+    has_text = any(isinstance(block, TextContent) for block in content)
+    if result.structured_content is not None and not has_text:
+        content.append(TextContent(text=_cut(json.dumps(result.structured_content, indent=2))))
+    if not content:
+        content.append(TextContent(text="(no output)"))
+    if result.is_error:
+        first = content[0]
+        if isinstance(first, TextContent):
+            content[0] = TextContent(text=f"MCP server {server} reported an error: {first.text}")
+    details = {"server": server}
+    return ToolResult(content=content, details=details, is_error=result.is_error)

@@ -1,0 +1,81 @@
+"""An MCP server for the failure cases no published server shows on demand, built on the
+official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
+``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
+``notifications/tools/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
+notifications. ``--exit-at-start``
+writes to stderr and exits before speaking MCP; ``--hang``
+never answers ``initialize``.
+
+Run: ``python scripted_server.py [--exit-at-start | --hang]`` (stdio).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("scripted")
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process in the middle of the call."""
+    sys.stderr.write("crashing on purpose\n")
+    sys.stderr.flush()
+    os._exit(3)
+
+
+@server.tool()
+def fail(why: str) -> str:
+    """Fail (the SDK answers with an ``isError`` result)."""
+    raise ToolError(why)
+
+
+@server.tool()
+def slow(seconds: float = 30.0) -> str:
+    """Sleep, then answer."""
+    time.sleep(seconds)
+    return "done sleeping"
+
+
+def extra() -> str:
+    """A tool that exists only after grow."""
+    return "extra here"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add the tool ``extra`` and say so with notifications/tools/list_changed."""
+    server.add_tool(extra)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool()
+async def chatter(ctx: Context, count: int = 1000) -> str:
+    """Send ``count`` log messages and ``count`` tools/list_changed, then answer."""
+    for n in range(count):
+        await ctx.info(f"note {n}")
+        await ctx.session.send_tool_list_changed()
+    return f"said {count} things"
+
+
+@server.tool()
+def flood(lines: int = 5000) -> str:
+    """A text of ``lines`` long lines."""
+    return "\n".join(f"line {n} " + "x" * 60 for n in range(lines))
+
+
+if __name__ == "__main__":
+    if "--exit-at-start" in sys.argv:
+        sys.stderr.write("scripted server: refusing to start\n")
+        sys.exit(2)
+    if "--hang" in sys.argv:
+        sys.stderr.write("scripted server: hanging\n")
+        sys.stderr.flush()
+        time.sleep(3600)
+    server.run("stdio")
