@@ -1,9 +1,10 @@
-"""``tiller chat``'s line input with Tab completion of slash commands.
+"""``tiller chat``'s line input, with Tab completion of slash commands.
 
-``CommandNames`` keeps the session's command names (from ``commands/list``, then each
-``commands_changed`` event); ``completing_lines`` reads lines with GNU readline when stdin is a
-terminal and readline is available, so ``/`` + Tab completes (Tab twice lists) the commands; else
-it falls back to ``tiller.chat_render.terminal_lines``.
+``terminal_lines`` reads typed lines from a file descriptor; ``CommandNames`` keeps the session's
+command names (from ``commands/list``, then each ``commands_changed`` event);
+``completing_lines`` reads lines with GNU readline when stdin is a terminal and readline is
+available, so ``/`` + Tab completes (Tab twice lists) the commands; else it falls back to
+``terminal_lines``. Both read in a daemon thread (``lines_from_thread``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib
 import math
 import os
 import threading
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from types import ModuleType
 from typing import Any
@@ -21,9 +22,9 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from tiller.chat_render import Lines, terminal_lines
+from tiller.chat_render import Lines
 
-__all__ = ["CommandNames", "completing_lines"]
+__all__ = ["CommandNames", "Deliver", "completing_lines", "lines_from_thread", "terminal_lines"]
 
 
 class CommandNames:
@@ -56,6 +57,53 @@ def _readline() -> ModuleType | None:
         return None
 
 
+Deliver = Callable[[str | None], bool]
+"""Hands a line (None: end of input) to the reader's consumer; False once nobody listens."""
+
+
+@asynccontextmanager
+async def lines_from_thread(read: Callable[[Deliver], None]) -> AsyncIterator[Lines]:
+    """The lines ``read(deliver)`` produces in a daemon thread, then None at end of input. A
+    read still blocked when we exit holds nothing up."""
+    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
+    token = anyio.lowlevel.current_token()
+
+    def deliver(item: str | None) -> bool:
+        try:
+            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
+        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return False  # we are exiting
+        return True
+
+    threading.Thread(target=read, args=(deliver,), name="tiller-chat-input", daemon=True).start()
+    with receive:
+        yield receive
+
+
+@asynccontextmanager
+async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
+    """Lines typed on ``fd``, then None at end of input (read in a daemon thread)."""
+
+    def read_lines(deliver: Deliver) -> None:
+        pending = b""
+        while True:
+            try:
+                data = os.read(fd, 4096)
+            except OSError:
+                data = b""
+            if not data:
+                if pending:
+                    deliver(pending.decode(errors="replace"))
+                deliver(None)
+                return
+            *lines, pending = (pending + data).split(b"\n")
+            if not all(deliver(line.decode(errors="replace")) for line in lines):
+                return
+
+    async with lines_from_thread(read_lines) as lines:
+        yield lines
+
+
 @asynccontextmanager
 async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Lines]:
     """Typed lines (then None at end of input), completing commands on Tab when ``fd`` is a
@@ -74,17 +122,8 @@ async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Li
         return found[state] + " " if state < len(found) else None  # a space, as shells do
 
     readline.set_completer(complete)
-    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
-    token = anyio.lowlevel.current_token()
 
-    def deliver(item: str | None) -> bool:
-        try:
-            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
-        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False  # we are exiting
-        return True
-
-    def read_lines() -> None:
+    def read_lines(deliver: Deliver) -> None:
         while True:
             try:
                 line: str | None = input()
@@ -93,9 +132,8 @@ async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Li
             if not deliver(line) or line is None:
                 return
 
-    threading.Thread(target=read_lines, name="tiller-chat-input", daemon=True).start()
-    with receive:
-        yield receive
+    async with lines_from_thread(read_lines) as lines:
+        yield lines
 
 
 def _is_tty(fd: int) -> bool:

@@ -1,31 +1,25 @@
-"""The terminal side of ``tiller chat``: what it shows, and the lines it reads.
+"""The terminal side of ``tiller chat``: what it shows.
 
 ``Renderer`` is for a person: the transcript (text, thinking, tools, questions) goes to ``out``,
 status (errors, aborts, usage) to ``err``, styled only on a terminal without NO_COLOR.
-``JsonRenderer`` is ``--json``: each event as one JSON line. ``terminal_lines`` reads typed
-lines; ``PermissionPrompt`` asks permission questions with a Renderer and takes their answers
-from those lines. None of them speaks JSON-RPC: ``tiller.chat`` does, and decides what to show.
+``JsonRenderer`` is ``--json``: each event as one JSON line. ``PermissionPrompt`` asks
+permission questions with a Renderer and takes their answers from the typed ``Lines``
+(``tiller.chat_complete`` reads them). None of them speaks JSON-RPC: ``tiller.chat`` does,
+and decides what to show.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 import shutil
-import threading
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
-    "terminal_lines",
 ]
 
 Event = dict[str, Any]
@@ -373,43 +367,6 @@ class PermissionPrompt:
         self._line = line
         typed.set()
         return True
-
-
-@asynccontextmanager
-async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
-    """Lines typed on ``fd``, then None at end of input. A daemon thread reads them, so a read
-    still blocked when we exit holds nothing up."""
-    send, receive = anyio.create_memory_object_stream[str | None](math.inf)
-    token = anyio.lowlevel.current_token()
-
-    def deliver(item: str | None) -> bool:
-        try:
-            anyio.from_thread.run_sync(send.send_nowait, item, token=token)
-        except (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            return False  # we are exiting
-        return True
-
-    def read_lines() -> None:
-        pending = b""
-        while True:
-            try:
-                data = os.read(fd, 4096)
-            except OSError:
-                data = b""
-            if not data:
-                if pending:
-                    deliver(pending.decode(errors="replace"))
-                deliver(None)
-                return
-            *lines, pending = (pending + data).split(b"\n")
-            if not all(deliver(line.decode(errors="replace")) for line in lines):
-                return
-
-    threading.Thread(target=read_lines, name="tiller-chat-input", daemon=True).start()
-    with receive:
-        yield receive
-
-
 
 
 def _diff_style(line: str) -> tuple[str, ...]:
