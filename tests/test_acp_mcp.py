@@ -12,6 +12,7 @@ from acp.schema import EnvVariable, McpServerStdio
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from test_acp import Recorder, spawn_acp
+from test_e2e_mcp import everything_argv
 
 pytestmark = pytest.mark.anyio
 
@@ -55,3 +56,27 @@ async def test_session_new_and_load_connect_their_mcp_servers(
     assert "Asia/Tokyo" in final["content"][0]["content"]["text"]
     assert "mcp__s__flood" in {t["function"]["name"] for t in fake_openai.requests[2]["tools"]}
     assert recorder.final("s1")["status"] == "completed"
+
+
+async def test_an_mcp_prompt_is_an_acp_command_and_expands_before_the_turn(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    node, entry = everything_argv()
+    fake_openai.enqueue(text_reply("sunny"))
+    recorder = Recorder()
+    everything = McpServerStdio(name="everything", command=node, args=[entry, "stdio"], env=[])
+    async with spawn_acp(recorder, fake_openai, tmp_path, "--permission-mode", "auto") as conn:
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[everything])
+        answer = await conn.prompt(session_id=session.session_id,
+                                   prompt=[text_block("/mcp__everything__args-prompt Oslo")])
+
+    assert answer.stop_reason == "end_turn"
+    user = [m for m in fake_openai.requests[0]["messages"] if m["role"] == "user"][-1]
+    content = user["content"]
+    text = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+    assert text == "What's weather in Oslo?"
+    announced = [u for u in recorder.session_updates()
+                 if u["sessionUpdate"] == "available_commands_update"]
+    names = {c["name"] for c in announced[-1]["availableCommands"]}
+    assert "mcp__everything__args-prompt" in names

@@ -12,6 +12,8 @@
     │   ├── UnknownEntryError        -32015  session/fork at an entry the session does not have
     │   ├── SessionLogError          -32016  a session file that cannot be read (tiller.store)
     │   ├── CheckpointsOffError      -32017  session/changes or session/revert without checkpoints
+    │   ├── CommandFailedError       -32018  a slash command whose source could not expand it
+    │                                        (an MCP prompt the server refused)
     │   └── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │                                        (tiller.acp)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
@@ -29,6 +31,7 @@ __all__ = [
     "AgentBusyError",
     "CannotContinueError",
     "CheckpointsOffError",
+    "CommandFailedError",
     "ConfigError",
     "NoActiveRunError",
     "ProviderNotConfiguredError",
@@ -85,6 +88,13 @@ class CheckpointsOffError(RequestError):
     PATH, or sessions not saved); the message says which."""
 
     code = -32017
+
+
+class CommandFailedError(RequestError):
+    """A slash command its source could not expand (an MCP server refusing ``prompts/get``,
+    or gone); the message names the server and its reason. Nothing is sent to the model."""
+
+    code = -32018
 
 
 class RunFailedError(RequestError):

@@ -311,6 +311,7 @@ class TillerFront:
     async def mcp_list(self, params: SessionParams) -> McpListResult:
         session = self.sessions.get(params.session_id)
         await session.mcp.ensure_started()
+        await session.refresh_commands()  # their prompts: commands/list shows them now
         return McpListResult(servers=session.mcp.states())
 
     def _history(self, session: Session) -> SessionLoadResult:

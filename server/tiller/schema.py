@@ -36,6 +36,7 @@ from tiller.errors import (
     AgentBusyError,
     CannotContinueError,
     CheckpointsOffError,
+    CommandFailedError,
     NoActiveRunError,
     ProviderNotConfiguredError,
     RequestError,
@@ -64,7 +65,7 @@ JSONRPC_ERRORS: tuple[type[Exception], ...] = (
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
-    RunFailedError,
+    CommandFailedError, RunFailedError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

@@ -11,6 +11,7 @@ same seams plus the Agent's ``after_tool_call``: the Agent never learns about gi
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
+from tiller.mcp.prompts import McpPromptSource
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.procs import ProcessScope
 from tiller.providers import Provider, create_provider
@@ -122,9 +124,13 @@ class Session:
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes)
         self.mcp = McpServers(
             [*config.mcp_servers, *mcp_servers], tools=tools, cwd=cwd, scope=self.processes,
-            publish=self.publish,
+            publish=self.publish, on_prompts=self._mcp_prompts_changed,
         )
-        """The session's MCP servers; their tools join ``tools`` once started."""
+        """The session's MCP servers; their tools join ``tools`` once started, their prompts
+        the slash commands (tiller.mcp.prompts)."""
+        self.context.catalog.add_source(McpPromptSource(self.mcp))
+        self._refreshing = asyncio.Lock()
+        self._background: set[asyncio.Task[None]] = set()
         settings = AgentSettings(
             tools=tools,
             system_prompt=context.system_prompt(),
@@ -268,10 +274,18 @@ class Session:
         """Re-read the command sources that changed (a worker thread: file I/O); if the list
         differs, rebuild the system prompt (skills are in it) and publish ``commands_changed``.
         A source that changes on its own (an MCP server's prompts) calls this too."""
-        if await anyio.to_thread.run_sync(self.context.catalog.refresh):
+        async with self._refreshing:
+            if not await anyio.to_thread.run_sync(self.context.catalog.refresh):
+                return
             self.agent.settings = replace(self.agent.settings,
                                           system_prompt=self.context.system_prompt())
             self.publish(CommandsChanged(commands=self.command_entries()))
+
+    def _mcp_prompts_changed(self) -> None:
+        """An MCP server's prompts changed: refresh the commands in the background."""
+        task = asyncio.create_task(self.refresh_commands())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def command_entries(self) -> list[CommandEntry]:
         """The session's slash commands as listed on the wire."""
@@ -310,6 +324,8 @@ class Session:
             self.agent.abort()
             await self.agent.wait_idle()
         await self.mcp.close()
+        for task in list(self._background):
+            task.cancel()
         await self.processes.kill()
         self.log.close()
         await self.agent.aclose()

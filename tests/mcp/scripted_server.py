@@ -1,7 +1,8 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
 ``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
-``notifications/tools/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
+``notifications/tools/list_changed``, ``grow_prompt`` adds the prompt ``later`` and sends
+``notifications/prompts/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
 notifications. ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
@@ -17,6 +18,7 @@ import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts import Prompt
 
 server = MCPServer("scripted")
 
@@ -53,6 +55,19 @@ async def grow(ctx: Context) -> str:
     server.add_tool(extra)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+def later(topic: str) -> str:
+    """A prompt that exists only after grow_prompt."""
+    return f"Later, talk about {topic}."
+
+
+@server.tool()
+async def grow_prompt(ctx: Context) -> str:
+    """Add the prompt ``later`` and say so with notifications/prompts/list_changed."""
+    server.add_prompt(Prompt.from_function(later))
+    await ctx.session.send_prompt_list_changed()
+    return "prompt added"
 
 
 @server.tool()

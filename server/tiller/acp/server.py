@@ -262,6 +262,7 @@ class AcpFront:
     async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
+            await session.mcp.ensure_started()  # an MCP prompt's command needs its server
             message = await session.expand_prompt(content)
             turn = self.turns.get(session.id)
             if turn is not None:
@@ -270,7 +271,6 @@ class AcpFront:
             else:
                 turn = self.turns[session.id] = _Turn()
                 try:
-                    await session.mcp.ensure_started()
                     turn.result = await session.agent.prompt(message)
                 except Exception as exc:
                     turn.error = exc

@@ -14,6 +14,11 @@ permission gate and the tool runner all see the MCP tools of the servers that ar
 ``notifications/tools/list_changed`` re-lists the server's tools; a call that caused one
 returns only after the list is refreshed, so the next model call sees it.
 
+Prompts: a server that advertises the ``prompts`` capability has its prompts listed after its
+tools (``prompts``), again on ``notifications/prompts/list_changed``; ``get_prompt`` fetches
+one. Every change of a server's prompts (listed, changed, gone with the server) calls
+``McpServers``' ``on_prompts`` (tiller.mcp.prompts turns them into slash commands).
+
 Every change of a server's status or tools is published as an ``McpStatus`` event.
 """
 
@@ -68,8 +73,10 @@ class McpServer:
     def __init__(
         self, config: McpServerConfig, *, cwd: Path, scope: ProcessScope,
         on_change: Callable[[McpServer], None],
+        on_prompts: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
+        self.on_prompts = on_prompts
         self.name = config.name
         self.cwd = cwd
         self.scope = scope
@@ -77,6 +84,11 @@ class McpServer:
         self.status: McpStatusName = "stopped"
         self.error: str | None = None
         self.tools: list[McpTool] = []
+        self.prompts: list[mcp_types.Prompt] = []
+        """The server's prompts while it is ready (none without the prompts capability)."""
+        self._has_prompts = False
+        self._prompts_stale = False
+        self._prompts_refreshing: asyncio.Task[None] | None = None
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -95,9 +107,12 @@ class McpServer:
 
     def _set(self, status: McpStatusName, error: str | None = None) -> None:
         self.status, self.error = status, error
+        lost_prompts = status != "ready" and bool(self.prompts)
         if status != "ready":
-            self.tools = []
+            self.tools, self.prompts = [], []
         self.on_change(self)
+        if (status == "ready" and self.prompts) or lost_prompts:
+            self.on_prompts()
 
     def _fail(self, reason: str) -> None:
         tail = self._stderr_tail()
@@ -155,9 +170,12 @@ class McpServer:
                     read, write, message_handler=self._on_message,
                     list_roots_callback=self._roots,
                 ))
-                await session.initialize()
+                initialized = await session.initialize()
                 self._session = session
+                self._has_prompts = initialized.capabilities.prompts is not None
                 await self._list_tools()
+                if self._has_prompts:
+                    await self._list_prompts()
                 self._set("ready")
                 self._ready.set()
                 await self._stop.wait()
@@ -214,6 +232,10 @@ class McpServer:
             self._stale = True
             if self._refreshing is None or self._refreshing.done():
                 self._refreshing = asyncio.create_task(self._relist())
+        elif isinstance(message, mcp_types.PromptListChangedNotification):
+            self._prompts_stale = True
+            if self._prompts_refreshing is None or self._prompts_refreshing.done():
+                self._prompts_refreshing = asyncio.create_task(self._relist_prompts())
         elif isinstance(message, Exception):
             log.info("MCP server %s: transport error: %s", self.name, message)
 
@@ -230,6 +252,34 @@ class McpServer:
             changed = before != self._listing()
             if self.status == "ready" and changed:
                 self.on_change(self)
+
+    async def _relist_prompts(self) -> None:
+        """List the prompts again until no list_changed came in meanwhile."""
+        while self._prompts_stale and self._session is not None and self._has_prompts:
+            self._prompts_stale = False
+            before = list(self.prompts)
+            try:
+                await self._list_prompts()
+            except Exception as exc:
+                log.warning("MCP server %s: listing its prompts failed: %s", self.name, exc)
+                return
+            if self.status == "ready" and before != self.prompts:
+                self.on_prompts()
+
+    async def _list_prompts(self) -> None:
+        session = self._session
+        assert session is not None
+        listed: list[mcp_types.Prompt] = []
+        cursor: str | None = None
+        with anyio.fail_after(self.config.startup_timeout):
+            while True:
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_prompts(params=params)
+                listed.extend(page.prompts)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+        self.prompts = listed
 
     def _listing(self) -> list[tuple[str, str, dict[str, Any]]]:
         return [(tool.name, tool.description, tool.input_schema) for tool in self.tools]
@@ -280,6 +330,27 @@ class McpServer:
         return result
 
 
+    async def get_prompt(self, prompt: str, arguments: dict[str, str]) -> mcp_types.GetPromptResult:
+        """``prompts/get`` within ``tool_timeout``; raises ToolError naming the server when the
+        server is not running, too slow, or answers with an error."""
+        session = self._session
+        if session is None or self.status != "ready":
+            why = f": {self.error}" if self.error else ""
+            raise ToolError(f"MCP server {self.name} is not running ({self.status}{why})")
+        timeout = self.config.tool_timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await session.get_prompt(prompt, arguments)
+        except TimeoutError:
+            raise ToolError(
+                f"MCP server {self.name}: prompt {prompt} timed out after {timeout:g} seconds"
+            ) from None
+        except Exception as exc:
+            raise ToolError(
+                f"MCP server {self.name} failed on prompt {prompt}: {_describe(exc)}"
+            ) from None
+
+
 def _closed(exc: BaseException) -> bool:
     """Whether ``exc`` says the connection is gone (not an error the server answered)."""
     if isinstance(exc, MCPError):
@@ -297,13 +368,17 @@ class McpServers:
     def __init__(
         self, configs: list[McpServerConfig], *, tools: list[Tool[Any]], cwd: Path,
         scope: ProcessScope, publish: Callable[[McpStatus], None],
+        on_prompts: Callable[[], None] = lambda: None,
     ) -> None:
         self._tools = tools
+        self.on_prompts = on_prompts
+        """Called (synchronously) whenever a server's prompts change."""
         self._publish = publish
         self._cwd, self._scope = cwd, scope
         by_name = {config.name: config for config in configs}  # a later entry wins
         self.servers = [
-            McpServer(config, cwd=cwd, scope=scope, on_change=self._changed)
+            McpServer(config, cwd=cwd, scope=scope, on_change=self._changed,
+                      on_prompts=self._prompts_changed)
             for config in by_name.values() if config.enabled
         ]
         self._started: asyncio.Event | None = None
@@ -313,13 +388,17 @@ class McpServers:
         self._tools[:] = builtin + [tool for s in self.servers for tool in s.tools]
         self._publish(McpStatus(server=server.state()))
 
+    def _prompts_changed(self) -> None:
+        self.on_prompts()
+
     async def add(self, configs: list[McpServerConfig]) -> None:
         """Add servers to a live session (ACP's ``session/load``); a name it has already is
         kept as it is. When the others have started (or are starting), the new ones start
         now."""
         known = {server.name for server in self.servers}
         added = [
-            McpServer(config, cwd=self._cwd, scope=self._scope, on_change=self._changed)
+            McpServer(config, cwd=self._cwd, scope=self._scope, on_change=self._changed,
+                      on_prompts=self._prompts_changed)
             for config in configs if config.enabled and config.name not in known
         ]
         self.servers += added

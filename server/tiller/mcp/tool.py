@@ -25,7 +25,7 @@ from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
 from tiller.types import ImageContent, TextContent
 
-__all__ = ["McpCaller", "McpTool", "map_result", "mcp_tool", "tool_name"]
+__all__ = ["McpCaller", "McpTool", "map_block", "map_result", "mcp_tool", "tool_name"]
 
 
 class McpCaller(Protocol):
@@ -94,7 +94,9 @@ def _cut(text: str) -> str:
             f"({format_size(cut.total_bytes)}) shown, {format_size(DEFAULT_MAX_BYTES)} limit]")
 
 
-def _block(block: Any) -> TextContent | ImageContent | None:
+def map_block(block: Any) -> TextContent | ImageContent | None:
+    """One MCP content block as Tiller content (see the module docstring); None for a kind
+    this version does not know."""
     if isinstance(block, mcp_types.TextContent):
         return TextContent(text=block.text)
     if isinstance(block, mcp_types.ImageContent):
@@ -118,7 +120,7 @@ def map_result(server: str, result: mcp_types.CallToolResult) -> ToolResult:
     """The tool result for an MCP ``CallToolResult`` (see the module docstring)."""
     content: list[TextContent | ImageContent] = []
     for block in result.content:
-        mapped = _block(block)
+        mapped = map_block(block)
         if mapped is None:
             continue
         if isinstance(mapped, TextContent):
