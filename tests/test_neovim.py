@@ -4,7 +4,8 @@ The Lua scripts in ``editors/neovim/tests`` play the user; this side scripts the
 what they observed (a JSON file). The end-to-end test has the plugin spawn the real ``tiller``
 against the fake OpenAI server; the handler test calls the plugin's answers to the server's
 requests (files, permissions) directly, for the cases a real run does not reach; the help test
-runs ``:helptags`` on the help file. Skipped only when ``nvim`` is not installed.
+runs ``:helptags`` on the help file; the RPC test drives the plugin's JSON-RPC client against
+``tests/rpc_peer.py``. Skipped only when ``nvim`` is not installed.
 """
 
 from __future__ import annotations
@@ -324,3 +325,54 @@ def test_help_file(tmp_path: Path) -> None:
     assert "*tiller*" in obs["help"][0]["line"]
     assert "*:TillerSteer*" in obs["help"][1]["line"]
     assert "*tiller-permissions*" in obs["help"][2]["line"]
+
+
+def test_rpc_client(tmp_path: Path) -> None:
+    peer = Path(__file__).with_name("rpc_peer.py")
+    config = {"cmd": [sys.executable, str(peer)], "workdir": str(tmp_path)}
+    obs = run_nvim("rpc.lua", config, tmp_path)
+    answers = obs["answers"]
+
+    assert answers["echo"] == {"err": None, "result": {"text": 'naïve ✓ "quoted"\n', "n": 3}}
+    # The server's request was answered after another request went both ways.
+    assert obs["ask_open_meanwhile"] is True
+    assert answers["meanwhile"]["result"] == {"while_asked": True}
+    question = {"method": "client/question", "params": {"q": "sure?"}, "id": "peer-1"}
+    assert obs["asked"][0] == question
+    assert obs["asked"][1] == {"method": "client/other", "params": {}, "id": "peer-2"}
+    # (The peer answers {result, error}; the decoder drops the null one.)
+    assert answers["ask"]["result"] == {"result": {"outcome": "allowOnce"}}
+    error = {"code": -32601, "message": "not here"}
+    assert answers["ask_error"]["result"] == {"error": error}
+    # Notifications both ways; framing split across writes and joined in one.
+    assert answers["remembered"]["result"] == {"value": 42}
+    notes = obs["notes"]
+    assert [n["params"]["i"] for n in notes] == [*range(50), -1]
+    assert all(n["method"] == "note" for n in notes)
+    assert notes[7]["params"]["text"] == "naïve ✓"
+    assert answers["unknown"]["err"]["code"] == -32601
+    # An exit fails the pending request and keeps the stderr tail.
+    assert obs["exit"] == {"code": 3, "signal": 0}
+    assert answers["exit"]["err"]["exited"] is True
+    assert obs["stderr"] == ["first line", "usage: peer", "bad argument"]
+    assert obs["alive"] is False
+    assert answers["after"]["err"]["exited"] is True
+    assert obs["missing"]["conn"] is None and "no-such-command" in obs["missing"]["err"]
+
+
+def test_startup_errors(tmp_path: Path) -> None:
+    config = {"cmd": tiller_command(), "workdir": str(tmp_path)}
+    obs = run_nvim("startup.lua", config, tmp_path)
+
+    lines = obs["bad_argument"]
+    sent = line_index(lines, "## You (not sent)")
+    assert lines[sent + 1] == "hello there"
+    error = line_index(lines, "✗ Error: tiller exited (code 2, signal 0); :Tiller starts it again")
+    assert error > sent
+    assert lines[error + 1] == "its last words (stderr):"
+    assert "  tiller: error: unrecognized arguments: --bogus-flag" in lines[error + 2:]
+
+    more = obs["missing"][len(lines):]
+    assert more[more.index("## You (not sent)") + 1] == "second try"
+    refused = next(line for line in more if line.startswith("✗ Error: could not start"))
+    assert "no-such-tiller" in refused and "ENOENT" in refused

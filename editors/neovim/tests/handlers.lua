@@ -53,9 +53,15 @@ harness.run(function(config, obs)
   obs.c_loaded = handlers.find_buffer(workdir .. '/new/dir/c.txt') ~= nil
 
   -- Through the dispatcher the rpc client uses.
-  local result, err = client.handle_server_request('client/readTextFile', { path = 'b.txt', limit = 1 })
-  obs.dispatch_read = errors(result, err)
-  obs.dispatch_unknown = errors(client.handle_server_request('client/unknown', {}))
+  local function dispatch(method, params)
+    local answer
+    client.handle_server_request(method, params, function(result, err)
+      answer = errors(result, err)
+    end)
+    return answer
+  end
+  obs.dispatch_read = dispatch('client/readTextFile', { path = 'b.txt', limit = 1 })
+  obs.dispatch_unknown = dispatch('client/unknown', {})
 
   -- Permission: a synchronous picker sees the diff preview and its answer is the outcome.
   local options = { 'allowOnce', 'allowAlways', 'rejectOnce', 'rejectAlways' }

@@ -587,20 +587,42 @@ function M.handle_event(event)
   end
 end
 
---- The server process exited; `stopped` when :TillerStop asked for it.
-function M.server_exited(code, signal, stopped)
+M.STDERR_SHOWN = 12 -- lines of the server's stderr shown when it exits unasked
+
+--- The server process exited; `stopped` when :TillerStop asked for it. Otherwise the last
+--- lines it wrote to stderr (`stderr`) say why.
+function M.server_exited(code, signal, stopped, stderr)
   if not valid() then
     return
   end
   end_stream()
   if stopped then
     M.notice('info', '■ Tiller stopped')
-  else
-    M.notice(
-      'error',
-      string.format('tiller exited (code %s, signal %s); :Tiller starts it again', code, signal)
-    )
+    return
   end
+  local lines = {
+    string.format('tiller exited (code %s, signal %s); :Tiller starts it again', code, signal),
+  }
+  local tail = trim_trailing_blanks(vim.deepcopy(stderr or {}))
+  if #tail > 0 then
+    table.insert(lines, 'its last words (stderr):')
+    for i = math.max(1, #tail - M.STDERR_SHOWN + 1), #tail do
+      table.insert(lines, '  ' .. tail[i])
+    end
+  end
+  M.notice('error', table.concat(lines, '\n'))
+end
+
+--- Show a prompt the server never received (it was not running, or exited first).
+function M.unsent(text)
+  M.buffer()
+  end_stream()
+  gap()
+  local lines = { '## You (not sent)' }
+  vim.list_extend(lines, vim.split(text, '\n', { plain = true }))
+  local row = append(lines)
+  highlight('TillerNotice', row)
+  S.section, S.last = 'user', 'user'
 end
 
 --- The chat buffer's lines (for tests and scripts).

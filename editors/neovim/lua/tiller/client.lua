@@ -1,12 +1,13 @@
 -- tiller.client: the connection to one `tiller` server process.
 --
--- The server is spawned with vim.lsp.rpc.start (LSP framing, integer ids), which exists from
--- Neovim 0.7 on. This module owns the process: it sends `initialize` first and holds other
--- requests until that is answered, hands every `agent/event` notification to the registered
--- listeners, answers the server's requests (client/*) through tiller.handlers, and fails the
--- pending requests when the process exits (vim.lsp.rpc drops their callbacks silently).
+-- The server is spawned with tiller.rpc (JSON-RPC over libuv pipes). This module owns the
+-- process: it sends `initialize` first and holds other requests until that is answered, hands
+-- every `agent/event` notification to the registered listeners, answers the server's requests
+-- (client/*) through tiller.handlers (a permission question whenever the user answers it), and
+-- fails the pending requests when the process exits.
 
 local handlers = require('tiller.handlers')
+local rpc_mod = require('tiller.rpc')
 
 local M = {}
 
@@ -15,14 +16,11 @@ M.CLIENT_INFO = { name = 'tiller.nvim', version = '0.1.0' }
 --- The code of the error given to pending requests when the server goes away.
 M.EXITED = -32099
 
-local uv = vim.uv or vim.loop
-
 local state = {
-  rpc = nil, -- the vim.lsp.rpc client object
+  rpc = nil, -- the tiller.rpc connection
   pid = nil,
   ready = false, -- `initialize` has been answered
   queue = {}, -- requests waiting for `initialize`: {method, params, callback}
-  pending = {}, -- request id -> callback, until answered
   running = false, -- between agent_start and agent_settled
   stopping = false, -- M.stop() was called
   server_info = nil, -- the `initialize` result
@@ -45,8 +43,8 @@ end
 
 local exit_listeners = {}
 
---- Register fn(code, signal, stopped) for when the server process exits; `stopped` is true
---- when M.stop() asked for it.
+--- Register fn(code, signal, stopped, stderr) for when the server process exits; `stopped` is
+--- true when M.stop() asked for it, `stderr` the last lines the server wrote there.
 function M.on_exit(fn)
   table.insert(exit_listeners, fn)
 end
@@ -76,82 +74,68 @@ local function on_notification(method, params)
   if method == 'agent/event' then
     emit(params)
   elseif method == '$/cancelRequest' then
-    -- The server stopped waiting for one of its requests; only a question still open in an
-    -- asynchronous picker can be pending (the other handlers answer at once).
-    handlers.cancel_pending()
+    -- The server stopped waiting for one of its requests (the run was aborted or the
+    -- permission timeout passed): a question still shown must go.
+    handlers.cancel(type(params) == 'table' and params.id or nil)
   end
 end
 
-local function method_not_found(method)
-  local protocol = require('vim.lsp.protocol')
-  return vim.lsp.rpc.rpc_response_error(
-    protocol.ErrorCodes.MethodNotFound,
-    'tiller.nvim does not handle ' .. tostring(method)
-  )
-end
-
--- Runs synchronously on the main loop (vim.lsp.rpc schedules it); the return values are the
--- response. Newer Neovim versions run it inside a coroutine, which handlers may yield.
-local function on_server_request(method, params)
+-- A server request: answered through `reply(result, err)`, now or (a permission question)
+-- whenever the user answers.
+local function on_server_request(method, params, reply, id)
+  local later = handlers.async_methods[method]
+  if later then
+    local ok, err = pcall(later, params or {}, reply, id)
+    if not ok then
+      reply(nil, { code = -32603, message = tostring(err) })
+    end
+    return
+  end
   local handler = handlers.methods[method]
   if not handler then
-    return nil, method_not_found(method)
+    reply(nil, { code = -32601, message = 'tiller.nvim does not handle ' .. tostring(method) })
+    return
   end
   local ok, result, err = pcall(handler, params or {})
   if not ok then
-    local protocol = require('vim.lsp.protocol')
-    return nil, vim.lsp.rpc.rpc_response_error(protocol.ErrorCodes.InternalError, tostring(result))
+    reply(nil, { code = -32603, message = tostring(result) })
+  elseif err then
+    reply(nil, err)
+  else
+    reply(result == nil and vim.NIL or result)
   end
-  if result == nil and err == nil then
-    result = vim.NIL
-  end
-  return result, err
 end
 
---- Answer one server request as the dispatcher does: result, or nil and an error object.
+--- Answer one server request as the dispatcher does: reply(result, err) is called once.
 M.handle_server_request = on_server_request
 
 local function reset()
-  local pending = state.pending
   local stopped = state.stopping
   state.rpc, state.pid, state.ready = nil, nil, false
-  state.queue, state.pending = {}, {}
+  state.queue = {}
   state.running, state.stopping, state.server_info = false, false, nil
-  return pending, stopped
+  return stopped
 end
 
--- Called by vim.lsp.rpc from the libuv exit callback (not on the main loop in 0.7).
+-- The process exited and its last message was handled (tiller.rpc calls this on the main loop).
 local function on_exit(rpc, code, signal)
-  vim.schedule(function()
-    if state.rpc ~= rpc then
-      return -- an older process, already forgotten
-    end
-    local queue = state.queue
-    local pending, stopped = reset()
-    local message = string.format('tiller exited (code %s, signal %s)', code, signal)
-    for _, callback in pairs(pending) do
-      pcall(callback, { code = M.EXITED, message = message, exited = true }, nil)
-    end
-    for _, queued in ipairs(queue) do
-      pcall(queued[3], { code = M.EXITED, message = message, exited = true }, nil)
-    end
-    for _, fn in ipairs(exit_listeners) do
-      local ok, err = pcall(fn, code, signal, stopped)
-      if not ok then
-        report('exit listener failed', err)
-      end
-    end
-  end)
-end
-
--- vim.lsp.rpc.start(cmd, dispatchers, extra) takes the command as a list from Neovim 0.10 on;
--- before, start(cmd, cmd_args, dispatchers, extra).
-local function list_style_start()
-  local info = debug.getinfo(vim.lsp.rpc.start, 'u')
-  if info and info.nparams then
-    return info.nparams < 4
+  if state.rpc ~= rpc then
+    return -- an older process, already forgotten
   end
-  return vim.fn.has('nvim-0.10') == 1
+  local queue = state.queue
+  local stopped = reset()
+  handlers.cancel(nil)
+  local message = string.format('tiller exited (code %s, signal %s)', code, signal)
+  for _, queued in ipairs(queue) do
+    pcall(queued[3], { code = M.EXITED, message = message, exited = true }, nil)
+  end
+  local stderr = rpc.stderr_tail()
+  for _, fn in ipairs(exit_listeners) do
+    local ok, err = pcall(fn, code, signal, stopped, stderr)
+    if not ok then
+      report('exit listener failed', err)
+    end
+  end
 end
 
 local function spawn(config)
@@ -162,54 +146,27 @@ local function spawn(config)
   end
   vim.list_extend(argv, cmd or { 'tiller' })
   vim.list_extend(argv, config.args or {})
-  local extra = { cwd = config.cwd or vim.fn.getcwd(), env = config.env }
-  local rpc
-  local dispatchers = {
-    notification = on_notification,
-    server_request = on_server_request,
+  local conn
+  local result, err = rpc_mod.spawn(argv, {
+    cwd = config.cwd or vim.fn.getcwd(),
+    env = config.env,
+    on_notification = on_notification,
+    on_request = on_server_request,
     on_exit = function(code, signal)
-      on_exit(rpc, code, signal)
+      on_exit(conn, code, signal)
     end,
-    on_error = function(code, err)
-      local name = vim.lsp.rpc.client_errors[code] or tostring(code)
-      vim.schedule(function()
-        report('rpc error ' .. name, vim.inspect(err))
-      end)
-    end,
-  }
-  local ok, result
-  if list_style_start() then
-    ok, result = pcall(vim.lsp.rpc.start, argv, dispatchers, extra)
-  else
-    ok, result = pcall(vim.lsp.rpc.start, argv[1], vim.list_slice(argv, 2), dispatchers, extra)
-  end
-  if not ok then
-    return nil, tostring(result)
-  end
+  })
   if not result then
-    return nil, string.format('could not start `%s` (is it installed and on PATH?)', argv[1])
+    return nil, err .. ' (is it installed and on PATH?)'
   end
-  rpc = result
-  return rpc
+  conn = result
+  return conn
 end
 
--- Send now (the rpc object exists); callback(err, result) exactly once.
+-- Send now (the connection exists); callback(err, result) exactly once (tiller.rpc fails it
+-- when the process exits first).
 local function send_request(method, params, callback)
-  local rpc = state.rpc
-  local id
-  local ok, sent, message_id = pcall(rpc.request, method, params, function(err, result)
-    if id then
-      state.pending[id] = nil
-    end
-    callback(err, result)
-  end)
-  if not ok or not sent then
-    callback({ code = M.EXITED, message = 'tiller is not running', exited = true }, nil)
-    return nil
-  end
-  id = message_id
-  state.pending[id] = callback
-  return id
+  return state.rpc.request(method, params, callback)
 end
 
 --- True while a server process is alive.
@@ -253,8 +210,8 @@ function M.start(config)
     },
   }
   send_request('initialize', params, function(init_err, result)
-    if state.rpc ~= rpc then
-      return
+    if state.rpc ~= rpc or (init_err and init_err.exited) then
+      return -- on_exit fails the queued requests
     end
     if init_err then
       report('initialize failed', init_err.message or vim.inspect(init_err))
@@ -300,13 +257,7 @@ function M.notify(method, params)
 end
 
 local function kill(rpc)
-  if rpc.terminate then
-    pcall(rpc.terminate)
-  elseif rpc.handle and not rpc.handle:is_closing() then
-    pcall(uv.process_kill, rpc.handle, 'sigterm')
-  elseif rpc.pid then
-    pcall(uv.kill, rpc.pid, 'sigterm')
-  end
+  rpc.kill('sigterm')
 end
 
 --- Stop the server. A run in progress is aborted first and the server gets SIGTERM once the

@@ -5,8 +5,8 @@
 --   client/requestPermission {sessionId, toolCallId, toolName, args, preview, options}
 --                                                              -> {outcome}
 --
--- Each handler returns `result` or `nil, err` (err from vim.lsp.rpc.rpc_response_error), the
--- shape vim.lsp.rpc's server_request dispatcher wants. Files are read from and written to the
+-- Each handler of M.methods returns `result` or `nil, err` (err a JSON-RPC error object); those
+-- of M.async_methods get a `reply(result, err)` to call when the answer is known. Files are read from and written to the
 -- loaded buffer when there is one, so the agent sees unsaved edits and its writes can be undone.
 -- Relative paths resolve against the server's working directory.
 
@@ -39,10 +39,10 @@ function M.set_cwd(dir)
   cwd = dir
 end
 
+local ERROR_CODES = { InvalidParams = -32602, InternalError = -32603 }
+
 local function fail(code_name, message)
-  local protocol = require('vim.lsp.protocol')
-  local err = vim.lsp.rpc.rpc_response_error(protocol.ErrorCodes[code_name], message)
-  return nil, err
+  return nil, { code = ERROR_CODES[code_name], message = message }
 end
 
 local function invalid(message)
@@ -446,10 +446,20 @@ function M.request_permission(params)
   return { outcome = choice }
 end
 
+--- The server stopped waiting for its request `id` (nil: for all of them).
+function M.cancel(_id)
+  M.cancel_pending()
+end
+
 M.methods = {
   ['client/readTextFile'] = M.read_text_file,
   ['client/writeTextFile'] = M.write_text_file,
-  ['client/requestPermission'] = M.request_permission,
+}
+
+M.async_methods = {
+  ['client/requestPermission'] = function(params, reply)
+    reply(M.request_permission(params))
+  end,
 }
 
 return M

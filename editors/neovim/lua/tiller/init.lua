@@ -104,9 +104,19 @@ end
 
 local function send_prompt(text)
   if not M.start() then
+    chat.unsent(text)
     return
   end
+  local started = false
+  local listener = client.add_listener(function(event)
+    started = started or event.type == 'agent_start'
+  end)
   client.request('agent/prompt', { message = text }, function(err)
+    client.remove_listener(listener)
+    if err and err.exited and not started then
+      chat.unsent(text) -- the reason follows (chat.server_exited)
+      return
+    end
     if not err or err.exited then
       return -- the run's events tell the rest; an exit is shown by chat.server_exited
     end
