@@ -231,13 +231,11 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     # Every bash call and the edit were asked about, with the options the server offered.
     questions = obs["questions"]
     options = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
-    assert all(q["items"] == options for q in questions)
-    assert questions[0]["labels"] == ["Allow once", "Always allow", "Reject", "Always reject"]
-    prompts = [q["prompt"] for q in questions]
-    assert f"Tiller: run `echo hello-from-bash` in {workdir}?" in prompts[:2]
-    assert prompts[2] == f"Tiller: allow edit to change {workdir / 'notes.txt'}?"
-    assert "diff" in questions[2]["filetypes"]  # the preview split
-    assert prompts[3] == f"Tiller: run `rm -rf build` in {workdir}?"
+    assert all(q["options"] == options for q in questions)
+    firsts = [q["lines"][:2] for q in questions]
+    assert [f"? bash: run in {workdir}:", "    echo hello-from-bash"] in firsts[:2]
+    assert firsts[2] == [f"? edit: change {workdir / 'notes.txt'}:", "    --- a/notes.txt"]
+    assert firsts[3] == [f"? bash: run in {workdir}:", "    rm -rf build"]
     answers = ["allowOnce", "allowOnce", "allowOnce", None, "allowOnce"]
     assert [q["answer"] for q in questions] == answers
 
@@ -280,34 +278,6 @@ def test_editor_request_handlers(tmp_path: Path) -> None:
 
     assert obs["dispatch_read"]["result"] == {"content": "b1\n"}
     assert obs["dispatch_unknown"]["code"] == -32601
-
-    # Permission questions.
-    options = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
-    assert obs["permission_diff"] == {"outcome": "allowAlways"}
-    seen = obs["seen_diff"]
-    assert seen["items"] == options
-    assert seen["labels"] == ["Allow once", "Always allow", "Reject", "Always reject"]
-    assert seen["prompt"] == f"Tiller: allow edit to change {workdir / 'a.txt'}?"
-    assert seen["preview_filetype"] == "diff"
-    assert seen["preview_lines"] == ["--- a/a.txt", "+++ b/a.txt", "@@ -1 +1 @@", "-old", "+new"]
-    assert obs["windows_restored"] is True and obs["focus_restored"] is True
-
-    assert obs["permission_cancel"] == {"outcome": "rejectOnce"}
-    assert obs["seen_cancel"]["prompt"] == f"Tiller: run `rm -rf build` in {workdir}?"
-
-    assert obs["async_pending"] is True
-    assert obs["permission_async"] == {"outcome": "allowOnce"}
-    assert obs["seen_async"]["prompt"] == (
-        "Tiller: allow read on /etc/hostname? (/etc/hostname is outside the workspace)"
-    )
-    assert obs["permission_cancelled"] == {"outcome": "rejectOnce"}
-
-    assert obs["permission_fallback"] == {"outcome": "rejectAlways"}
-    assert obs["fallback_choices"][1:] == [
-        "1: Allow once", "2: Always allow", "3: Reject", "4: Always reject",
-    ]
-    assert any("inputlist" in note["message"] for note in obs["notes"])
-    assert obs["permission_inputlist"] == {"outcome": "allowOnce"}
 
 
 def test_help_file(tmp_path: Path) -> None:
@@ -376,3 +346,97 @@ def test_startup_errors(tmp_path: Path) -> None:
     assert more[more.index("## You (not sent)") + 1] == "second try"
     refused = next(line for line in more if line.startswith("✗ Error: could not start"))
     assert "no-such-tiller" in refused and "ENOENT" in refused
+
+
+def test_permission_questions_inline(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "a.txt").write_text("one\ntwo\nthree\n")
+    obs = run_nvim("review.lua", {"workdir": str(workdir)}, tmp_path)
+
+    # Asked in the chat, which opened without taking the focus.
+    assert obs["focus_kept"] is True and obs["chat_shown"] is True
+    asked = obs["asked"]
+    start = line_index(asked, f"? bash: run in {workdir}:")
+    assert asked[start + 1] == "    " + obs["command"]  # all 300 characters
+    assert len(obs["command"]) == 300
+    keys = "  a: allow once · A: always allow · r: reject · R: always reject"
+    assert asked[start + 2] == keys + " · gd: view"
+    edit = line_index(asked, f"? edit: change {workdir / 'a.txt'}:")
+    assert asked[edit + 1 : edit + 7] == [
+        "    --- a/a.txt", "    +++ b/a.txt", "    @@ -2 +2 @@", "    -two (unsaved)",
+        "    +TWO", keys + " · gd: diff",
+    ]  # fmt: skip
+    line_index(asked, f"? write: change {workdir / 'new.txt'}:")
+    outside = line_index(asked, "? read: /etc/hostname (/etc/hostname is outside the workspace)")
+    assert asked[outside + 1] == keys
+
+    # Typing in another buffer went on and answered nothing.
+    assert obs["typed"] == ["one", "two (unsaved)", "three", "typed while asked 3", "and Enter"]
+    assert obs["replies_while_typing"] == 0
+
+    # gd: the real buffer (unsaved text included) beside the proposal, in diff mode.
+    real, proposal = obs["edit_view"]
+    assert real["is_a"] is True and real["diff"] is True and proposal["diff"] is True
+    assert proposal["name"] == f"tiller://proposal/{workdir / 'a.txt'}"
+    assert proposal["lines"] == ["one", "TWO", "three", "typed while asked 3", "and Enter"]
+    new_real, new_proposal = obs["new_view"]
+    assert new_real["lines"] == [""] and new_proposal["lines"] == ["n1", "n2"]
+    assert [w["lines"] for w in obs["command_view"]] == [[obs["command"]]]
+    assert obs["tabs_restored"] is True
+
+    # A on the edit answered it; then `a` and `r` the oldest open ones; the withdrawn question
+    # got no answer from here.
+    replies = [(r["id"], r["result"]["outcome"]) for r in obs["replies"]]
+    assert replies == [("edit", "allowAlways"), ("cmd", "allowOnce"), ("new", "rejectOnce")]
+    answered = obs["answered"]
+    assert answered[start + 2] == "  → allowed once"
+    assert answered[edit + 6] == "  → always allowed"
+    assert answered[outside + 1] == "  → withdrawn: Tiller stopped waiting for this answer"
+    assert "tiller: no question is waiting for you" in [n["message"] for n in obs["notes"]]
+
+
+LONG_COMMAND = "echo begin; " + "printf %s " + "y" * 252 + " > /dev/null; echo the-end"
+
+
+def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
+    """Run ``live.lua``: a batch of a 300-character command and an edit of ``notes.txt``, then
+    a ``cat notes.txt``; returns the observations and the work directory."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("disk line\n")
+    edit_args = {"path": "notes.txt", "edits": [{"oldText": "disk line", "newText": "edited"}]}
+    fake_openai.enqueue(
+        tool_call_reply([
+            ("call_long", "bash", {"command": LONG_COMMAND}),
+            ("call_edit", "edit", edit_args),
+        ]),
+        text_reply("Done."),
+        tool_call_reply([("call_cat", "bash", {"command": "cat notes.txt"})]),
+        text_reply("Checked."),
+    )
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
+    return run_nvim("live.lua", config, tmp_path), workdir
+
+
+def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    assert len(LONG_COMMAND) == 300
+    obs, workdir = live_run(fake_openai, tmp_path, {})
+
+    asked = obs["asked"]
+    start = line_index(asked, f"? bash: run in {workdir}:")
+    assert asked[start + 1] == "    " + LONG_COMMAND
+    line_index(obs["asked_edit"], f"? edit: change {workdir / 'notes.txt'}:")
+    # Typing went to the other buffer; the question stayed open and the tools waited.
+    assert obs["typed"] == ["first line 3", "second line", "2 typed"]
+    assert obs["still_open"] == 1
+    assert obs["tools_ended_while_open"] == 0 and obs["running_while_open"] is True
+
+    requests = fake_openai.requests
+    messages = requests[1]["messages"]
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert "begin" in results["call_long"] and "the-end" in results["call_long"]
+    assert "Applied 1 edit" in results["call_edit"]
+    run1 = obs["run1"]
+    assert "  → allowed once" in run1 and obs["notes_lines"] == ["edited"]

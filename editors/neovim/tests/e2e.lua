@@ -8,7 +8,7 @@
 -- 5. `read` and `edit` of a file with unsaved changes, and a rejected command; 6. :TillerStop
 -- while a command runs.
 -- The server asks before every bash call and edit (the plugin declares `permissions`): the
--- script answers through a stubbed vim.ui.select.
+-- script answers the questions the chat shows.
 
 local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')
@@ -42,25 +42,18 @@ harness.run(function(config, obs)
   end
   obs.notes = notes
 
-  -- Permission questions: answered from `answers` (nil = the user cancels), recorded with the
-  -- filetypes of the windows open meanwhile (the preview split).
+  -- Permission questions (asked in the chat): answered from `answers` (nil = reject), as the
+  -- user would once they see them.
   local answers = {}
   obs.questions = {}
-  vim.ui.select = function(items, opts, on_choice)
-    local filetypes = {}
-    for _, win in ipairs(vim.api.nvim_list_wins()) do
-      table.insert(filetypes, vim.bo[vim.api.nvim_win_get_buf(win)].filetype)
-    end
+  local review = require('tiller.review')
+  table.insert(review.on_asked, function(q)
     local answer = table.remove(answers, 1)
-    table.insert(obs.questions, {
-      prompt = opts.prompt,
-      items = items,
-      labels = vim.tbl_map(opts.format_item, items),
-      filetypes = filetypes,
-      answer = answer or vim.NIL,
-    })
-    on_choice(answer)
-  end
+    table.insert(obs.questions, { lines = q.lines, options = q.options, answer = answer or vim.NIL })
+    vim.schedule(function()
+      review.answer(q, answer or 'rejectOnce')
+    end)
+  end)
 
   require('tiller').setup({ cmd = config.cmd, args = config.args, cwd = config.workdir })
   local client = require('tiller.client')
@@ -154,7 +147,7 @@ harness.run(function(config, obs)
   obs.run4 = chat.lines()
 
   -- 5. Files through the editor: `read` sees the unsaved buffer, `edit` (allowed after a diff
-  -- preview) changes the buffer, undoably; a cancelled question rejects a command.
+  -- preview) changes the buffer, undoably; a rejected command.
   local notes_path = config.workdir .. '/notes.txt'
   vim.cmd('tabnew ' .. vim.fn.fnameescape(notes_path))
   local notes_buf = vim.api.nvim_get_current_buf()

@@ -30,6 +30,7 @@ M.config = {
 
 local BLOCKS = api.nvim_create_namespace('tiller.blocks')
 local HIGHLIGHT = api.nvim_create_namespace('tiller.highlight')
+local MARKS = api.nvim_create_namespace('tiller.marks')
 
 local function define_highlights()
   for group, target in pairs({
@@ -39,6 +40,7 @@ local function define_highlights()
     TillerToolError = 'ErrorMsg',
     TillerError = 'ErrorMsg',
     TillerNotice = 'WarningMsg',
+    TillerQuestion = 'Question',
   }) do
     vim.cmd(string.format('highlight default link %s %s', group, target))
   end
@@ -360,6 +362,41 @@ function M.notice(kind, text)
   local row = append(lines)
   highlight(group, row, row + #lines - 1)
   S.last = 'notice'
+end
+
+--- Append `lines` (after a blank line) highlighted with `group`; returns a mark for
+--- M.mark_row and M.set_block_line.
+function M.append_block(lines, group)
+  M.buffer()
+  end_stream()
+  gap()
+  local row = append(lines)
+  highlight(group, row, row + #lines - 1)
+  S.last = 'notice'
+  return api.nvim_buf_set_extmark(S.buf, MARKS, row, 0, {})
+end
+
+--- The 0-based row of a mark from M.append_block, or nil.
+function M.mark_row(mark)
+  if not valid() then
+    return nil
+  end
+  local pos = api.nvim_buf_get_extmark_by_id(S.buf, MARKS, mark, {})
+  return pos and pos[1]
+end
+
+--- Replace line `offset` of the block at `mark` with `text`, highlighted with `group`.
+function M.set_block_line(mark, offset, text, group)
+  local row = M.mark_row(mark)
+  if not row then
+    return
+  end
+  row = row + offset
+  edit(function(buf)
+    api.nvim_buf_clear_namespace(buf, HIGHLIGHT, row, row + 1)
+    api.nvim_buf_set_lines(buf, row, row + 1, false, { text })
+  end)
+  highlight(group, row)
 end
 
 local function retry_scheduled(event)

@@ -17,7 +17,6 @@ local DEFAULTS = {
   env = nil, -- extra environment variables for the server
   split = 'botright vsplit', -- how :Tiller opens the chat window
   tool_output_lines = 20, -- lines of a tool's result shown in its fold
-  permission_ui = 'select', -- 'select' (vim.ui.select) or 'inputlist'
 }
 
 local TYPES = {
@@ -27,7 +26,6 @@ local TYPES = {
   env = { table = true },
   split = { string = true },
   tool_output_lines = { number = true },
-  permission_ui = { string = true },
 }
 
 local TYPE_NAMES = {
@@ -37,7 +35,6 @@ local TYPE_NAMES = {
   env = 'table',
   split = 'string',
   tool_output_lines = 'number',
-  permission_ui = 'string',
 }
 
 M.config = vim.deepcopy(DEFAULTS)
@@ -49,7 +46,6 @@ end
 local function apply_config()
   chat.config.split = M.config.split
   chat.config.tool_output_lines = M.config.tool_output_lines
-  handlers.config.permission_ui = M.config.permission_ui
 end
 
 --- Configure the plugin; every key is optional (see DEFAULTS). Takes effect for the next server
@@ -66,8 +62,6 @@ function M.setup(opts)
         string.format('setup: %s must be a %s; using the default', key, TYPE_NAMES[key]),
         vim.log.levels.WARN
       )
-    elseif key == 'permission_ui' and value ~= 'select' and value ~= 'inputlist' then
-      notify("setup: permission_ui must be 'select' or 'inputlist'", vim.log.levels.WARN)
     else
       config[key] = value
     end
@@ -82,7 +76,7 @@ end
 apply_config()
 client.add_listener(chat.handle_event)
 client.on_exit(chat.server_exited)
-handlers.on_answered = chat.permission_answered
+require('tiller.review').on_answered = chat.permission_answered
 
 --- Start the server unless it runs; on failure the reason is shown in the chat buffer.
 function M.start()
