@@ -51,6 +51,7 @@ class FakeEditor:
         self.buffers = dict(buffers or {})
         self.can_read = can_read
         self.can_write = can_write
+        self.keeps_unsaved = False
         self.fail = fail
         self.delay = delay
         self.calls: list[tuple[Any, ...]] = []

@@ -30,6 +30,7 @@ class ClientFiles:
     can_read: bool
     can_write: bool
     timeout: float = 30.0
+    keeps_unsaved: bool = False
 
     async def read_text(
         self, path: Path, line: int | None = None, limit: int | None = None

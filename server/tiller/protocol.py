@@ -98,6 +98,8 @@ __all__ = [
     "ClientInfo",
     "GetMessagesResult",
     "GetStateResult",
+    "ClientCapabilities",
+    "FsCapabilities",
     "InitializeParams",
     "InitializeResult",
     "PromptParams",
@@ -124,9 +126,25 @@ class ClientInfo(WireModel):
     version: str | None = None
 
 
+class FsCapabilities(WireModel):
+    """What the client does with files: ``keepsUnsaved`` says changes written through
+    ``client/writeTextFile`` stay unsaved in its buffers (the disk keeps the old text)."""
+
+    read_text_file: bool | None = None
+    write_text_file: bool | None = None
+    keeps_unsaved: bool | None = None
+
+
+class ClientCapabilities(WireModel):
+    """The server-to-client requests the client answers (see ``initialize``)."""
+
+    permissions: bool | None = None
+    fs: FsCapabilities | None = None
+
+
 class InitializeParams(WireModel):
     client_info: ClientInfo | None = None
-    capabilities: dict[str, Any] = Field(default_factory=dict)
+    capabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
 
 
 class ServerInfo(WireModel):

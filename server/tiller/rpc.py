@@ -149,7 +149,8 @@ class TillerFront:
     # ------------------------------------------------------------------ the methods
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
-        self.sessions.set_client(EditorClient(self.front.client_request, params.capabilities))
+        capabilities = params.capabilities.dump()
+        self.sessions.set_client(EditorClient(self.front.client_request, capabilities))
         self._warm_up_provider_sdk()
         return InitializeResult(
             server_info=ServerInfo(name="tiller", version=__version__),

@@ -69,7 +69,8 @@ ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
 @dataclass(frozen=True)
 class EditorClient:
     """The client as the sessions' editor: how to send it a request, and the capabilities it
-    declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``permissions``)."""
+    declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``fs.keepsUnsaved``,
+    ``permissions``)."""
 
     request: ClientRequest
     capabilities: dict[str, Any]
@@ -214,7 +215,8 @@ class Session:
         can_read, can_write = bool(fs.get("readTextFile")), bool(fs.get("writeTextFile"))
         files = None
         if request is not None and (can_read or can_write):
-            files = ClientFiles(request, self.id, can_read, can_write)
+            files = ClientFiles(request, self.id, can_read, can_write,
+                                keeps_unsaved=bool(fs.get("keepsUnsaved")))
         asker = None
         if request is not None and caps.get("permissions"):
             asker = ClientPermissions(request, self.id, self.config.permission_timeout)

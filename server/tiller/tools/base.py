@@ -118,10 +118,13 @@ class ToolResult:
 class EditorFiles(Protocol):
     """The editor's view of files, unsaved buffers included (``client/readTextFile`` and
     ``client/writeTextFile``). ``can_read``/``can_write`` say which the client offers; without
-    one, tools use the disk for it. Both methods raise ``ToolError`` when the client fails."""
+    one, tools use the disk for it; ``keeps_unsaved`` that what it writes is not saved. Both
+    methods raise ``ToolError`` when the client fails."""
 
     can_read: bool
     can_write: bool
+    keeps_unsaved: bool
+    """Changes written through the editor stay unsaved: the disk keeps the old text."""
 
     async def read_text(
         self, path: Path, line: int | None = None, limit: int | None = None

@@ -38,6 +38,7 @@ from tiller.tools.files import (
     pinned_path,
     resolve_path,
     unified_diff,
+    unsaved_note,
 )
 from tiller.tools.safefs import open_nofollow, read_all, replace_content
 
@@ -233,7 +234,8 @@ class EditTool(Tool[EditParams]):
             raise ToolError(f"Could not edit {path}: {exc.strerror or exc}") from exc
         count = len(params.edits)
         return ToolResult.text(
-            f"Applied {count} edit{'' if count == 1 else 's'} to {params.path}",
+            f"Applied {count} edit{'' if count == 1 else 's'} to {params.path}"
+            f"{unsaved_note(files)}",
             details={
                 "path": str(path),
                 "diff": unified_diff(edited.old, edited.new, params.path),

@@ -24,17 +24,33 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from tiller.tools.base import ToolContext
+from tiller.tools.base import EditorFiles, ToolContext
 from tiller.tools.safefs import pin
 
 __all__ = [
+    "UNSAVED_NOTE",
     "first_changed_line",
     "mutation_lock",
     "path_lock",
     "pinned_path",
     "resolve_path",
     "unified_diff",
+    "unsaved_note",
 ]
+
+UNSAVED_NOTE = (
+    "\nNote: the editor keeps this change unsaved in its buffer; shell commands (bash) and "
+    "searches read the file from disk, where it is unchanged until the user saves it."
+)
+"""Added to a write/edit result stored through an editor that declared ``fs.keepsUnsaved``."""
+
+
+def unsaved_note(files: EditorFiles | None) -> str:
+    """``UNSAVED_NOTE`` when a change went to ``files`` and they keep it unsaved, else ""."""
+    if files is not None and files.can_write and files.keeps_unsaved:
+        return UNSAVED_NOTE
+    return ""
+
 
 mutation_lock = threading.Lock()
 """Held while a worker thread reads, changes and writes back a file on disk."""

@@ -35,6 +35,7 @@ from tiller.tools.files import (
     pinned_path,
     resolve_path,
     unified_diff,
+    unsaved_note,
 )
 from tiller.tools.safefs import open_nofollow, read_all, replace_content
 
@@ -133,7 +134,7 @@ class WriteTool(Tool[WriteParams]):
         except OSError as exc:
             raise ToolError(f"Could not write {path}: {exc.strerror or exc}") from exc
         return ToolResult.text(
-            f"Wrote {written.size} bytes to {params.path}",
+            f"Wrote {written.size} bytes to {params.path}{unsaved_note(files)}",
             details={
                 "path": str(path),
                 "diff": unified_diff(written.old, params.content, params.path),
