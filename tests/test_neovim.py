@@ -219,8 +219,8 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert "buffer line" in read_result["content"] and "disk line" not in read_result["content"]
     edit_result = requests[9]["messages"][-1]
     assert edit_result["tool_call_id"] == "call_edit" and "rejected" not in edit_result["content"]
-    assert obs["notes_edited"] == ["edited line"] and obs["notes_modified"] is True
-    assert (workdir / "notes.txt").read_text() == "disk line\n"
+    assert obs["notes_edited"] == ["edited line"] and obs["notes_modified"] is False
+    assert (workdir / "notes.txt").read_text() == "edited line\n"  # saved (save_edits)
     assert obs["notes_undone"] == ["buffer line"]
     rm_result = requests[10]["messages"][-1]
     assert rm_result["tool_call_id"] == "call_rm" and "rejected" in rm_result["content"]
@@ -440,3 +440,26 @@ def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: 
     assert "Applied 1 edit" in results["call_edit"]
     run1 = obs["run1"]
     assert "  → allowed once" in run1 and obs["notes_lines"] == ["edited"]
+
+    # save_edits (the default): the accepted edit was saved; the next bash sees it.
+    assert obs["notes_modified"] is False
+    assert (workdir / "notes.txt").read_text() == "edited\n"
+    cat = requests[3]["messages"][-1]
+    assert cat["tool_call_id"] == "call_cat" and cat["content"].strip() == "edited"
+    assert "unsaved" not in results["call_edit"]
+
+
+def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    obs, workdir = live_run(fake_openai, tmp_path, {"save_edits": False})
+
+    # The buffer keeps the change unsaved; the agent was told its shell sees the disk, and so
+    # was the user.
+    assert obs["notes_lines"] == ["edited"] and obs["notes_modified"] is True
+    assert (workdir / "notes.txt").read_text() == "disk line\n"
+    requests = fake_openai.requests
+    edit = next(m for m in requests[1]["messages"] if m.get("tool_call_id") == "call_edit")
+    assert "shell commands (bash) and searches read the file from disk" in edit["content"]
+    cat = requests[3]["messages"][-1]
+    assert cat["tool_call_id"] == "call_cat" and cat["content"].strip() == "disk line"
+    warning = next(line for line in obs["run1"] if "not saved" in line)
+    assert warning.startswith("⚠ work/notes.txt changed but not saved (save_edits = false)")

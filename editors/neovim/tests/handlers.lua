@@ -35,7 +35,9 @@ harness.run(function(config, obs)
   obs.read_bad_line = errors(handlers.read_text_file({ sessionId = 's1', path = 'b.txt', line = 0 }))
   obs.read_no_path = errors(handlers.read_text_file({ sessionId = 's1' }))
 
-  -- Writes: to the loaded buffer (one undo step, not saved), and to a file nobody has open.
+  -- Writes: to the loaded buffer (one undo step, not saved with save_edits = false), and to a
+  -- file nobody has open.
+  handlers.config.save_edits = false
   local written = handlers.write_text_file({
     sessionId = 's1',
     path = a_path,

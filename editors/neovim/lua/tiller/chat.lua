@@ -650,6 +650,25 @@ function M.server_exited(code, signal, stopped, stderr)
   M.notice('error', table.concat(lines, '\n'))
 end
 
+local warned_unsaved = false
+
+--- The agent changed the buffer of `path`, which stays unsaved (save_edits = false): say once
+--- what that means.
+function M.kept_unsaved(path)
+  if warned_unsaved then
+    return
+  end
+  warned_unsaved = true
+  M.notice(
+    'warning',
+    string.format(
+      '⚠ %s changed but not saved (save_edits = false): the agent\'s shell commands and '
+        .. 'searches see the files on disk until you save them',
+      vim.fn.fnamemodify(path, ':~:.')
+    )
+  )
+end
+
 --- Show a prompt the server never received (it was not running, or exited first).
 function M.unsent(text)
   M.buffer()

@@ -189,7 +189,7 @@ function M.server_info()
   return state.server_info
 end
 
---- Start the server unless it runs. config: {cmd, args, cwd, env}. Returns true, or false and
+--- Start the server unless it runs. config: {cmd, args, cwd, env, keeps_unsaved}. Returns true, or false and
 --- a message. `initialize` is sent at once; requests made before its answer wait for it.
 function M.start(config)
   if state.rpc then
@@ -206,7 +206,11 @@ function M.start(config)
     clientInfo = M.CLIENT_INFO,
     capabilities = {
       permissions = true,
-      fs = { readTextFile = true, writeTextFile = true },
+      fs = {
+        readTextFile = true,
+        writeTextFile = true,
+        keepsUnsaved = config.keeps_unsaved == true,
+      },
     },
   }
   send_request('initialize', params, function(init_err, result)

@@ -14,6 +14,14 @@ local M = {}
 
 local uv = vim.uv or vim.loop
 
+M.config = {
+  save_edits = true, -- save a loaded buffer after the agent changed it
+}
+
+--- Called with (path) after the agent changed a loaded buffer that stays unsaved
+--- (save_edits = false); tiller.init points it at the chat.
+M.on_kept_unsaved = function() end
+
 local cwd = nil
 
 --- The directory relative paths resolve against (the server's cwd).
@@ -203,8 +211,22 @@ local function set_buffer_lines(buf, lines)
   vim.api.nvim_buf_set_lines(buf, top, #old - bottom, false, replacement)
 end
 
+-- Save `buf` as :write would; a failure is shown, not raised (the change itself was made).
+local function save(buf, path)
+  local ok, err = pcall(vim.api.nvim_buf_call, buf, function()
+    vim.cmd('silent write')
+  end)
+  if not ok then
+    vim.notify(
+      string.format('tiller: changed %s but could not save it: %s', path, tostring(err)),
+      vim.log.levels.ERROR
+    )
+  end
+end
+
 --- client/writeTextFile: replace the file's text. A loaded buffer is changed (one undoable
---- change, not saved); otherwise the file is written, parent directories created.
+--- change) and, with save_edits (the default), saved, so that the agent's shell sees what its
+--- edits did; otherwise the file is written, parent directories created.
 function M.write_text_file(params)
   if type(params.path) ~= 'string' or params.path == '' then
     return invalid('path: Field required')
@@ -225,6 +247,11 @@ function M.write_text_file(params)
     set_buffer_lines(buf, lines)
     if vim.bo[buf].eol ~= final_newline then
       vim.bo[buf].eol = final_newline
+    end
+    if M.config.save_edits then
+      save(buf, path)
+    else
+      pcall(M.on_kept_unsaved, path)
     end
   else
     local ok, err = write_file(path, params.content)

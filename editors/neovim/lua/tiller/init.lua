@@ -17,6 +17,7 @@ local DEFAULTS = {
   env = nil, -- extra environment variables for the server
   split = 'botright vsplit', -- how :Tiller opens the chat window
   tool_output_lines = 20, -- lines of a tool's result shown in its fold
+  save_edits = true, -- save a buffer the agent changed (false: it stays unsaved)
 }
 
 local TYPES = {
@@ -26,6 +27,7 @@ local TYPES = {
   env = { table = true },
   split = { string = true },
   tool_output_lines = { number = true },
+  save_edits = { boolean = true },
 }
 
 local TYPE_NAMES = {
@@ -35,6 +37,7 @@ local TYPE_NAMES = {
   env = 'table',
   split = 'string',
   tool_output_lines = 'number',
+  save_edits = 'boolean',
 }
 
 M.config = vim.deepcopy(DEFAULTS)
@@ -46,6 +49,7 @@ end
 local function apply_config()
   chat.config.split = M.config.split
   chat.config.tool_output_lines = M.config.tool_output_lines
+  handlers.config.save_edits = M.config.save_edits
 end
 
 --- Configure the plugin; every key is optional (see DEFAULTS). Takes effect for the next server
@@ -77,6 +81,7 @@ apply_config()
 client.add_listener(chat.handle_event)
 client.on_exit(chat.server_exited)
 require('tiller.review').on_answered = chat.permission_answered
+handlers.on_kept_unsaved = chat.kept_unsaved
 
 --- Start the server unless it runs; on failure the reason is shown in the chat buffer.
 function M.start()
@@ -89,6 +94,7 @@ function M.start()
     args = M.config.args,
     cwd = cwd,
     env = M.config.env,
+    keeps_unsaved = not M.config.save_edits,
   })
   if not ok then
     chat.notice('error', 'could not start the server: ' .. tostring(err))
