@@ -195,8 +195,8 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert requests[1]["messages"][-1]["content"] == "use tabs, not spaces"
     assert requests[2]["messages"][-1] == {"role": "user", "content": "and add a test"}
 
-    # Run 2: the prompt came from vim.ui.input; the error is shown.
-    assert obs["input_prompt"] == "Tiller> "
+    # Run 2: the prompt was typed in the input area; the error is shown.
+    assert obs["input_focused"] is True and obs["input_mode"] == "n"
     assert requests[3]["messages"][-1]["content"] == "break please"
     run2 = obs["run2"][len(lines):]
     error = next(line for line in run2 if line.startswith("✗ Error:"))
@@ -463,3 +463,38 @@ def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) ->
     assert cat["tool_call_id"] == "call_cat" and cat["content"].strip() == "disk line"
     warning = next(line for line in obs["run1"] if "not saved" in line)
     assert warning.startswith("⚠ work/notes.txt changed but not saved (save_edits = false)")
+
+
+def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("a note\n")
+    (workdir / "code.py").write_text("on disk\n")
+    wait = "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; cat release"
+    fake_openai.enqueue(
+        text_reply("Explained."),
+        tool_call_reply([("call_wait", "bash", {"command": wait})]),
+        text_reply("Steered."),
+        text_reply("Followed up."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("input.lua", config, tmp_path)
+
+    requests = fake_openai.requests
+    assert requests[0]["messages"][-1]["content"] == (
+        "explain this\n\nwork/code.py, lines 2-3:\n```python\ntwo = 2\nthree = 3  # unsaved\n```"
+    )
+    assert obs["layout"] == {"input_below_chat": True, "same_column": True}
+    assert requests[1]["messages"][-1]["content"] == (
+        "first line\nsee @notes.txt and #buffer\n\n"
+        "@notes.txt:\n```\na note\n```\n\n"
+        "#buffer (work/code.py):\n```python\none = 1\ntwo = 2\nthree = 3  # unsaved\n```"
+    )
+    assert obs["input_after_send"] == [""]
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "steer now"}
+    assert requests[3]["messages"][-1] == {"role": "user", "content": "later please"}
+    assert "Followed up." in obs["chat"]
+
+    assert obs["range_input"] == ["", "work/code.py, line 1:", "```python", "one = 1", "```"]
+    assert obs["range_focus"] is True and obs["range_cursor"] == [1, 0]

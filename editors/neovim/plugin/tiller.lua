@@ -16,8 +16,8 @@ end
 local command = vim.api.nvim_create_user_command
 
 command('Tiller', function(opts)
-  tiller().prompt(opts.args)
-end, { nargs = '*', desc = 'Tiller: open the chat and send a prompt' })
+  tiller().prompt(opts.args, { count = opts.range, line1 = opts.line1, line2 = opts.line2 })
+end, { nargs = '*', range = true, desc = 'Tiller: open the chat and send a prompt' })
 
 command('TillerSteer', function(opts)
   tiller().steer(opts.args)

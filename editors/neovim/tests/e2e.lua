@@ -3,8 +3,8 @@
 -- replies; this script plays the user and records what the chat buffer showed.
 --
 -- Runs: 1. a prompt whose tools are an echo and a wait (released by writing `release` after a
--- steer and a follow-up were queued); 2. :Tiller with no argument, answered through
--- vim.ui.input, whose model call fails; 3. a stalled reply, aborted; 4. :TillerContinue;
+-- steer and a follow-up were queued); 2. :Tiller with no argument, typed in the input area,
+-- whose model call fails; 3. a stalled reply, aborted; 4. :TillerContinue;
 -- 5. `read` and `edit` of a file with unsaved changes, and a rejected command; 6. :TillerStop
 -- while a command runs.
 -- The server asks before every bash call and edit (the plugin declares `permissions`): the
@@ -121,15 +121,13 @@ harness.run(function(config, obs)
     end
   end)
 
-  -- 2. No argument: the prompt comes from vim.ui.input; the model call fails.
-  local input_prompt
-  vim.ui.input = function(opts, on_confirm)
-    input_prompt = opts.prompt
-    on_confirm('break please')
-  end
-  vim.cmd('Tiller')
+  -- 2. No argument: the input area takes the focus, in insert mode; <C-s> sends. The model
+  -- call fails.
+  local keys = vim.api.nvim_replace_termcodes(':Tiller<CR>break please<C-s>', true, false, true)
+  vim.api.nvim_feedkeys(keys, 'xt', false)
+  obs.input_focused = vim.api.nvim_get_current_buf() == require('tiller.input').buffer()
+  obs.input_mode = vim.api.nvim_get_mode().mode
   wait_for('run 2 to settle', settled(2))
-  obs.input_prompt = input_prompt
   obs.run2 = chat.lines()
 
   -- 3. A reply that stalls, aborted once its text is shown.

@@ -7,6 +7,7 @@
 local chat = require('tiller.chat')
 local client = require('tiller.client')
 local handlers = require('tiller.handlers')
+local input = require('tiller.input')
 
 local M = {}
 
@@ -83,12 +84,18 @@ client.on_exit(chat.server_exited)
 require('tiller.review').on_answered = chat.permission_answered
 handlers.on_kept_unsaved = chat.kept_unsaved
 
+
+-- The server's working directory: config.cwd, else Neovim's.
+local function workspace()
+  return M.config.cwd and vim.fn.expand(M.config.cwd) or vim.fn.getcwd()
+end
+
 --- Start the server unless it runs; on failure the reason is shown in the chat buffer.
 function M.start()
   if client.is_alive() then
     return true
   end
-  local cwd = M.config.cwd and vim.fn.expand(M.config.cwd) or vim.fn.getcwd()
+  local cwd = workspace()
   local ok, err = client.start({
     cmd = M.config.cmd,
     args = M.config.args,
@@ -128,19 +135,42 @@ local function send_prompt(text)
   end)
 end
 
---- :Tiller [prompt] - open (or focus) the chat and send `prompt`, asking for one with
---- vim.ui.input when it is empty.
-function M.prompt(text)
-  chat.open()
+-- Show the chat (focused) and the input area under it; `lines` fill the input area, `focus`
+-- moves there.
+local function open(lines, focus)
+  local win = chat.open()
+  input.open(win, lines, focus)
+  if focus and lines == nil then
+    vim.cmd('startinsert')
+  end
+end
+
+--- :[range]Tiller [prompt] - open (or focus) the chat and send `prompt` (its `@path` and
+--- `#buffer` words add those files). With a range the selected lines are sent with it, quoted
+--- with their file name and line numbers. Without a prompt the input area takes the focus
+--- (holding the selection, if any).
+function M.prompt(text, range)
+  input.set_cwd(workspace())
+  local selection = nil
+  if range and range.count > 0 then
+    selection = input.selection(vim.api.nvim_get_current_buf(), range.line1, range.line2)
+  end
   if text ~= nil and text ~= '' then
-    send_prompt(text)
+    local message = input.expand(text)
+    if selection then
+      message = message .. '\n\n' .. table.concat(selection, '\n')
+    end
+    open(nil, false)
+    vim.api.nvim_set_current_win(chat.window())
+    send_prompt(message)
     return
   end
-  vim.ui.input({ prompt = 'Tiller> ' }, function(input)
-    if input and input ~= '' then
-      send_prompt(input)
-    end
-  end)
+  if selection then
+    table.insert(selection, 1, '')
+    open(selection, true)
+  else
+    open(nil, true)
+  end
 end
 
 local function queue(method, what, text, on_done)
@@ -206,6 +236,17 @@ end
 function M.stop()
   if not client.stop() then
     notify('not running')
+  end
+end
+
+-- The input area: a prompt when idle; while a run is active, steering or a follow-up.
+input.on_submit = function(text, kind)
+  if not client.is_running() then
+    send_prompt(text)
+  elseif kind == 'followUp' then
+    M.follow_up(text)
+  else
+    M.steer(text)
   end
 end
 
