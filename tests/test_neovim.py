@@ -498,3 +498,51 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
 
     assert obs["range_input"] == ["", "work/code.py, line 1:", "```python", "one = 1", "```"]
     assert obs["range_focus"] is True and obs["range_cursor"] == [1, 0]
+
+
+def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    fake_openai.enqueue(
+        text_reply("First answer."),
+        text_reply("Other answer."),
+        text_reply("Resumed after stop."),
+        text_reply("Resumed after restart."),
+        text_reply("Back to first."),
+    )
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    first = run_nvim("sessions.lua", {**config, "phase": 1}, tmp_path)
+
+    def users(index: int) -> list[str]:
+        messages = fake_openai.requests[index]["messages"]
+        return [m["content"] for m in messages if m["role"] in ("user", "assistant")]
+
+    one, two = first["first_session"], first["second_session"]
+    assert one and two and one != two
+    assert users(0) == ["first question"]
+    assert users(1) == ["other topic"]  # :TillerNew started from nothing
+    # After :TillerStop the new server went on with the same session.
+    assert first["after_stop_session"] == two
+    assert users(2) == ["other topic", "Other answer.", "after stop"]
+    chat = first["chat"]
+    assert f"── new session {two[:8]} ──" in chat
+    assert chat.count("other topic") == 1  # not rendered again after the restart
+
+    second = run_nvim("sessions.lua", {**config, "phase": 2}, tmp_path)
+    # A new Neovim: the remembered session, its history shown before the new prompt.
+    assert second["restart_session"] == two
+    assert users(3) == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
+                        "after restart"]
+    restarted = second["restarted_chat"]
+    shown = [line for line in restarted if line and not line.startswith("##")]
+    assert shown[:5] == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
+                         f"── session {two[:8]} ──"]
+    assert shown[-2:] == ["after restart", "Resumed after restart."]
+    # :TillerSessions: both sessions offered, the current one marked; the first picked.
+    assert len(second["offered"]) == 2
+    assert any(item.startswith("● other topic") for item in second["offered"])
+    assert second["picked"]["id"] == one
+    picked = [line for line in second["picked_chat"] if line and not line.startswith("##")]
+    assert picked == ["first question", "First answer.", f"── session {one[:8]} ──"]
+    assert users(4) == ["first question", "First answer.", "back to first"]

@@ -35,6 +35,14 @@ command('TillerContinue', function()
   tiller().continue()
 end, { nargs = 0, desc = 'Tiller: continue after an error, an abort or a limit' })
 
+command('TillerSessions', function()
+  tiller().sessions()
+end, { nargs = 0, desc = 'Tiller: pick a saved session and go on with it' })
+
+command('TillerNew', function()
+  tiller().new_session()
+end, { nargs = 0, desc = 'Tiller: start a new session' })
+
 command('TillerStop', function()
   tiller().stop()
 end, { nargs = 0, desc = 'Tiller: stop the server' })

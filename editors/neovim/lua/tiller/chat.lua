@@ -177,6 +177,20 @@ local function create_buffer()
   return buf
 end
 
+--- Empty the chat buffer (another session is shown next); its windows stay.
+function M.clear()
+  if not valid() then
+    return
+  end
+  local buf = S.buf
+  edit(function(b)
+    api.nvim_buf_clear_namespace(b, -1, 0, -1)
+    api.nvim_buf_set_lines(b, 0, -1, false, {})
+  end)
+  reset()
+  S.buf = buf
+end
+
 --- The chat buffer, created if needed (not shown).
 function M.buffer()
   if not valid() then

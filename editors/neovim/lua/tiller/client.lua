@@ -267,8 +267,9 @@ end
 --- Stop the server. A run in progress is aborted first and the server gets SIGTERM once the
 --- run has settled, so that the processes its tools started are killed (`agent/abort` kills
 --- their process groups; a SIGTERM alone would leave them running). `timeout_ms` (default
---- 5000) bounds the wait. Returns false when no server runs.
-function M.stop(timeout_ms)
+--- 5000) bounds the wait; `abort_params` are agent/abort's (the session). Returns false when
+--- no server runs.
+function M.stop(timeout_ms, abort_params)
   local rpc = state.rpc
   if not rpc then
     return false
@@ -294,7 +295,7 @@ function M.stop(timeout_ms)
       vim.schedule(finish)
     end
   end)
-  M.request('agent/abort', nil, function(err)
+  M.request('agent/abort', abort_params, function(err)
     if err then
       finish() -- nothing to abort (or no answer): stop now
     end

@@ -8,6 +8,7 @@ local chat = require('tiller.chat')
 local client = require('tiller.client')
 local handlers = require('tiller.handlers')
 local input = require('tiller.input')
+local sessions = require('tiller.sessions')
 
 local M = {}
 
@@ -96,6 +97,7 @@ function M.start()
     return true
   end
   local cwd = workspace()
+  sessions.set_cwd(cwd)
   local ok, err = client.start({
     cmd = M.config.cmd,
     args = M.config.args,
@@ -109,6 +111,8 @@ function M.start()
   return ok
 end
 
+local prompt_answered
+
 local function send_prompt(text)
   if not M.start() then
     chat.unsent(text)
@@ -118,21 +122,36 @@ local function send_prompt(text)
   local listener = client.add_listener(function(event)
     started = started or event.type == 'agent_start'
   end)
-  client.request('agent/prompt', { message = text }, function(err)
-    client.remove_listener(listener)
-    if err and err.exited and not started then
-      chat.unsent(text) -- the reason follows (chat.server_exited)
+  sessions.ensure(function(session_err, id)
+    if session_err then
+      client.remove_listener(listener)
+      chat.unsent(text)
+      if not session_err.exited then
+        chat.notice('error', 'no session: ' .. tostring(session_err.message))
+      end
       return
     end
-    if not err or err.exited then
-      return -- the run's events tell the rest; an exit is shown by chat.server_exited
-    end
-    if err.code == -32010 then
-      notify(err.message, vim.log.levels.WARN) -- busy: the chat is fine as it is
-    else
-      chat.notice('error', err.message or vim.inspect(err))
-    end
+    client.request('agent/prompt', { sessionId = id, message = text }, function(err)
+      client.remove_listener(listener)
+      prompt_answered(text, started, err)
+    end)
   end)
+end
+
+-- The answer to agent/prompt: only what the run's events did not show.
+prompt_answered = function(text, started, err)
+  if err and err.exited and not started then
+    chat.unsent(text) -- the reason follows (chat.server_exited)
+    return
+  end
+  if not err or err.exited then
+    return -- the run's events tell the rest; an exit is shown by chat.server_exited
+  end
+  if err.code == -32010 then
+    notify(err.message, vim.log.levels.WARN) -- busy: the chat is fine as it is
+  else
+    chat.notice('error', err.message or vim.inspect(err))
+  end
 end
 
 -- Show the chat (focused) and the input area under it; `lines` fill the input area, `focus`
@@ -178,15 +197,20 @@ local function queue(method, what, text, on_done)
     notify('not running: :Tiller starts a conversation', vim.log.levels.WARN)
     return
   end
-  client.request(method, { message = text }, function(err, result)
-    if err then
-      notify(what .. ' failed: ' .. tostring(err.message), vim.log.levels.ERROR)
-    else
-      notify(string.format('%s queued (%s waiting)', what, tostring(result and result.queued)))
+  sessions.ensure(function(session_err, id)
+    if session_err then
+      return on_done and on_done(session_err)
     end
-    if on_done then
-      on_done(err, result)
-    end
+    client.request(method, { sessionId = id, message = text }, function(err, result)
+      if err then
+        notify(what .. ' failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+      else
+        notify(string.format('%s queued (%s waiting)', what, tostring(result and result.queued)))
+      end
+      if on_done then
+        on_done(err, result)
+      end
+    end)
   end)
 end
 
@@ -206,7 +230,7 @@ function M.abort()
     notify('not running', vim.log.levels.WARN)
     return
   end
-  client.request('agent/abort', nil, function(err)
+  client.request('agent/abort', { sessionId = sessions.current() }, function(err)
     if err and err.code == -32011 then
       notify('no run to abort')
     elseif err then
@@ -221,20 +245,42 @@ function M.continue()
   if not M.start() then
     return
   end
-  client.request('agent/continue', nil, function(err)
-    if err and not err.exited then
-      if err.code == -32012 or err.code == -32010 then
-        notify(err.message, vim.log.levels.WARN)
-      else
-        chat.notice('error', err.message or vim.inspect(err))
-      end
+  sessions.ensure(function(session_err, id)
+    if session_err then
+      return
     end
+    client.request('agent/continue', { sessionId = id }, function(err)
+      if err and not err.exited then
+        if err.code == -32012 or err.code == -32010 then
+          notify(err.message, vim.log.levels.WARN)
+        else
+          chat.notice('error', err.message or vim.inspect(err))
+        end
+      end
+    end)
   end)
+end
+
+--- :TillerSessions - pick a saved session of the workspace and show its history; the next
+--- prompt goes on with it. `on_done(err, id)` is for scripts.
+function M.sessions(on_done)
+  chat.open()
+  if M.start() then
+    sessions.pick(on_done)
+  end
+end
+
+--- :TillerNew - start a new session; the chat is cleared.
+function M.new_session(on_done)
+  chat.open()
+  if M.start() then
+    sessions.new(on_done)
+  end
 end
 
 --- :TillerStop - stop the server (an active run is aborted first).
 function M.stop()
-  if not client.stop() then
+  if not client.stop(nil, { sessionId = sessions.current() }) then
     notify('not running')
   end
 end
