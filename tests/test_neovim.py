@@ -546,3 +546,45 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     picked = [line for line in second["picked_chat"] if line and not line.startswith("##")]
     assert picked == ["first question", "First answer.", f"── session {one[:8]} ──"]
     assert users(4) == ["first question", "First answer.", "back to first"]
+
+
+def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    slow = "echo one; while [ ! -f go ]; do sleep 0.05; done; echo two"
+    fake_openai.enqueue(
+        tool_call_reply([("call_slow", "bash", {"command": slow})], usage=(1000, 200)),
+        text_reply("All done.", usage=(1500, 100)),
+        tool_call_reply([("call_quick", "bash", {"command": "echo quick"})]),
+        text_reply("Again done."),
+    )
+    args = ["--base-url", fake_openai.url, "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
+              "pick_model": "openai/gpt-4o"}
+    obs = run_nvim("state.lua", config, tmp_path)
+
+    status = obs["status"]
+    assert obs["before"] == "Tiller: stopped"
+    spin = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    assert status["start"][0] in spin and status["start"][1:] == " Tiller: thinking"
+    assert status["question"][0] in spin
+    assert status["question"][1:].startswith(" Tiller: waiting for you · 1.2k tokens · $0.0")
+    assert status["tool"][1:].startswith(" Tiller: running bash · 1.2k tokens · $0.0")
+    assert status["idle"].startswith("Tiller: idle · 2.8k tokens · $0.0")  # no spinner
+    assert obs["stopped"].startswith("Tiller: stopped · 2.8k tokens")
+    assert "tiller.status" in obs["statusline_option"]
+    assert "Tiller: running bash" in obs["statusline_text"]
+
+    # The fold the user opened stayed open through the output updates and the result.
+    assert obs["fold_after_updates"] == {"closed": -1, "level": 1}
+    assert obs["block_lines"] == [f"✓ bash: {slow}", "  one", "  two"]
+    assert obs["foldlevel_after"] == 2
+
+    models, modes = obs["offered"]
+    assert "openai/gpt-4o" in models["labels"]
+    assert not any(label.startswith("anthropic/") for label in models["labels"])  # no key
+    assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-4o"}
+    assert modes["labels"] == ["ask", "acceptEdits", "auto", "readonly"]
+    assert obs["mode_set"]["result"] == {"mode": "auto"}
+    assert fake_openai.requests[2]["model"] == "gpt-4o"
+    assert obs["asked_in_auto"] is False

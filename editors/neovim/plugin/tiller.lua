@@ -43,6 +43,14 @@ command('TillerNew', function()
   tiller().new_session()
 end, { nargs = 0, desc = 'Tiller: start a new session' })
 
+command('TillerModel', function()
+  tiller().model()
+end, { nargs = 0, desc = "Tiller: pick the session's model" })
+
+command('TillerMode', function()
+  tiller().mode()
+end, { nargs = 0, desc = "Tiller: pick the session's permission mode" })
+
 command('TillerStop', function()
   tiller().stop()
 end, { nargs = 0, desc = 'Tiller: stop the server' })

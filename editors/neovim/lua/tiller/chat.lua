@@ -138,16 +138,48 @@ local function gap()
   end
 end
 
+-- Chat window options. The user's own settings (foldlevel, wrap...) are set once per window
+-- and then left as the user changes them.
 local function setup_window(win)
   local function set(name, value)
     pcall(api.nvim_win_set_option, win, name, value)
   end
   set('foldmethod', 'expr')
   set('foldexpr', "v:lua.require'tiller.chat'.foldexpr(v:lnum)")
+  if pcall(api.nvim_win_get_var, win, 'tiller_chat') then
+    return
+  end
+  api.nvim_win_set_var(win, 'tiller_chat', true)
   set('foldenable', true)
   set('foldlevel', 0)
   set('wrap', true)
   set('linebreak', true)
+  set('statusline', "%!v:lua.require'tiller.status'.statusline()")
+end
+
+-- The windows where the fold starting at `lnum` is open: a block being rewritten stays open.
+local function open_folds_at(lnum)
+  local open = {}
+  for _, win in ipairs(api.nvim_list_wins()) do
+    if api.nvim_win_get_buf(win) == S.buf then
+      api.nvim_win_call(win, function()
+        if vim.fn.foldlevel(lnum) > 0 and vim.fn.foldclosed(lnum) == -1 then
+          table.insert(open, win)
+        end
+      end)
+    end
+  end
+  return open
+end
+
+local function reopen_folds(windows, lnum)
+  for _, win in ipairs(windows) do
+    if api.nvim_win_is_valid(win) then
+      api.nvim_win_call(win, function()
+        vim.cmd('silent! ' .. lnum .. 'foldopen')
+      end)
+    end
+  end
 end
 
 local function create_buffer()
@@ -534,6 +566,7 @@ local function set_block(block, body)
     return
   end
   local old = block.nlines
+  local open = open_folds_at(row + 1)
   block.nlines = #body
   S.folds = nil
   edit(function(buf)
@@ -544,6 +577,7 @@ local function set_block(block, body)
   end)
   S.folds = nil
   highlight(block.status == 'error' and 'TillerToolError' or 'TillerTool', row)
+  reopen_folds(open, row + 1)
 end
 
 local function tool_start(event)

@@ -80,8 +80,13 @@ function M.setup(opts)
 end
 
 apply_config()
+local status = require('tiller.status')
+client.add_listener(status.handle_event)
 client.add_listener(chat.handle_event)
 client.on_exit(chat.server_exited)
+client.on_exit(function()
+  status.server_state(false)
+end)
 require('tiller.review').on_answered = chat.permission_answered
 handlers.on_kept_unsaved = chat.kept_unsaved
 
@@ -107,6 +112,8 @@ function M.start()
   })
   if not ok then
     chat.notice('error', 'could not start the server: ' .. tostring(err))
+  else
+    status.server_state(true)
   end
   return ok
 end
@@ -283,6 +290,90 @@ function M.stop()
   if not client.stop(nil, { sessionId = sessions.current() }) then
     notify('not running')
   end
+end
+
+-- Start the server and make sure of the session; then fn(id).
+local function with_session(fn)
+  if not M.start() then
+    return
+  end
+  sessions.ensure(function(err, id)
+    if err then
+      notify('no session: ' .. tostring(err.message), vim.log.levels.ERROR)
+    else
+      fn(id)
+    end
+  end)
+end
+
+--- :TillerModel - pick a model of a usable provider (models/list) for the session's next run
+--- (agent/setModel). `on_done(err, result)` is for scripts.
+function M.model(on_done)
+  on_done = on_done or function() end
+  with_session(function(id)
+    client.request('models/list', nil, function(err, result)
+      if err then
+        notify('models/list failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+        return on_done(err)
+      end
+      local usable = {}
+      for _, provider in ipairs(result.providers or {}) do
+        usable[provider.name] = provider.configured
+      end
+      local models = vim.tbl_filter(function(model)
+        return usable[model.provider]
+      end, result.models or {})
+      vim.ui.select(models, {
+        prompt = 'Tiller model',
+        kind = 'tiller.model',
+        format_item = function(model)
+          return model.provider .. '/' .. model.id
+        end,
+      }, function(model)
+        if not model then
+          return on_done(nil, nil)
+        end
+        local params = { sessionId = id, provider = model.provider, model = model.id }
+        client.request('agent/setModel', params, function(set_err, set)
+          if set_err then
+            notify('agent/setModel failed: ' .. tostring(set_err.message), vim.log.levels.ERROR)
+          else
+            notify(string.format('model: %s/%s', set.provider, set.model))
+          end
+          on_done(set_err, set)
+        end)
+      end)
+    end)
+  end)
+end
+
+--- :TillerMode - pick the session's permission mode (agent/setPermissionMode).
+function M.mode(on_done)
+  on_done = on_done or function() end
+  with_session(function(id)
+    local info = client.server_info() or {}
+    local modes = (info.capabilities or {}).permissionModes
+      or { 'ask', 'acceptEdits', 'auto', 'readonly' }
+    vim.ui.select(modes, { prompt = 'Tiller permission mode', kind = 'tiller.mode' }, function(mode)
+      if not mode then
+        return on_done(nil, nil)
+      end
+      local params = { sessionId = id, mode = mode }
+      client.request('agent/setPermissionMode', params, function(err, result)
+        if err then
+          notify('agent/setPermissionMode failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+        else
+          notify('permission mode: ' .. tostring(result and result.mode or mode))
+        end
+        on_done(err, result)
+      end)
+    end)
+  end)
+end
+
+--- The agent's state as a short text for a statusline or winbar (see tiller.status).
+function M.status()
+  return status.text()
 end
 
 -- The input area: a prompt when idle; while a run is active, steering or a follow-up.
