@@ -588,3 +588,43 @@ def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["mode_set"]["result"] == {"mode": "auto"}
     assert fake_openai.requests[2]["model"] == "gpt-4o"
     assert obs["asked_in_auto"] is False
+
+
+def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed for checkpoints (.ci/run installs it)")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "code.txt").write_text("one\ntwo\nthree\nfour\n")
+    edit_args = {"path": "code.txt", "edits": [{"oldText": "three", "newText": "THREE"}]}
+    fake_openai.enqueue(
+        tool_call_reply([
+            ("call_write", "write", {"path": "added.txt", "content": "new file\n"}),
+            ("call_edit", "edit", edit_args),
+        ]),
+        text_reply("Changed."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto",
+            "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("changes.lua", config, tmp_path)
+
+    # The transcript shows the edit's diff inside its block.
+    chat = obs["chat"]
+    block = line_index(chat, "✓ edit: code.txt")
+    assert chat[block + 1 : block + 3] == ["  Applied 1 edit to code.txt", "  --- a/code.txt"]
+    assert "  -three" in chat[block:] and "  +THREE" in chat[block:]
+    assert obs["code_after_run"] == ["one", "two", "THREE", "four"]
+
+    # :TillerChanges: both files, each at its first changed line.
+    assert obs["qf_title"] == "Tiller changes" and obs["qf_open"] is True
+    listed = {Path(item["file"]).name: (item["lnum"], item["text"]) for item in obs["qflist"]}
+    assert listed == {"added.txt": (1, "added +1 -0"), "code.txt": (3, "modified +1 -1")}
+
+    # :TillerUndo: the new file is gone, the edit undone in the buffer and on disk.
+    result = obs["undone"]["result"]
+    assert sorted(result["restored"]) == ["added.txt", "code.txt"]
+    assert not (workdir / "added.txt").exists()
+    assert obs["code_after_undo"] == ["one", "two", "three", "four"]
+    assert (workdir / "code.txt").read_text() == "one\ntwo\nthree\nfour\n"
+    assert any(line.startswith("↶ Undone: ") for line in obs["chat_after_undo"])

@@ -51,6 +51,14 @@ command('TillerMode', function()
   tiller().mode()
 end, { nargs = 0, desc = "Tiller: pick the session's permission mode" })
 
+command('TillerChanges', function(opts)
+  tiller().changes(opts.bang)
+end, { nargs = 0, bang = true, desc = 'Tiller: the files the last run changed, in quickfix' })
+
+command('TillerUndo', function()
+  tiller().undo()
+end, { nargs = 0, desc = 'Tiller: put back the files the last run changed' })
+
 command('TillerStop', function()
   tiller().stop()
 end, { nargs = 0, desc = 'Tiller: stop the server' })

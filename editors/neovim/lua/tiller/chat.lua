@@ -628,7 +628,15 @@ local function tool_end(event)
   end
   local result = type(event.result) == 'table' and event.result or {}
   block.status = event.isError and 'error' or 'ok'
-  set_block(block, body_lines(content_lines(result.content)))
+  local body = body_lines(content_lines(result.content))
+  -- A file change shows its diff, in full, inside the fold.
+  local diff = type(result.details) == 'table' and result.details.diff
+  if type(diff) == 'string' and diff ~= '' then
+    for _, line in ipairs(trim_trailing_blanks(vim.split(diff, '\n', { plain = true }))) do
+      table.insert(body, '  ' .. line)
+    end
+  end
+  set_block(block, body)
 end
 
 -- Events ---------------------------------------------------------------------------------------

@@ -83,6 +83,8 @@ apply_config()
 local status = require('tiller.status')
 client.add_listener(status.handle_event)
 client.add_listener(chat.handle_event)
+local changes = require('tiller.changes')
+client.add_listener(changes.handle_event)
 client.on_exit(chat.server_exited)
 client.on_exit(function()
   status.server_state(false)
@@ -368,6 +370,21 @@ function M.mode(on_done)
         on_done(err, result)
       end)
     end)
+  end)
+end
+
+--- :TillerChanges[!] - the files the last run (with !, the session) changed, in the quickfix
+--- list.
+function M.changes(whole_session, on_done)
+  with_session(function(id)
+    changes.quickfix(id, workspace(), whole_session, on_done)
+  end)
+end
+
+--- :TillerUndo - put back the files the last run changed (from the server's checkpoints).
+function M.undo(on_done)
+  with_session(function(id)
+    changes.undo(id, on_done)
   end)
 end
 
