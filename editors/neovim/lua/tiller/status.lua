@@ -142,7 +142,7 @@ function M.text()
   local total = S.input_tokens + S.output_tokens
   if total > 0 then
     text = text .. ' · ' .. tokens(total) .. ' tokens'
-    if S.cost > 0 then
+    if S.cost >= 0.00005 then -- shown to 4 decimals
       text = text .. string.format(' · $%.4f', S.cost)
     end
   end
