@@ -51,7 +51,7 @@ local function first_changed_line(diff)
     return 1
   end
   local line = nil
-  for text in vim.gsplit(diff, '\n', true) do
+  for _, text in ipairs(vim.split(diff, '\n', { plain = true })) do
     if line == nil then
       line = tonumber(text:match('^@@ %-%d+,?%d* %+(%d+)'))
     elseif text:sub(1, 1) == ' ' then

@@ -132,7 +132,9 @@ end
 -- and then left as the user changes them.
 local function setup_window(win)
   local function set(name, value)
-    pcall(api.nvim_win_set_option, win, name, value)
+    pcall(function()
+      vim.wo[win][name] = value
+    end)
   end
   set('foldmethod', 'expr')
   set('foldexpr', "v:lua.require'tiller.chatbuf'.foldexpr(v:lnum)")
