@@ -287,8 +287,12 @@ def test_help_file(tmp_path: Path) -> None:
 
     assert obs["helptags_error"] is None
     tags = set(obs["tags"])
-    commands = {":Tiller", ":TillerSteer", ":TillerFollowUp", ":TillerAbort", ":TillerStop"}
-    assert commands | {"tiller.txt", "tiller", "tiller-setup", "tiller-permissions"} <= tags
+    commands = {":Tiller", ":TillerSteer", ":TillerFollowUp", ":TillerAbort", ":TillerStop",
+                ":TillerSessions", ":TillerNew", ":TillerModel", ":TillerMode",
+                ":TillerChanges", ":TillerUndo"}
+    topics = {"tiller.txt", "tiller", "tiller-setup", "tiller-permissions", "tiller-input",
+              "tiller-status", "tiller-sessions"}
+    assert commands | topics <= tags
     assert len(obs["tags"]) == len(tags)
     for opened in obs["help"]:
         assert opened["file"] == "tiller.txt" and opened["filetype"] == "help"
