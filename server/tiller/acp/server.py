@@ -29,11 +29,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from pydantic import Field
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
+from tiller.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
 from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
+from tiller.acp.params import (
+    AcpAuthenticateParams,
+    AcpCancelRequestParams,
+    AcpFollowUpParams,
+    AcpInitializeParams,
+    AcpInitializeResult,
+    AcpLoadSessionParams,
+    AcpNewSessionParams,
+    AcpPromptParams,
+    AcpPromptResult,
+    AcpSessionParams,
+    AcpSessionResult,
+    AcpSetModeParams,
+    AuthRequiredError,
+    ResourceNotFoundError,
+    acp_error,
+)
 from tiller.acp.updates import (
     UpdateMapper,
     acp_stop_reason,
@@ -41,10 +58,9 @@ from tiller.acp.updates import (
     user_content,
 )
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError, RequestError, RunFailedError, UnknownSessionError
+from tiller.errors import AgentBusyError, RunFailedError
 from tiller.front import Front
 from tiller.mcp.config import parse_server_list
-from tiller.permissions import PermissionMode
 from tiller.protocol import (
     ChangesParams,
     ChangesResult,
@@ -77,20 +93,6 @@ MODES: list[dict[str, str]] = [
 """ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
 
 
-class ResourceNotFoundError(RequestError):
-    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
-    is answered with it in ACP mode."""
-
-    code = -32002
-
-
-def _acp_error(error: RequestError) -> RequestError:
-    """Tiller's errors in ACP's terms: an unknown session is ACP's resource-not-found."""
-    if isinstance(error, UnknownSessionError):
-        return ResourceNotFoundError(error.message, error.data)
-    return error
-
-
 def is_acp_initialize(message: dict[str, Any]) -> bool:
     """True for ACP's ``initialize`` request: ``params.protocolVersion`` is an integer (Tiller's
     own ``initialize`` has no such field)."""
@@ -98,66 +100,6 @@ def is_acp_initialize(message: dict[str, Any]) -> bool:
     version = params.get("protocolVersion") if isinstance(params, dict) else None
     return (message.get("method") == "initialize" and "id" in message
             and isinstance(version, int) and not isinstance(version, bool))
-
-
-# ------------------------------------------------------------------------------ params/results
-
-
-class AcpInitializeParams(WireModel):
-    protocol_version: int
-    client_capabilities: dict[str, Any] = Field(default_factory=dict)
-    client_info: dict[str, Any] | None = None
-
-
-class AcpNewSessionParams(WireModel):
-    cwd: str
-    mcp_servers: list[Any] = Field(default_factory=list)
-
-
-class AcpLoadSessionParams(WireModel):
-    session_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = Field(default_factory=list)
-
-
-class AcpPromptParams(WireModel):
-    session_id: str
-    prompt: list[dict[str, Any]]
-
-
-class AcpSessionParams(WireModel):
-    session_id: str
-
-
-class AcpSetModeParams(WireModel):
-    session_id: str
-    mode_id: PermissionMode
-
-
-class AcpFollowUpParams(WireModel):
-    session_id: str
-    prompt: str | list[dict[str, Any]]
-
-
-class AcpCancelRequestParams(WireModel):
-    request_id: int | str | None = None
-
-
-class AcpInitializeResult(WireModel):
-    protocol_version: int
-    agent_capabilities: dict[str, Any]
-    agent_info: dict[str, Any]
-    auth_methods: list[Any] = Field(default_factory=list)
-
-
-class AcpSessionResult(WireModel):
-    session_id: str | None = None
-    modes: dict[str, Any]
-
-
-class AcpPromptResult(WireModel):
-    stop_reason: str
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
 @dataclass
@@ -178,15 +120,17 @@ class AcpFront:
     protocol.md, "ACP". A server request we stop waiting for is withdrawn with ACP's
     ``$/cancel_request``."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, argv: tuple[str, ...] | None = None) -> None:
         self.config = config
+        self.reload_config: ConfigLoader = config_loader(argv, config)
+        """``authenticate`` re-reads the configuration with it (``argv``: the command line)."""
         self.mappers: dict[str, UpdateMapper] = {}
         self.turns: dict[str, _Turn] = {}
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(
             self.sessions.shutdown,
             cancel_notice=("$/cancel_request", "requestId"),
-            translate=_acp_error,
+            translate=acp_error,
         )
         self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
         self._register()
@@ -304,6 +248,7 @@ class AcpFront:
         """ACP's methods (agent side)."""
         add = self.front.register
         add("initialize", AcpInitializeParams, self.initialize)
+        add("authenticate", AcpAuthenticateParams, self.authenticate)
         add("session/new", AcpNewSessionParams, self.session_new)
         add("session/load", AcpLoadSessionParams, self.session_load)
         add("session/prompt", AcpPromptParams, self.session_prompt)
@@ -330,9 +275,26 @@ class AcpFront:
                 "mcpCapabilities": {"http": True, "sse": True},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
+            auth_methods=auth_methods(self.config),
         )
 
+    async def authenticate(self, params: AcpAuthenticateParams) -> WireModel:
+        """Re-read the configuration; succeed once the default provider has its key."""
+        config = await anyio.to_thread.run_sync(self.reload_config)
+        variable = missing_key(config)
+        if variable is not None:
+            if params.method_id != method_id(variable):
+                raise JsonRpcInvalidParams(f"Invalid params: methodId: unknown method "
+                                           f"{params.method_id!r}")
+            raise AuthRequiredError(f"{variable} is still not set", {"envVar": variable})
+        self.config = self.sessions.config = config
+        return WireModel()
+
     async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
+        variable = missing_key(self.config)
+        if variable is not None:
+            raise AuthRequiredError(f"authentication required: set {variable}",
+                                    {"authMethods": auth_methods(self.config)})
         session = self.sessions.create(
             SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )
