@@ -122,7 +122,7 @@ class Recorder:
 
     def labels(self) -> list[str]:
         """What the agent sent, as ``kind[:status]``, repeats collapsed; status-less tool call
-        updates (streamed output) left out."""
+        updates (streamed output) and session metadata (title, usage) left out."""
         labels: list[str] = []
         for message in self.raw:
             if message.get("method") == "session/request_permission":
@@ -130,6 +130,8 @@ class Recorder:
             elif message.get("method") == "session/update":
                 update = message["params"]["update"]
                 label = update["sessionUpdate"]
+                if label in ("session_info_update", "usage_update"):
+                    continue
                 if label.startswith("tool_call"):
                     if "status" not in update:
                         continue

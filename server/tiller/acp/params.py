@@ -83,6 +83,7 @@ class AcpInitializeResult(WireModel):
 class AcpSessionResult(WireModel):
     session_id: str | None = None
     modes: dict[str, Any]
+    config_options: list[dict[str, Any]] | None = None
 
 
 class AcpPromptResult(WireModel):
@@ -92,3 +93,31 @@ class AcpPromptResult(WireModel):
 
 class AcpAuthenticateParams(WireModel):
     method_id: str
+
+
+class AcpListParams(WireModel):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class AcpResumeParams(WireModel):
+    session_id: str
+    cwd: str | None = None
+    mcp_servers: list[Any] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
+
+
+class AcpSetConfigParams(WireModel):
+    session_id: str
+    config_id: str
+    value: str | bool
+    type: str | None = None
+
+
+class AcpListResult(WireModel):
+    sessions: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+class AcpConfigResult(WireModel):
+    config_options: list[dict[str, Any]]

@@ -9,10 +9,11 @@ Tiller's own front, so there is no second loop. It adds three thin pieces:
 * events -> ``session/update``: it subscribes to each session's typed events and sends what
   ``tiller.acp.updates.UpdateMapper`` makes of them;
 * the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
-* turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
-  that arrives while the session's turn runs is queued as steering and answered when that turn
-  ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
-  answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
+* turns: ``session/prompt`` runs ``Agent.prompt`` (``tiller.acp.turns``: a prompt during a turn
+  steers it).
+
+Around them: ``auth`` (the env_var method), ``options`` (config options), ``sessions``
+(``session/list`` entries, titles, usage) and ``params`` (the wire models and ACP's codes).
 
 When the permission gate lets a call run (the Session's ``on_tool_cleared`` seam),
 ``_cleared`` snapshots the file a call that changes files (``write``/``edit``, as its tool
@@ -25,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -34,31 +34,34 @@ from pygls.exceptions import JsonRpcInvalidParams
 from tiller import __version__
 from tiller.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
 from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
+from tiller.acp.options import MODES, OptionError, config_options, set_option
 from tiller.acp.params import (
     AcpAuthenticateParams,
     AcpCancelRequestParams,
+    AcpConfigResult,
     AcpFollowUpParams,
     AcpInitializeParams,
     AcpInitializeResult,
+    AcpListParams,
+    AcpListResult,
     AcpLoadSessionParams,
     AcpNewSessionParams,
     AcpPromptParams,
     AcpPromptResult,
+    AcpResumeParams,
     AcpSessionParams,
     AcpSessionResult,
+    AcpSetConfigParams,
     AcpSetModeParams,
     AuthRequiredError,
     ResourceNotFoundError,
     acp_error,
 )
-from tiller.acp.updates import (
-    UpdateMapper,
-    acp_stop_reason,
-    available_commands,
-    user_content,
-)
+from tiller.acp.sessions import LIST_PAGE, session_info
+from tiller.acp.turns import Turns
+from tiller.acp.updates import UpdateMapper, available_commands, user_content
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError, RunFailedError
+from tiller.errors import AgentBusyError
 from tiller.front import Front
 from tiller.mcp.config import parse_server_list
 from tiller.protocol import (
@@ -73,7 +76,15 @@ from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
-from tiller.types import AgentEvent, CommandsChanged, RunResult, ToolCall, UserContent, WireModel
+from tiller.types import (
+    AgentEvent,
+    AssistantMessage,
+    CommandsChanged,
+    ToolCall,
+    UserContent,
+    UserMessage,
+    WireModel,
+)
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
 
@@ -81,16 +92,6 @@ log = logging.getLogger(__name__)
 
 ACP_PROTOCOL_VERSION = 1
 
-MODES: list[dict[str, str]] = [
-    {"id": "ask", "name": "Ask",
-     "description": "Ask before file changes, commands and anything outside the workspace"},
-    {"id": "acceptEdits", "name": "Accept edits",
-     "description": "Change workspace files freely; ask before commands; nothing outside"},
-    {"id": "auto", "name": "Auto", "description": "Run every tool without asking"},
-    {"id": "readonly", "name": "Read-only",
-     "description": "Read and search only: no file changes, no commands"},
-]
-"""ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
 
 
 def is_acp_initialize(message: dict[str, Any]) -> bool:
@@ -100,16 +101,6 @@ def is_acp_initialize(message: dict[str, Any]) -> bool:
     version = params.get("protocolVersion") if isinstance(params, dict) else None
     return (message.get("method") == "initialize" and "id" in message
             and isinstance(version, int) and not isinstance(version, bool))
-
-
-@dataclass
-class _Turn:
-    """One session's running turn: what every session/prompt waiting on it is answered with."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: RunResult | None = None
-    error: Exception | None = None
-    cancelled: bool = False
 
 
 # ------------------------------------------------------------------------------ the server
@@ -125,7 +116,7 @@ class AcpFront:
         self.reload_config: ConfigLoader = config_loader(argv, config)
         """``authenticate`` re-reads the configuration with it (``argv``: the command line)."""
         self.mappers: dict[str, UpdateMapper] = {}
-        self.turns: dict[str, _Turn] = {}
+        self.turns = Turns()
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(
             self.sessions.shutdown,
@@ -140,12 +131,9 @@ class AcpFront:
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
-        turn, session = self.turns.get(session_id), self.sessions.sessions.get(session_id)
-        if turn is None or session is None:
-            return
-        turn.cancelled = True
-        if session.agent.is_running:
-            session.agent.abort()
+        session = self.sessions.sessions.get(session_id)
+        if session is not None:
+            self.turns.cancel(session)
 
     # -------------------------------------------------------------------------- sessions
 
@@ -156,7 +144,12 @@ class AcpFront:
     def _attach(self, session: Session) -> None:
         """Map a session going live to ``session/update``s, and run ``_cleared`` for each
         call the permission gate lets through."""
-        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd, session.tools))
+        def window() -> int | None:
+            info = session.agent.model_info
+            return info.context_window if info is not None else None
+
+        mapper = self.mappers[session.id] = UpdateMapper(session.cwd, session.tools,
+                                                         context_window=window)
 
         def send(event: AgentEvent) -> None:
             if isinstance(event, CommandsChanged):
@@ -195,6 +188,28 @@ class AcpFront:
     def _modes(self, session: Session) -> dict[str, Any]:
         return {"currentModeId": session.gate.mode, "availableModes": MODES}
 
+    def _result(self, session: Session, *, new: bool = False) -> AcpSessionResult:
+        """``session/new``/``load``/``resume``'s result: modes and config options."""
+        return AcpSessionResult(session_id=session.id if new else None,
+                                modes=self._modes(session),
+                                config_options=config_options(self.config, session))
+
+    def _options_changed(self, session: Session, mode_changed: bool) -> None:
+        """Tell the client the session's options (and, if it changed, its mode) changed."""
+        options = config_options(self.config, session)
+        self.send_update(session.id, {"sessionUpdate": "config_option_update",
+                                      "configOptions": options})
+        if mode_changed:
+            self.send_update(session.id, {"sessionUpdate": "current_mode_update",
+                                          "currentModeId": session.gate.mode})
+
+    async def _went_live(self, session: Session, mcp_servers: list[Any], where: str) -> None:
+        """A saved session made live by load/resume: its MCP servers, its title, its cost."""
+        await session.mcp.add(parse_server_list(mcp_servers, f"{where}: mcpServers"))
+        mapper, messages = self.mappers[session.id], session.agent.messages
+        mapper.titled = any(isinstance(message, UserMessage) for message in messages)
+        mapper.cost = sum(m.usage.cost for m in messages if isinstance(m, AssistantMessage))
+
     def _content(self, blocks: list[dict[str, Any]]) -> list[UserContent]:
         try:
             return user_content(blocks)
@@ -208,39 +223,7 @@ class AcpFront:
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
             await session.mcp.ensure_started()  # an MCP prompt's command needs its server
             message = await session.expand_prompt(content)
-            turn = self.turns.get(session.id)
-            if turn is not None:
-                session.enqueue("steering", message)
-                await turn.done.wait()
-            else:
-                turn = self.turns[session.id] = _Turn()
-                try:
-                    turn.result = await session.agent.prompt(message)
-                except Exception as exc:
-                    turn.error = exc
-                finally:
-                    del self.turns[session.id]
-                    turn.done.set()
-        return self._answer(turn)
-
-    def _answer(self, turn: _Turn) -> AcpPromptResult:
-        """The session/prompt result for a finished turn (raises for a failed one)."""
-        if turn.cancelled:
-            return AcpPromptResult(stop_reason="cancelled")
-        if turn.error is not None:
-            raise turn.error
-        result = turn.result
-        assert result is not None
-        usage = result.usage.dump()
-        stop = acp_stop_reason(result.stop_reason)
-        if stop is None:
-            message = result.error_message or "the run failed"
-            raise RunFailedError(message, {"stopReason": result.stop_reason,
-                                           "errorMessage": message, "usage": usage})
-        meta: dict[str, Any] = {"stopReason": result.stop_reason, "usage": usage}
-        if result.error_message:
-            meta["errorMessage"] = result.error_message
-        return AcpPromptResult(stop_reason=stop, _meta={"tiller": meta})
+            return await self.turns.prompt(session, message)
 
     # -------------------------------------------------------------------------- methods
 
@@ -255,6 +238,10 @@ class AcpFront:
         add("session/cancel", AcpSessionParams, self.session_cancel)
         add("$/cancel_request", AcpCancelRequestParams, self.cancel_request)
         add("session/set_mode", AcpSetModeParams, self.session_set_mode)
+        add("session/set_config_option", AcpSetConfigParams, self.session_set_config_option)
+        add("session/list", AcpListParams, self.session_list)
+        add("session/resume", AcpResumeParams, self.session_resume)
+        add("session/close", AcpSessionParams, self.session_close)
         add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
         add("_tiller/changes", ChangesParams, self.changes)
         add("_tiller/revert", RevertParams, self.revert)
@@ -273,6 +260,7 @@ class AcpFront:
                 "promptCapabilities": {"image": True, "audio": False,
                                        "embeddedContext": True},
                 "mcpCapabilities": {"http": True, "sse": True},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
             auth_methods=auth_methods(self.config),
@@ -299,16 +287,45 @@ class AcpFront:
             SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )
         self._announce_commands(session)
-        return AcpSessionResult(session_id=session.id, modes=self._modes(session))
+        return self._result(session, new=True)
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
-        servers = parse_server_list(params.mcp_servers, "session/load: mcpServers")
         session = await self.sessions.load(params.session_id)
-        await session.mcp.add(servers)
+        await self._went_live(session, params.mcp_servers, "session/load")
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
         self._announce_commands(session)
-        return AcpSessionResult(modes=self._modes(session))
+        return self._result(session)
+
+    async def session_resume(self, params: AcpResumeParams) -> AcpSessionResult:
+        """Like ``session/load`` without the replay: the client still shows the history."""
+        session = await self.sessions.load(params.session_id)
+        await self._went_live(session, params.mcp_servers, "session/resume")
+        self._announce_commands(session)
+        return self._result(session)
+
+    async def session_list(self, params: AcpListParams) -> AcpListResult:
+        if params.cursor is not None and not params.cursor.isdigit():
+            raise JsonRpcInvalidParams("Invalid params: cursor: not a cursor this agent gave")
+        page, cursor = await self.sessions.list_saved(params.cwd, LIST_PAGE, params.cursor)
+        return AcpListResult(sessions=[session_info(s) for s in page], next_cursor=cursor)
+
+    async def session_close(self, params: AcpSessionParams) -> WireModel:
+        """Cancel the session's turn (its prompts are answered ``cancelled``) and unload it."""
+        self.cancel(params.session_id)
+        await self.sessions.close(params.session_id)
+        self.mappers.pop(params.session_id, None)
+        return WireModel()
+
+    async def session_set_config_option(self, params: AcpSetConfigParams) -> AcpConfigResult:
+        session = self.sessions.get(params.session_id)
+        mode = session.gate.mode
+        try:
+            await set_option(self.config, session, params.config_id, params.value)
+        except OptionError as exc:
+            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+        self._options_changed(session, session.gate.mode != mode)
+        return AcpConfigResult(config_options=config_options(self.config, session))
 
     async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
         session = self.sessions.get(params.session_id)
@@ -323,6 +340,7 @@ class AcpFront:
     async def session_set_mode(self, params: AcpSetModeParams) -> WireModel:
         session = self.sessions.get(params.session_id)
         session.set_permission_mode(params.mode_id)
+        self._options_changed(session, mode_changed=False)
         return WireModel()
 
     async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:

@@ -20,13 +20,15 @@ Tiller event                           ACP ``sessionUpdate``
 ``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
+``message_end`` of the first user msg   ``session_info_update`` with the title
+``message_end`` of an assistant msg    ``usage_update`` (tiller.acp.sessions)
 =====================================  ======================================================
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tiller.acp.diff import diff_contents
+from tiller.acp.sessions import title_update, usage_update
 from tiller.tools.base import Tool, ToolInfo, describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
@@ -43,6 +46,7 @@ from tiller.types import (
     CommandEntry,
     ImageContent,
     Message,
+    MessageEnd,
     MessageUpdate,
     RetryScheduled,
     TextContent,
@@ -175,11 +179,15 @@ class UpdateMapper:
     """One session's mapping; ``tools`` are the session's tools. ``snapshots`` holds, per tool
     call id, the text of the file a call that changes files (``write``/``edit``) is about to
     change (None: it did not exist), taken when the call was cleared to run; the call's end uses
-    and drops it."""
+    and drops it. ``titled``: the session has its title (a first user message); ``cost``: USD
+    since it went live; ``context_window()``: the current model's window, if known."""
 
     cwd: Path
     tools: Sequence[Tool[Any]]
     snapshots: dict[str, str | None] = field(default_factory=dict)
+    titled: bool = False
+    cost: float = 0.0
+    context_window: Callable[[], int | None] = lambda: None
 
     def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
         """The ``session/update`` payloads for one event."""
@@ -202,6 +210,14 @@ class UpdateMapper:
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
             return [self.tool_result(event.result, snapshot, have_snapshot=have)]
+        elif isinstance(event, MessageEnd):
+            message = event.message
+            if isinstance(message, UserMessage) and not self.titled:
+                self.titled = True
+                return [title_update(message)]
+            if isinstance(message, AssistantMessage):
+                self.cost += message.usage.cost
+                return usage_update(message, self.cost, self.context_window())
         elif isinstance(event, RetryScheduled):
             note = (f"Retrying the model call (attempt {event.attempt} of "
                     f"{event.max_attempts}): {event.error_message}\n")
