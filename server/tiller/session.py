@@ -28,6 +28,7 @@ from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
 from tiller.permissions import PermissionGate, PermissionMode
+from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.providers import Provider, create_provider
 from tiller.recorder import LogRecorder
@@ -152,6 +153,9 @@ class Session:
                                        self.publish)
         """The workspace snapshots around the agent's mutating turns (tiller.checkpoints)."""
         self.subscribe(self.checkpoints)
+        self.plan = PlanTracker(self.publish, lambda: self.tools)
+        """The agent's plan (its last ``todo`` call; tiller.plan)."""
+        self.subscribe(self.plan)
         self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
@@ -304,6 +308,7 @@ class Session:
         crash left open is logged as ended."""
         agent = self.agent
         agent.messages.extend(state.messages)
+        self.plan.restore(state.messages)
         self.entry_ids.extend(state.entry_ids)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)

@@ -59,7 +59,7 @@ from tiller.acp.params import (
 )
 from tiller.acp.sessions import LIST_PAGE, session_info
 from tiller.acp.turns import Turns
-from tiller.acp.updates import UpdateMapper, available_commands, user_content
+from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
 from tiller.front import Front
@@ -294,6 +294,8 @@ class AcpFront:
         await self._went_live(session, params.mcp_servers, "session/load")
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
+        if session.plan.items:
+            self.send_update(session.id, plan_update(session.plan.items))
         self._announce_commands(session)
         return self._result(session)
 

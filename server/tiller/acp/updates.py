@@ -22,6 +22,7 @@ Tiller event                           ACP ``sessionUpdate``
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
 ``message_end`` of the first user msg   ``session_info_update`` with the title
 ``message_end`` of an assistant msg    ``usage_update`` (tiller.acp.sessions)
+``plan`` (a ``todo`` call)              ``plan``: every step, priority ``medium``
 =====================================  ======================================================
 """
 
@@ -48,6 +49,8 @@ from tiller.types import (
     Message,
     MessageEnd,
     MessageUpdate,
+    PlanChanged,
+    PlanItem,
     RetryScheduled,
     TextContent,
     ThinkingContent,
@@ -65,6 +68,7 @@ __all__ = [
     "UpdateMapper",
     "acp_stop_reason",
     "available_commands",
+    "plan_update",
     "tool_call_fields",
     "user_content",
 ]
@@ -90,6 +94,13 @@ def available_commands(commands: Sequence[CommandEntry]) -> dict[str, Any]:
                **({"input": {"hint": c.argument_hint}} if c.argument_hint else {})}
               for c in commands]
     return {"sessionUpdate": "available_commands_update", "availableCommands": listed}
+
+
+def plan_update(items: Sequence[PlanItem]) -> dict[str, Any]:
+    """ACP's ``plan`` update: the whole plan (Tiller's steps have no priority: ``medium``)."""
+    entries = [{"content": item.content, "status": item.status, "priority": "medium"}
+               for item in items]
+    return {"sessionUpdate": "plan", "entries": entries}
 
 
 def acp_stop_reason(stop_reason: str) -> str | None:
@@ -218,6 +229,8 @@ class UpdateMapper:
             if isinstance(message, AssistantMessage):
                 self.cost += message.usage.cost
                 return usage_update(message, self.cost, self.context_window())
+        elif isinstance(event, PlanChanged):
+            return [plan_update(event.items)]
         elif isinstance(event, RetryScheduled):
             note = (f"Retrying the model call (attempt {event.attempt} of "
                     f"{event.max_attempts}): {event.error_message}\n")

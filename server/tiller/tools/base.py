@@ -38,7 +38,7 @@ __all__ = [
 P = TypeVar("P", bound=BaseModel)
 
 
-ToolKind = Literal["read", "edit", "execute", "search", "other"]
+ToolKind = Literal["read", "edit", "execute", "search", "think", "other"]
 """What a tool does, in ACP's words (a subset of ACP's ``ToolKind``)."""
 
 
