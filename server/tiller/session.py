@@ -35,7 +35,7 @@ from tiller.recorder import LogRecorder
 from tiller.settings import AgentSettings
 from tiller.store import Replay, SessionLog, interrupted_result
 from tiller.tools import default_tools
-from tiller.tools.base import EditorFiles, Tool
+from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.types import (
     THINKING_LEVELS,
@@ -237,6 +237,10 @@ class Session:
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
+
+    def use_terminal(self, terminal: Terminal | None) -> None:
+        """Run ``bash`` in the editor's terminals (None: in Tiller's own processes)."""
+        self.agent.settings = replace(self.agent.settings, terminal=terminal)
 
     # ------------------------------------------------------------------ what methods change
 

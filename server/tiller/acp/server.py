@@ -58,6 +58,7 @@ from tiller.acp.params import (
     acp_error,
 )
 from tiller.acp.sessions import LIST_PAGE, session_info
+from tiller.acp.terminal import AcpTerminal
 from tiller.acp.turns import Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
@@ -116,6 +117,8 @@ class AcpFront:
         self.reload_config: ConfigLoader = config_loader(argv, config)
         """``authenticate`` re-reads the configuration with it (``argv``: the command line)."""
         self.mappers: dict[str, UpdateMapper] = {}
+        self.client_terminals = False
+        """The client declared ``terminal: true``: ``bash`` runs in its terminals."""
         self.turns = Turns()
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(
@@ -159,6 +162,8 @@ class AcpFront:
 
         session.subscribe(send)
         session.on_tool_cleared(functools.partial(self._cleared, session))
+        if self.client_terminals:
+            session.use_terminal(AcpTerminal(self.front.client_request, session.id))
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
         """A call is about to run: snapshot the file it changes (if it changes files), report
@@ -253,6 +258,10 @@ class AcpFront:
             "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
                                         "writeTextFile": fs.get("writeTextFile") is True},
         }))
+        self.client_terminals = params.client_capabilities.get("terminal") is True
+        for session in self.sessions.sessions.values():
+            terminal = AcpTerminal(self.front.client_request, session.id)
+            session.use_terminal(terminal if self.client_terminals else None)
         return AcpInitializeResult(
             protocol_version=ACP_PROTOCOL_VERSION,
             agent_capabilities={

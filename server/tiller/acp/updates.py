@@ -18,6 +18,7 @@ Tiller event                           ACP ``sessionUpdate``
 ``tool_execution_start``               ``tool_call`` (``pending``: it may wait for permission)
 (the call is cleared to run)           ``tool_call_update`` ``in_progress`` (see tiller.acp)
 ``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
+``tool_execution_update`` terminal     ``tool_call_update`` with ``{type: "terminal"}`` (once)
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
 ``message_end`` of the first user msg   ``session_info_update`` with the title
@@ -197,6 +198,8 @@ class UpdateMapper:
     tools: Sequence[Tool[Any]]
     snapshots: dict[str, str | None] = field(default_factory=dict)
     titled: bool = False
+    terminals: dict[str, str] = field(default_factory=dict)
+    """Tool call id -> the client's terminal the call runs in (tiller.acp.terminal)."""
     cost: float = 0.0
     context_window: Callable[[], int | None] = lambda: None
 
@@ -212,6 +215,13 @@ class UpdateMapper:
             return [{"sessionUpdate": "tool_call", **fields, "status": "pending"}]
         elif isinstance(event, ToolExecutionUpdate):
             partial = event.partial_result
+            terminal = partial.get("terminalId") if isinstance(partial, dict) else None
+            if isinstance(terminal, str):  # the client shows the terminal live: once is enough
+                if event.tool_call_id in self.terminals:
+                    return []
+                self.terminals[event.tool_call_id] = terminal
+                return [{"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id,
+                         "content": [{"type": "terminal", "terminalId": terminal}]}]
             if isinstance(partial, dict) and isinstance(partial.get("output"), str):
                 content = _content_blocks([TextContent(text=partial["output"])], True)
                 return [{"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id,
@@ -220,7 +230,11 @@ class UpdateMapper:
             call_id = event.tool_call_id
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
-            return [self.tool_result(event.result, snapshot, have_snapshot=have)]
+            update = self.tool_result(event.result, snapshot, have_snapshot=have)
+            if call_id in self.terminals:  # the terminal shows the output: no copy of it
+                update["content"] = [{"type": "terminal",
+                                      "terminalId": self.terminals.pop(call_id)}]
+            return [update]
         elif isinstance(event, MessageEnd):
             message = event.message
             if isinstance(message, UserMessage) and not self.titled:
