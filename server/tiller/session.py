@@ -159,6 +159,8 @@ class Session:
         self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
+        self.extra_roots: list[Path] = []
+        """Workspace roots besides ``cwd`` (ACP's ``additionalDirectories``)."""
         self.gate: PermissionGate
         self.connect_editor(client, mode)
 
@@ -232,11 +234,17 @@ class Session:
             ))
 
         self.gate = PermissionGate(
-            chosen, [self.cwd], tools=self.tools, rules=self.config.permission_rules,
+            chosen, [self.cwd, *self.extra_roots], tools=self.tools,
+            rules=self.config.permission_rules,
             ask=asker, files=files, waiting=waiting,
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
+
+    def set_extra_roots(self, roots: Sequence[Path]) -> None:
+        """Treat ``roots`` as part of the workspace too (permissions: "inside")."""
+        self.extra_roots = list(roots)
+        self.gate.roots = [self.cwd, *self.extra_roots]
 
     def use_terminal(self, terminal: Terminal | None) -> None:
         """Run ``bash`` in the editor's terminals (None: in Tiller's own processes)."""

@@ -42,12 +42,14 @@ class AcpInitializeParams(WireModel):
 class AcpNewSessionParams(WireModel):
     cwd: str
     mcp_servers: list[Any] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
 
 
 class AcpLoadSessionParams(WireModel):
     session_id: str
     cwd: str | None = None
     mcp_servers: list[Any] = Field(default_factory=list)
+    additional_directories: list[str] = Field(default_factory=list)
 
 
 class AcpPromptParams(WireModel):

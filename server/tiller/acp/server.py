@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -102,6 +103,15 @@ def is_acp_initialize(message: dict[str, Any]) -> bool:
     version = params.get("protocolVersion") if isinstance(params, dict) else None
     return (message.get("method") == "initialize" and "id" in message
             and isinstance(version, int) and not isinstance(version, bool))
+
+
+def _roots(directories: list[str]) -> list[Path]:
+    """``additionalDirectories`` as paths (resolved); each must be absolute (-32602)."""
+    for index, directory in enumerate(directories):
+        if not Path(directory).is_absolute():
+            raise JsonRpcInvalidParams(f"Invalid params: additionalDirectories[{index}]: "
+                                       f"not an absolute path: {directory!r}")
+    return [Path(directory).resolve() for directory in directories]
 
 
 # ------------------------------------------------------------------------------ the server
@@ -208,9 +218,11 @@ class AcpFront:
             self.send_update(session.id, {"sessionUpdate": "current_mode_update",
                                           "currentModeId": session.gate.mode})
 
-    async def _went_live(self, session: Session, mcp_servers: list[Any], where: str) -> None:
-        """A saved session made live by load/resume: its MCP servers, its title, its cost."""
-        await session.mcp.add(parse_server_list(mcp_servers, f"{where}: mcpServers"))
+    async def _went_live(self, session: Session, params: AcpLoadSessionParams | AcpResumeParams,
+                         where: str) -> None:
+        """A saved session made live by load/resume: its roots, MCP servers, title and cost."""
+        session.set_extra_roots(_roots(params.additional_directories))
+        await session.mcp.add(parse_server_list(params.mcp_servers, f"{where}: mcpServers"))
         mapper, messages = self.mappers[session.id], session.agent.messages
         mapper.titled = any(isinstance(message, UserMessage) for message in messages)
         mapper.cost = sum(m.usage.cost for m in messages if isinstance(m, AssistantMessage))
@@ -269,7 +281,8 @@ class AcpFront:
                 "promptCapabilities": {"image": True, "audio": False,
                                        "embeddedContext": True},
                 "mcpCapabilities": {"http": True, "sse": True},
-                "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {},
+                                        "additionalDirectories": {}},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
             auth_methods=auth_methods(self.config),
@@ -292,15 +305,17 @@ class AcpFront:
         if variable is not None:
             raise AuthRequiredError(f"authentication required: set {variable}",
                                     {"authMethods": auth_methods(self.config)})
+        roots = _roots(params.additional_directories)
         session = self.sessions.create(
             SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )
+        session.set_extra_roots(roots)
         self._announce_commands(session)
         return self._result(session, new=True)
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
         session = await self.sessions.load(params.session_id)
-        await self._went_live(session, params.mcp_servers, "session/load")
+        await self._went_live(session, params, "session/load")
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
         if session.plan.items:
@@ -311,7 +326,7 @@ class AcpFront:
     async def session_resume(self, params: AcpResumeParams) -> AcpSessionResult:
         """Like ``session/load`` without the replay: the client still shows the history."""
         session = await self.sessions.load(params.session_id)
-        await self._went_live(session, params.mcp_servers, "session/resume")
+        await self._went_live(session, params, "session/resume")
         self._announce_commands(session)
         return self._result(session)
 
