@@ -80,6 +80,7 @@ class AcpInitializeResult(WireModel):
     agent_capabilities: dict[str, Any]
     agent_info: dict[str, Any]
     auth_methods: list[Any] = Field(default_factory=list)
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
 
 
 class AcpSessionResult(WireModel):
@@ -123,3 +124,16 @@ class AcpListResult(WireModel):
 
 class AcpConfigResult(WireModel):
     config_options: list[dict[str, Any]]
+
+
+class AcpSteeringParams(WireModel):
+    """``_session/steering`` (the Claude Code and Codex ACP adapters' extension)."""
+
+    session_id: str
+    prompt: list[dict[str, Any]]
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class AcpSteeringResult(WireModel):
+    outcome: str
+    reason: str | None = None

@@ -54,13 +54,15 @@ from tiller.acp.params import (
     AcpSessionResult,
     AcpSetConfigParams,
     AcpSetModeParams,
+    AcpSteeringParams,
+    AcpSteeringResult,
     AuthRequiredError,
     ResourceNotFoundError,
     acp_error,
 )
 from tiller.acp.sessions import LIST_PAGE, session_info
 from tiller.acp.terminal import AcpTerminal
-from tiller.acp.turns import Turns
+from tiller.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
@@ -260,6 +262,7 @@ class AcpFront:
         add("session/resume", AcpResumeParams, self.session_resume)
         add("session/close", AcpSessionParams, self.session_close)
         add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
+        add("_session/steering", AcpSteeringParams, self.steering)
         add("_tiller/changes", ChangesParams, self.changes)
         add("_tiller/revert", RevertParams, self.revert)
 
@@ -286,6 +289,7 @@ class AcpFront:
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
             auth_methods=auth_methods(self.config),
+            _meta={"steering": {"supported": True}},
         )
 
     async def authenticate(self, params: AcpAuthenticateParams) -> WireModel:
@@ -368,6 +372,20 @@ class AcpFront:
         session.set_permission_mode(params.mode_id)
         self._options_changed(session, mode_changed=False)
         return WireModel()
+
+    async def steering(self, params: AcpSteeringParams) -> AcpSteeringResult:
+        """``_session/steering``: into the running turn, or per ``idleBehavior`` when idle."""
+        session = self.sessions.get(params.session_id)
+        options = (params.meta or {}).get("steering") or {}
+        idle = options.get("idleBehavior", "startNewTurn") if isinstance(options, dict) else None
+        if idle not in IDLE_BEHAVIORS:
+            raise JsonRpcInvalidParams("Invalid params: _meta.steering.idleBehavior: one of "
+                                       + ", ".join(IDLE_BEHAVIORS))
+        content = self._content(params.prompt)
+        await session.mcp.ensure_started()
+        message = await session.expand_prompt(content)
+        outcome, reason = self.turns.steering(session, message, idle)
+        return AcpSteeringResult(outcome=outcome, reason=reason)
 
     async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:
         session = self.sessions.get(params.session_id)

@@ -4,10 +4,17 @@
 session's turn runs is queued as steering and answered when that turn ends, with the same
 outcome. ``cancel`` aborts the run, and every prompt of the turn is answered ``cancelled``. A
 run that ends in ``error`` is answered with JSON-RPC error -32020 (RunFailedError).
+
+``_session/steering`` (``steering``) queues its message into the running turn (``injected``);
+on an idle session it either starts a turn nobody's ``session/prompt`` waits for
+(``startedNewTurn``, the adapters' default) or, when the client asks for it, consumes nothing
+(``promptRequired``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +26,12 @@ from tiller.errors import RunFailedError
 from tiller.session import Session
 from tiller.types import RunResult, UserContent
 
-__all__ = ["Turn", "Turns"]
+__all__ = ["IDLE_BEHAVIORS", "Turn", "Turns"]
+
+log = logging.getLogger(__name__)
+
+IDLE_BEHAVIORS = ("startNewTurn", "promptRequired")
+"""What ``_session/steering`` does when no turn runs (``_meta.steering.idleBehavior``)."""
 
 
 @dataclass
@@ -37,6 +49,7 @@ class Turns:
 
     def __init__(self) -> None:
         self.running: dict[str, Turn] = {}
+        self._detached: set[asyncio.Task[Any]] = set()
 
     def cancel(self, session: Session) -> None:
         """Abort the session's run (if a turn runs); its prompts are answered ``cancelled``."""
@@ -53,6 +66,27 @@ class Turns:
         if turn is not None:
             session.enqueue("steering", message)
         return turn
+
+    def steering(self, session: Session, message: str | list[UserContent],
+                 idle_behavior: str) -> tuple[str, str | None]:
+        """``_session/steering``'s ``(outcome, reason)``: steer the running turn, else start
+        a detached one or (``promptRequired``) leave ``message`` to a ``session/prompt``."""
+        if self.steer(session, message) is not None:
+            return "injected", None
+        if idle_behavior == "promptRequired":
+            return "promptRequired", "noRunningTurn"
+        task = asyncio.ensure_future(self._detached_turn(session, message))
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+        return "startedNewTurn", None
+
+    async def _detached_turn(self, session: Session, message: str | list[UserContent]) -> None:
+        """A turn started by steering: its updates go out as usual; its end is only logged."""
+        try:
+            result = await self.prompt(session, message)
+            log.info("a turn started by _session/steering ended: %s", result.stop_reason)
+        except Exception as exc:
+            log.warning("a turn started by _session/steering failed: %s", exc)
 
     async def prompt(self, session: Session, message: str | list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
