@@ -97,7 +97,6 @@ log = logging.getLogger(__name__)
 ACP_PROTOCOL_VERSION = 1
 
 
-
 def is_acp_initialize(message: dict[str, Any]) -> bool:
     """True for ACP's ``initialize`` request: ``params.protocolVersion`` is an integer (Tiller's
     own ``initialize`` has no such field)."""
@@ -302,6 +301,8 @@ class AcpFront:
                                            f"{params.method_id!r}")
             raise AuthRequiredError(f"{variable} is still not set", {"envVar": variable})
         self.config = self.sessions.config = config
+        for session in self.sessions.sessions.values():  # other models may be usable now
+            self._options_changed(session, mode_changed=False)
         return WireModel()
 
     async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
