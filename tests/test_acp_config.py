@@ -76,6 +76,7 @@ async def test_config_options_round_trip_and_announce_every_change(
     assert current(updates[4]["configOptions"])["mode"] == "readonly"
     assert errors == [-32602, -32602, -32602]
     assert fake_openai.requests[0]["model"] == "gpt-4o"
+    assert fake_openai.requests[0]["reasoning_effort"] == "high"
     assert current(loaded.config_options or []) == {  # the mode is not saved with a session
         "model": "openai/gpt-4o", "thought_level": "high", "mode": "ask"}
     assert fake_openai.requests[1]["model"] == "gpt-4o"
