@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from acp import text_block
+from acp import RequestError, text_block
 from acp.schema import (
     ClientCapabilities,
     CreateTerminalResponse,
@@ -184,3 +184,32 @@ async def test_a_cancelled_or_timed_out_terminal_command_is_killed(
     assert tool_messages(fake_openai, 2)[-1] == "slow\n\nCommand timed out after 0.5 seconds"
     assert client.requests().count("terminal/kill") == 2
     assert client.requests().count("terminal/release") == 2
+
+
+class FailingWaitClient(TerminalClient):
+    """A client whose ``terminal/wait_for_exit`` fails."""
+
+    async def wait_for_terminal_exit(
+        self, session_id: str, terminal_id: str, **kwargs: Any
+    ) -> WaitForTerminalExitResponse:
+        raise RequestError.internal_error({"why": "the terminal went away"})
+
+
+async def test_a_failing_terminal_request_is_the_calls_error_result(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(tool_call_reply([("b1", "bash", {"command": "sleep 60"})]),
+                        text_reply("it failed"))
+    client = FailingWaitClient()
+    async with spawn_acp(client, fake_openai, tmp_path, "--permission-mode", "auto") as conn:
+        await conn.initialize(protocol_version=1,
+                              client_capabilities=ClientCapabilities(terminal=True))
+        session_id = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[])).session_id
+        result = await conn.prompt(session_id=session_id, prompt=[text_block("run")])
+
+    assert result.stop_reason == "end_turn"
+    assert client.final("b1")["status"] == "failed"
+    assert tool_messages(fake_openai, 1)[0].startswith(
+        "the editor failed terminal/wait_for_exit")
+    assert client.requests()[-2:] == ["terminal/kill", "terminal/release"]
+    assert client.terminals["term-1"].status() == TerminalExitStatus(signal="SIGKILL")

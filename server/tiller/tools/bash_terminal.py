@@ -34,11 +34,15 @@ _CLEANUP_TIMEOUT = 5.0
 
 
 async def _poll(terminal: Terminal, terminal_id: str, ctx: ToolContext) -> None:
-    """Report the output whenever it changed, until cancelled."""
+    """Report the output whenever it changed, until cancelled (or the editor fails to say:
+    the progress is best-effort)."""
     last = ""
     while True:
         await anyio.sleep(POLL_INTERVAL)
-        now = await terminal.output(terminal_id)
+        try:
+            now = await terminal.output(terminal_id)
+        except ToolError:
+            return
         if now.output != last:
             last = now.output
             ctx.update({"terminalId": terminal_id, "output": truncate_tail(last).content})
@@ -59,6 +63,21 @@ def _text(final: TerminalOutput) -> tuple[str, bool]:
     return text, cut.truncated or final.truncated
 
 
+async def _wait(terminal: Terminal, terminal_id: str, ctx: ToolContext) -> TerminalOutput:
+    """The command's end, polling its output meanwhile; ToolError when the editor fails."""
+    failure: ToolError | None = None
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(_poll, terminal, terminal_id, ctx)
+        try:
+            status = await terminal.wait_for_exit(terminal_id)
+        except ToolError as exc:  # raised here, a task group would wrap it in a group
+            failure = exc
+        tasks.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
+    return status
+
+
 async def run_in_terminal(
     terminal: Terminal, command: str, timeout: float | None, ctx: ToolContext
 ) -> ToolResult:
@@ -67,10 +86,7 @@ async def run_in_terminal(
     ctx.update({"terminalId": terminal_id, "output": ""})
     try:
         with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(_poll, terminal, terminal_id, ctx)
-                status = await terminal.wait_for_exit(terminal_id)
-                tasks.cancel_scope.cancel()
+            status = await _wait(terminal, terminal_id, ctx)
         if deadline.cancelled_caught:
             await terminal.kill(terminal_id)
         final = await terminal.output(terminal_id)
