@@ -80,3 +80,21 @@ async def test_config_options_round_trip_and_announce_every_change(
     assert current(loaded.config_options or []) == {  # the mode is not saved with a session
         "model": "openai/gpt-4o", "thought_level": "high", "mode": "ask"}
     assert fake_openai.requests[1]["model"] == "gpt-4o"
+
+
+def test_model_choices_are_the_usable_providers_models() -> None:
+    from types import SimpleNamespace
+
+    from tiller.acp.options import model_choices
+    from tiller.config import ServerConfig
+
+    session: Any = SimpleNamespace(provider="openai", model="my-finetune")
+    without = model_choices(ServerConfig(provider="openai", env={}), session)
+    with_key = model_choices(
+        ServerConfig(provider="openai", env={"ANTHROPIC_API_KEY": "k"}), session)
+    assert without[0] == ("openai", "my-finetune")  # the session's own model first
+    assert ("openai", "gpt-4o") in without
+    assert not any(provider == "anthropic" for provider, _ in without)
+    assert ("anthropic", "claude-sonnet-4-20250514") in with_key
+    assert not any(provider == "local" for provider, _ in with_key)
+    assert len(set(with_key)) == len(with_key)
