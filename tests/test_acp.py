@@ -32,6 +32,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
+from acp_schema import AcpWireCheck
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, process_gone, wait_requests
 from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
@@ -55,7 +56,9 @@ Message = dict[str, Any]
 class Recorder:
     """The client side: records every message from the agent in order (a stream observer) and
     answers permission questions (``answers``, in order; default allow once) and, when offered,
-    file requests from in-memory ``buffers``."""
+    file requests from in-memory ``buffers``. ``wire`` checks every message from the agent
+    against ACP's JSON schema (tests/acp_schema.py): ``spawn_acp`` fails the test on one that
+    does not conform."""
 
     def __init__(self, answers: list[str] | None = None) -> None:
         self.raw: list[Message] = []
@@ -65,10 +68,12 @@ class Recorder:
         self.buffers: dict[str, str] = {}
         self.writes: dict[str, str] = {}
         self._changed = anyio.Event()
+        self.wire = AcpWireCheck()
 
     def observe(self, event: StreamEvent) -> None:
         incoming = event.direction is StreamDirection.INCOMING
         (self.raw if incoming else self.sent).append(event.message)
+        (self.wire.agent_sent if incoming else self.wire.client_sent)(event.message)
         self._changed.set()
         self._changed = anyio.Event()
 
@@ -117,7 +122,7 @@ class Recorder:
 
     def labels(self) -> list[str]:
         """What the agent sent, as ``kind[:status]``, repeats collapsed; status-less tool call
-        updates (streamed output) left out."""
+        updates (streamed output) and session metadata (title, usage) left out."""
         labels: list[str] = []
         for message in self.raw:
             if message.get("method") == "session/request_permission":
@@ -125,6 +130,8 @@ class Recorder:
             elif message.get("method") == "session/update":
                 update = message["params"]["update"]
                 label = update["sessionUpdate"]
+                if label in ("session_info_update", "usage_update"):
+                    continue
                 if label.startswith("tool_call"):
                     if "status" not in update:
                         continue
@@ -160,6 +167,7 @@ async def spawn_acp(
         transport_kwargs={"stderr": None}, observers=[recorder.observe],
     ) as (conn, _process):
         yield conn
+    assert not recorder.wire.problems, "\n".join(recorder.wire.problems)
 
 
 async def start(

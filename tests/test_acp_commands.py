@@ -34,6 +34,7 @@ async def spawn_acp(
         cwd=cwd, transport_kwargs={"stderr": None}, observers=[recorder.observe],
     ) as (conn, _process):
         yield conn
+    assert not recorder.wire.problems, "\n".join(recorder.wire.problems)
 
 
 def is_commands_update(message: dict[str, Any]) -> bool:

@@ -58,7 +58,9 @@ async def test_every_message_of_a_real_run_conforms(
     (tmp_path / "notes.txt").write_text("saved\n")
     fake_openai.enqueue(
         tool_call_reply([("call_w", "write", {"path": "notes.txt", "content": "new\n"}),
-                         ("call_b", "bash", {"command": "echo hello"})]),
+                         ("call_b", "bash", {"command": "echo hello"}),
+                         ("call_t", "todo", {"todos": [{"content": "edit",
+                                                        "status": "completed"}]})]),
         text_reply("Steered."),
         error_reply(429, "slow down", headers={"retry-after-ms": "10"}),
         text_reply("Made it."),

@@ -46,6 +46,7 @@ PROTOCOL_MD = Path(__file__).resolve().parent.parent / "protocol.md"
 
 ACP_METHODS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     "initialize": (acp.schema.InitializeRequest, acp.schema.InitializeResponse),
+    "authenticate": (acp.schema.AuthenticateRequest, acp.schema.AuthenticateResponse),
 }
 """ACP methods whose examples protocol.md shows: (params model, result model) of the ACP SDK."""
 
@@ -156,7 +157,8 @@ ALL_EXAMPLES = examples(PROTOCOL_MD.read_text(encoding="utf-8"))
 def test_protocol_md_has_the_examples_this_test_expects() -> None:
     assert len(ALL_EXAMPLES) >= 30
     acp_examples = [e for e in ALL_EXAMPLES if e.headings[0] == "ACP"]
-    assert [e.value.get("method", "result") for e in acp_examples] == ["initialize", "result"]
+    assert [e.value.get("method", "result") for e in acp_examples] == [
+        "initialize", "result", "authenticate", "result"]
 
 
 @pytest.mark.parametrize("example", ALL_EXAMPLES, ids=lambda example: f"line{example.line}")

@@ -52,11 +52,11 @@ def serve(argv: Sequence[str]) -> int:
     if config.acp:  # --acp: the Agent Client Protocol from the first message on
         from tiller.acp import AcpFront
 
-        front, switch = AcpFront(config).front, None
+        front, switch = AcpFront(config, tuple(argv)).front, None
     else:
         from tiller.rpc import TillerFront
 
-        front, switch = TillerFront(config).front, acp_on_initialize(config)
+        front, switch = TillerFront(config).front, acp_on_initialize(config, argv)
     try:
         asyncio.run(serve_front(front, config, switch=switch))
     except KeyboardInterrupt:
@@ -64,14 +64,15 @@ def serve(argv: Sequence[str]) -> int:
     return 0
 
 
-def acp_on_initialize(config: ServerConfig) -> Switch:
+def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
     """A first ``initialize`` whose ``params.protocolVersion`` is an integer comes from an ACP
-    client: the connection is then served by the ACP front instead."""
+    client: the connection is then served by the ACP front instead (``argv``: the command
+    line, which ACP's ``authenticate`` reads the configuration again with)."""
 
     def switch(first: dict[str, Any]) -> Front | None:
         from tiller.acp import AcpFront, is_acp_initialize
 
-        return AcpFront(config).front if is_acp_initialize(first) else None
+        return AcpFront(config, tuple(argv)).front if is_acp_initialize(first) else None
 
     return switch
 

@@ -38,6 +38,7 @@ from tiller.types import (
     McpServerState,
     Message,
     PermissionMode,
+    PlanItem,
     QueueMode,
     RunStopReason,
     ThinkingLevel,
@@ -228,6 +229,7 @@ class GetStateResult(WireModel):
     usage: Usage
     context_files: list[ContextFileEntry] = Field(default_factory=list)
     checkpoints: CheckpointsInfo | None = None
+    plan: list[PlanItem] = Field(default_factory=list)
 
 
 class CommandsListResult(WireModel):

@@ -260,6 +260,7 @@ class TillerFront:
             checkpoints=CheckpointsInfo(
                 enabled=session.checkpoints.enabled, reason=session.checkpoints.reason
             ),
+            plan=session.plan.items,
         )
 
     async def get_messages(self, params: SessionParams) -> GetMessagesResult:

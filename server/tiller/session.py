@@ -28,13 +28,14 @@ from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
 from tiller.permissions import PermissionGate, PermissionMode
+from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.providers import Provider, create_provider
 from tiller.recorder import LogRecorder
 from tiller.settings import AgentSettings
 from tiller.store import Replay, SessionLog, interrupted_result
 from tiller.tools import default_tools
-from tiller.tools.base import EditorFiles, Tool
+from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.types import (
     THINKING_LEVELS,
@@ -153,9 +154,14 @@ class Session:
                                        self.publish)
         """The workspace snapshots around the agent's mutating turns (tiller.checkpoints)."""
         self.subscribe(self.checkpoints)
+        self.plan = PlanTracker(self.publish, lambda: self.tools)
+        """The agent's plan (its last ``todo`` call; tiller.plan)."""
+        self.subscribe(self.plan)
         self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
+        self.extra_roots: list[Path] = []
+        """Workspace roots besides ``cwd`` (ACP's ``additionalDirectories``)."""
         self.gate: PermissionGate
         self.connect_editor(client, mode)
 
@@ -230,11 +236,21 @@ class Session:
             ))
 
         self.gate = PermissionGate(
-            chosen, [self.cwd], tools=self.tools, rules=self.config.permission_rules,
+            chosen, [self.cwd, *self.extra_roots], tools=self.tools,
+            rules=self.config.permission_rules,
             ask=asker, files=files, waiting=waiting,
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
+
+    def set_extra_roots(self, roots: Sequence[Path]) -> None:
+        """Treat ``roots`` as part of the workspace too (permissions: "inside")."""
+        self.extra_roots = list(roots)
+        self.gate.roots = [self.cwd, *self.extra_roots]
+
+    def use_terminal(self, terminal: Terminal | None) -> None:
+        """Run ``bash`` in the editor's terminals (None: in Tiller's own processes)."""
+        self.agent.settings = replace(self.agent.settings, terminal=terminal)
 
     # ------------------------------------------------------------------ what methods change
 
@@ -306,6 +322,7 @@ class Session:
         crash left open is logged as ended."""
         agent = self.agent
         agent.messages.extend(state.messages)
+        self.plan.restore(state.messages)
         self.entry_ids.extend(state.entry_ids)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tiller.compaction import CompactionSettings
 from tiller.retry import RetryPolicy
-from tiller.tools.base import EditorFiles, Tool
+from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import AfterToolCall, BeforeToolCall
 
 __all__ = ["AgentSettings"]
@@ -23,7 +23,8 @@ __all__ = ["AgentSettings"]
 
 @dataclass(frozen=True)
 class AgentSettings:
-    """How an Agent runs. ``files`` routes file tools through the editor; the hooks must not
+    """How an Agent runs. ``files`` routes file tools through the editor, ``terminal`` runs
+    ``bash`` in the editor's terminals; the hooks must not
     raise (a raising ``before_tool_call`` blocks the call); ``tool_timeout`` (seconds) bounds
     each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
     ``compaction`` None compacts only on overflow or request."""
@@ -32,6 +33,7 @@ class AgentSettings:
     system_prompt: str | None = None
     cwd: Path = field(default_factory=Path.cwd)
     files: EditorFiles | None = None
+    terminal: Terminal | None = None
     before_tool_call: BeforeToolCall | None = None
     after_tool_call: AfterToolCall | None = None
     tool_timeout: float | None = None

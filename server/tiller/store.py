@@ -43,6 +43,7 @@ __all__ = [
     "Replay",
     "interrupted_result",
     "replay",
+    "title_of",
     "SessionFile",
     "SessionLog",
     "SessionLogError",
@@ -348,7 +349,7 @@ def _replay_entry(
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
         if state.title is None and isinstance(message, UserMessage):
-            state.title = _title_of(message)
+            state.title = title_of(message)
     elif entry.type == "queued":
         queued[entry.id] = (data["queue"], UserMessage.model_validate(data["message"]))
     elif entry.type == "tool_start":
@@ -376,7 +377,8 @@ def interrupted_result(call: ToolCall, started: bool) -> ToolResultMessage:
     )
 
 
-def _title_of(message: UserMessage) -> str:
+def title_of(message: UserMessage) -> str:
+    """A session's title: its first user message's text on one line, at most 80 characters."""
     if isinstance(message.content, str):
         text = message.content
     else:

@@ -25,6 +25,7 @@ __all__ = [
     "AssistantMessage",
     "COMPACTION_REASONS",
     "PERMISSION_MODES",
+    "PlanChanged", "PlanItem", "PlanStatus",
     "QUEUE_MODES",
     "THINKING_LEVELS",
     "CommandEntry",
@@ -135,6 +136,9 @@ THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
 PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
 """A session's permission policy (protocol.md, "Permissions"; ``tiller.permissions``)."""
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+
+PlanStatus = Literal["pending", "in_progress", "completed"]
+"""Where a step of the agent's plan is (the ``todo`` tool; ACP's plan entry statuses)."""
 
 QueueMode = Literal["one-at-a-time", "all"]
 """How a steering or follow-up queue is polled: one message per poll, or drained."""
@@ -376,6 +380,18 @@ class CommandsChanged(WireModel):
     commands: list[CommandEntry]
 
 
+class PlanItem(WireModel):
+    content: str
+    status: PlanStatus
+
+
+class PlanChanged(WireModel):
+    """The agent replaced its plan (a ``todo`` call); ``items`` is the whole new list."""
+
+    type: Literal["plan"] = "plan"
+    items: list[PlanItem]
+
+
 McpStatusName = Literal["starting", "ready", "failed", "stopped"]
 
 
@@ -415,7 +431,7 @@ AgentEvent = Annotated[
     | CheckpointEvent
     | AgentSettled
     | CommandsChanged
-    | McpStatus,
+    | McpStatus | PlanChanged,
     Field(discriminator="type"),
 ]
 

@@ -173,7 +173,12 @@ export interface AgentState {
   contextFiles: { path: string; size: number; truncated: boolean }[];
   /** Whether the session snapshots the workspace (session/changes, session/revert). */
   checkpoints?: { enabled: boolean; reason?: string };
+  /** The agent's plan (its last `todo` call); empty when it has none. */
+  plan: PlanItem[];
 }
+
+/** One step of the agent's plan (`agent/getState`'s `plan`, the `plan` event). */
+type PlanItem = { content: string; status: 'pending' | 'in_progress' | 'completed' };
 
 /** A slash command (`commands/list`, `commands_changed`); `name` has no slash. */
 export interface CommandEntry {
@@ -250,6 +255,7 @@ export type AgentEvent =
   | (EventBase & { type: 'checkpoint'; entryId: string; files: string[]; notCovered: string[] })
   | (EventBase & { type: 'agent_settled' })
   | (EventBase & { type: 'commands_changed'; commands: CommandEntry[] })
+  | (EventBase & { type: 'plan'; items: PlanItem[] })
   | (EventBase & {
       type: 'mcp_status';
       server: {

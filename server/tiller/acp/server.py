@@ -9,10 +9,11 @@ Tiller's own front, so there is no second loop. It adds three thin pieces:
 * events -> ``session/update``: it subscribes to each session's typed events and sends what
   ``tiller.acp.updates.UpdateMapper`` makes of them;
 * the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
-* turns: ``session/prompt`` runs ``Agent.prompt`` and answers with the ACP stop reason. A prompt
-  that arrives while the session's turn runs is queued as steering and answered when that turn
-  ends, with the same outcome; ``session/cancel`` aborts the run and every such prompt is
-  answered ``cancelled``. A run that ends in ``error`` is answered with JSON-RPC error -32020.
+* turns: ``session/prompt`` runs ``Agent.prompt`` (``tiller.acp.turns``: a prompt during a turn
+  steers it).
+
+Around them: ``auth`` (the env_var method), ``options`` (config options), ``sessions``
+(``session/list`` entries, titles, usage) and ``params`` (the wire models and ACP's codes).
 
 When the permission gate lets a call run (the Session's ``on_tool_cleared`` seam),
 ``_cleared`` snapshots the file a call that changes files (``write``/``edit``, as its tool
@@ -25,26 +26,48 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import Field
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
+from tiller.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
 from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
-from tiller.acp.updates import (
-    UpdateMapper,
-    acp_stop_reason,
-    available_commands,
-    user_content,
+from tiller.acp.options import MODES, OptionError, config_options, set_option
+from tiller.acp.params import (
+    AcpAuthenticateParams,
+    AcpCancelRequestParams,
+    AcpConfigResult,
+    AcpFollowUpParams,
+    AcpInitializeParams,
+    AcpInitializeResult,
+    AcpListParams,
+    AcpListResult,
+    AcpLoadSessionParams,
+    AcpNewSessionParams,
+    AcpPromptParams,
+    AcpPromptResult,
+    AcpResumeParams,
+    AcpSessionParams,
+    AcpSessionResult,
+    AcpSetConfigParams,
+    AcpSetModeParams,
+    AcpSteeringParams,
+    AcpSteeringResult,
+    AuthRequiredError,
+    ResourceNotFoundError,
+    acp_error,
 )
+from tiller.acp.sessions import LIST_PAGE, session_info
+from tiller.acp.terminal import AcpTerminal
+from tiller.acp.turns import IDLE_BEHAVIORS, Turns
+from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError, RequestError, RunFailedError, UnknownSessionError
+from tiller.errors import AgentBusyError
 from tiller.front import Front
 from tiller.mcp.config import parse_server_list
-from tiller.permissions import PermissionMode
 from tiller.protocol import (
     ChangesParams,
     ChangesResult,
@@ -57,38 +80,21 @@ from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
-from tiller.types import AgentEvent, CommandsChanged, RunResult, ToolCall, UserContent, WireModel
+from tiller.types import (
+    AgentEvent,
+    AssistantMessage,
+    CommandsChanged,
+    ToolCall,
+    UserContent,
+    UserMessage,
+    WireModel,
+)
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
 
 log = logging.getLogger(__name__)
 
 ACP_PROTOCOL_VERSION = 1
-
-MODES: list[dict[str, str]] = [
-    {"id": "ask", "name": "Ask",
-     "description": "Ask before file changes, commands and anything outside the workspace"},
-    {"id": "acceptEdits", "name": "Accept edits",
-     "description": "Change workspace files freely; ask before commands; nothing outside"},
-    {"id": "auto", "name": "Auto", "description": "Run every tool without asking"},
-    {"id": "readonly", "name": "Read-only",
-     "description": "Read and search only: no file changes, no commands"},
-]
-"""ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
-
-
-class ResourceNotFoundError(RequestError):
-    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
-    is answered with it in ACP mode."""
-
-    code = -32002
-
-
-def _acp_error(error: RequestError) -> RequestError:
-    """Tiller's errors in ACP's terms: an unknown session is ACP's resource-not-found."""
-    if isinstance(error, UnknownSessionError):
-        return ResourceNotFoundError(error.message, error.data)
-    return error
 
 
 def is_acp_initialize(message: dict[str, Any]) -> bool:
@@ -100,74 +106,13 @@ def is_acp_initialize(message: dict[str, Any]) -> bool:
             and isinstance(version, int) and not isinstance(version, bool))
 
 
-# ------------------------------------------------------------------------------ params/results
-
-
-class AcpInitializeParams(WireModel):
-    protocol_version: int
-    client_capabilities: dict[str, Any] = Field(default_factory=dict)
-    client_info: dict[str, Any] | None = None
-
-
-class AcpNewSessionParams(WireModel):
-    cwd: str
-    mcp_servers: list[Any] = Field(default_factory=list)
-
-
-class AcpLoadSessionParams(WireModel):
-    session_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = Field(default_factory=list)
-
-
-class AcpPromptParams(WireModel):
-    session_id: str
-    prompt: list[dict[str, Any]]
-
-
-class AcpSessionParams(WireModel):
-    session_id: str
-
-
-class AcpSetModeParams(WireModel):
-    session_id: str
-    mode_id: PermissionMode
-
-
-class AcpFollowUpParams(WireModel):
-    session_id: str
-    prompt: str | list[dict[str, Any]]
-
-
-class AcpCancelRequestParams(WireModel):
-    request_id: int | str | None = None
-
-
-class AcpInitializeResult(WireModel):
-    protocol_version: int
-    agent_capabilities: dict[str, Any]
-    agent_info: dict[str, Any]
-    auth_methods: list[Any] = Field(default_factory=list)
-
-
-class AcpSessionResult(WireModel):
-    session_id: str | None = None
-    modes: dict[str, Any]
-
-
-class AcpPromptResult(WireModel):
-    stop_reason: str
-    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
-
-
-@dataclass
-class _Turn:
-    """One session's running turn: what every session/prompt waiting on it is answered with."""
-
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: RunResult | None = None
-    error: Exception | None = None
-    cancelled: bool = False
+def _roots(directories: list[str]) -> list[Path]:
+    """``additionalDirectories`` as paths (resolved); each must be absolute (-32602)."""
+    for index, directory in enumerate(directories):
+        if not Path(directory).is_absolute():
+            raise JsonRpcInvalidParams(f"Invalid params: additionalDirectories[{index}]: "
+                                       f"not an absolute path: {directory!r}")
+    return [Path(directory).resolve() for directory in directories]
 
 
 # ------------------------------------------------------------------------------ the server
@@ -178,15 +123,19 @@ class AcpFront:
     protocol.md, "ACP". A server request we stop waiting for is withdrawn with ACP's
     ``$/cancel_request``."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, argv: tuple[str, ...] | None = None) -> None:
         self.config = config
+        self.reload_config: ConfigLoader = config_loader(argv, config)
+        """``authenticate`` re-reads the configuration with it (``argv``: the command line)."""
         self.mappers: dict[str, UpdateMapper] = {}
-        self.turns: dict[str, _Turn] = {}
+        self.client_terminals = False
+        """The client declared ``terminal: true``: ``bash`` runs in its terminals."""
+        self.turns = Turns()
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(
             self.sessions.shutdown,
             cancel_notice=("$/cancel_request", "requestId"),
-            translate=_acp_error,
+            translate=acp_error,
         )
         self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
         self._register()
@@ -196,12 +145,9 @@ class AcpFront:
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
-        turn, session = self.turns.get(session_id), self.sessions.sessions.get(session_id)
-        if turn is None or session is None:
-            return
-        turn.cancelled = True
-        if session.agent.is_running:
-            session.agent.abort()
+        session = self.sessions.sessions.get(session_id)
+        if session is not None:
+            self.turns.cancel(session)
 
     # -------------------------------------------------------------------------- sessions
 
@@ -212,7 +158,12 @@ class AcpFront:
     def _attach(self, session: Session) -> None:
         """Map a session going live to ``session/update``s, and run ``_cleared`` for each
         call the permission gate lets through."""
-        mapper = self.mappers.setdefault(session.id, UpdateMapper(session.cwd, session.tools))
+        def window() -> int | None:
+            info = session.agent.model_info
+            return info.context_window if info is not None else None
+
+        mapper = self.mappers[session.id] = UpdateMapper(session.cwd, session.tools,
+                                                         context_window=window)
 
         def send(event: AgentEvent) -> None:
             if isinstance(event, CommandsChanged):
@@ -222,6 +173,8 @@ class AcpFront:
 
         session.subscribe(send)
         session.on_tool_cleared(functools.partial(self._cleared, session))
+        if self.client_terminals:
+            session.use_terminal(AcpTerminal(self.front.client_request, session.id))
 
     async def _cleared(self, session: Session, call: ToolCall, args: dict[str, Any]) -> None:
         """A call is about to run: snapshot the file it changes (if it changes files), report
@@ -251,6 +204,30 @@ class AcpFront:
     def _modes(self, session: Session) -> dict[str, Any]:
         return {"currentModeId": session.gate.mode, "availableModes": MODES}
 
+    def _result(self, session: Session, *, new: bool = False) -> AcpSessionResult:
+        """``session/new``/``load``/``resume``'s result: modes and config options."""
+        return AcpSessionResult(session_id=session.id if new else None,
+                                modes=self._modes(session),
+                                config_options=config_options(self.config, session))
+
+    def _options_changed(self, session: Session, mode_changed: bool) -> None:
+        """Tell the client the session's options (and, if it changed, its mode) changed."""
+        options = config_options(self.config, session)
+        self.send_update(session.id, {"sessionUpdate": "config_option_update",
+                                      "configOptions": options})
+        if mode_changed:
+            self.send_update(session.id, {"sessionUpdate": "current_mode_update",
+                                          "currentModeId": session.gate.mode})
+
+    async def _went_live(self, session: Session, params: AcpLoadSessionParams | AcpResumeParams,
+                         where: str) -> None:
+        """A saved session made live by load/resume: its roots, MCP servers, title and cost."""
+        session.set_extra_roots(_roots(params.additional_directories))
+        await session.mcp.add(parse_server_list(params.mcp_servers, f"{where}: mcpServers"))
+        mapper, messages = self.mappers[session.id], session.agent.messages
+        mapper.titled = any(isinstance(message, UserMessage) for message in messages)
+        mapper.cost = sum(m.usage.cost for m in messages if isinstance(m, AssistantMessage))
+
     def _content(self, blocks: list[dict[str, Any]]) -> list[UserContent]:
         try:
             return user_content(blocks)
@@ -264,39 +241,7 @@ class AcpFront:
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
             await session.mcp.ensure_started()  # an MCP prompt's command needs its server
             message = await session.expand_prompt(content)
-            turn = self.turns.get(session.id)
-            if turn is not None:
-                session.enqueue("steering", message)
-                await turn.done.wait()
-            else:
-                turn = self.turns[session.id] = _Turn()
-                try:
-                    turn.result = await session.agent.prompt(message)
-                except Exception as exc:
-                    turn.error = exc
-                finally:
-                    del self.turns[session.id]
-                    turn.done.set()
-        return self._answer(turn)
-
-    def _answer(self, turn: _Turn) -> AcpPromptResult:
-        """The session/prompt result for a finished turn (raises for a failed one)."""
-        if turn.cancelled:
-            return AcpPromptResult(stop_reason="cancelled")
-        if turn.error is not None:
-            raise turn.error
-        result = turn.result
-        assert result is not None
-        usage = result.usage.dump()
-        stop = acp_stop_reason(result.stop_reason)
-        if stop is None:
-            message = result.error_message or "the run failed"
-            raise RunFailedError(message, {"stopReason": result.stop_reason,
-                                           "errorMessage": message, "usage": usage})
-        meta: dict[str, Any] = {"stopReason": result.stop_reason, "usage": usage}
-        if result.error_message:
-            meta["errorMessage"] = result.error_message
-        return AcpPromptResult(stop_reason=stop, _meta={"tiller": meta})
+            return await self.turns.prompt(session, message)
 
     # -------------------------------------------------------------------------- methods
 
@@ -304,13 +249,19 @@ class AcpFront:
         """ACP's methods (agent side)."""
         add = self.front.register
         add("initialize", AcpInitializeParams, self.initialize)
+        add("authenticate", AcpAuthenticateParams, self.authenticate)
         add("session/new", AcpNewSessionParams, self.session_new)
         add("session/load", AcpLoadSessionParams, self.session_load)
         add("session/prompt", AcpPromptParams, self.session_prompt)
         add("session/cancel", AcpSessionParams, self.session_cancel)
         add("$/cancel_request", AcpCancelRequestParams, self.cancel_request)
         add("session/set_mode", AcpSetModeParams, self.session_set_mode)
+        add("session/set_config_option", AcpSetConfigParams, self.session_set_config_option)
+        add("session/list", AcpListParams, self.session_list)
+        add("session/resume", AcpResumeParams, self.session_resume)
+        add("session/close", AcpSessionParams, self.session_close)
         add("_tiller/followUp", AcpFollowUpParams, self.follow_up)
+        add("_session/steering", AcpSteeringParams, self.steering)
         add("_tiller/changes", ChangesParams, self.changes)
         add("_tiller/revert", RevertParams, self.revert)
 
@@ -321,6 +272,10 @@ class AcpFront:
             "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
                                         "writeTextFile": fs.get("writeTextFile") is True},
         }))
+        self.client_terminals = params.client_capabilities.get("terminal") is True
+        for session in self.sessions.sessions.values():
+            terminal = AcpTerminal(self.front.client_request, session.id)
+            session.use_terminal(terminal if self.client_terminals else None)
         return AcpInitializeResult(
             protocol_version=ACP_PROTOCOL_VERSION,
             agent_capabilities={
@@ -328,25 +283,80 @@ class AcpFront:
                 "promptCapabilities": {"image": True, "audio": False,
                                        "embeddedContext": True},
                 "mcpCapabilities": {"http": True, "sse": True},
+                "sessionCapabilities": {"list": {}, "resume": {}, "close": {},
+                                        "additionalDirectories": {}},
             },
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
+            auth_methods=auth_methods(self.config),
+            _meta={"steering": {"supported": True}},
         )
 
+    async def authenticate(self, params: AcpAuthenticateParams) -> WireModel:
+        """Re-read the configuration; succeed once the default provider has its key."""
+        config = await anyio.to_thread.run_sync(self.reload_config)
+        variable = missing_key(config)
+        if variable is not None:
+            if params.method_id != method_id(variable):
+                raise JsonRpcInvalidParams(f"Invalid params: methodId: unknown method "
+                                           f"{params.method_id!r}")
+            raise AuthRequiredError(f"{variable} is still not set", {"envVar": variable})
+        self.config = self.sessions.config = config
+        for session in self.sessions.sessions.values():  # other models may be usable now
+            self._options_changed(session, mode_changed=False)
+        return WireModel()
+
     async def session_new(self, params: AcpNewSessionParams) -> AcpSessionResult:
+        variable = missing_key(self.config)
+        if variable is not None:
+            raise AuthRequiredError(f"authentication required: set {variable}",
+                                    {"authMethods": auth_methods(self.config)})
+        roots = _roots(params.additional_directories)
         session = self.sessions.create(
             SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )
+        session.set_extra_roots(roots)
         self._announce_commands(session)
-        return AcpSessionResult(session_id=session.id, modes=self._modes(session))
+        return self._result(session, new=True)
 
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
-        servers = parse_server_list(params.mcp_servers, "session/load: mcpServers")
         session = await self.sessions.load(params.session_id)
-        await session.mcp.add(servers)
+        await self._went_live(session, params, "session/load")
         for update in self.mappers[session.id].replay(session.agent.messages):
             self.send_update(session.id, update)
+        if session.plan.items:
+            self.send_update(session.id, plan_update(session.plan.items))
         self._announce_commands(session)
-        return AcpSessionResult(modes=self._modes(session))
+        return self._result(session)
+
+    async def session_resume(self, params: AcpResumeParams) -> AcpSessionResult:
+        """Like ``session/load`` without the replay: the client still shows the history."""
+        session = await self.sessions.load(params.session_id)
+        await self._went_live(session, params, "session/resume")
+        self._announce_commands(session)
+        return self._result(session)
+
+    async def session_list(self, params: AcpListParams) -> AcpListResult:
+        if params.cursor is not None and not params.cursor.isdigit():
+            raise JsonRpcInvalidParams("Invalid params: cursor: not a cursor this agent gave")
+        page, cursor = await self.sessions.list_saved(params.cwd, LIST_PAGE, params.cursor)
+        return AcpListResult(sessions=[session_info(s) for s in page], next_cursor=cursor)
+
+    async def session_close(self, params: AcpSessionParams) -> WireModel:
+        """Cancel the session's turn (its prompts are answered ``cancelled``) and unload it."""
+        self.cancel(params.session_id)
+        await self.sessions.close(params.session_id)
+        self.mappers.pop(params.session_id, None)
+        return WireModel()
+
+    async def session_set_config_option(self, params: AcpSetConfigParams) -> AcpConfigResult:
+        session = self.sessions.get(params.session_id)
+        mode = session.gate.mode
+        try:
+            await set_option(self.config, session, params.config_id, params.value)
+        except OptionError as exc:
+            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+        self._options_changed(session, session.gate.mode != mode)
+        return AcpConfigResult(config_options=config_options(self.config, session))
 
     async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
         session = self.sessions.get(params.session_id)
@@ -361,7 +371,22 @@ class AcpFront:
     async def session_set_mode(self, params: AcpSetModeParams) -> WireModel:
         session = self.sessions.get(params.session_id)
         session.set_permission_mode(params.mode_id)
+        self._options_changed(session, mode_changed=False)
         return WireModel()
+
+    async def steering(self, params: AcpSteeringParams) -> AcpSteeringResult:
+        """``_session/steering``: into the running turn, or per ``idleBehavior`` when idle."""
+        session = self.sessions.get(params.session_id)
+        options = (params.meta or {}).get("steering") or {}
+        idle = options.get("idleBehavior", "startNewTurn") if isinstance(options, dict) else None
+        if idle not in IDLE_BEHAVIORS:
+            raise JsonRpcInvalidParams("Invalid params: _meta.steering.idleBehavior: one of "
+                                       + ", ".join(IDLE_BEHAVIORS))
+        content = self._content(params.prompt)
+        await session.mcp.ensure_started()
+        message = await session.expand_prompt(content)
+        outcome, reason = self.turns.steering(session, message, idle)
+        return AcpSteeringResult(outcome=outcome, reason=reason)
 
     async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:
         session = self.sessions.get(params.session_id)

@@ -18,15 +18,19 @@ Tiller event                           ACP ``sessionUpdate``
 ``tool_execution_start``               ``tool_call`` (``pending``: it may wait for permission)
 (the call is cleared to run)           ``tool_call_update`` ``in_progress`` (see tiller.acp)
 ``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
+``tool_execution_update`` terminal     ``tool_call_update`` with ``{type: "terminal"}`` (once)
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
+``message_end`` of the first user msg   ``session_info_update`` with the title
+``message_end`` of an assistant msg    ``usage_update`` (tiller.acp.sessions)
+``plan`` (a ``todo`` call)              ``plan``: every step, priority ``medium``
 =====================================  ======================================================
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from tiller.acp.diff import diff_contents
+from tiller.acp.sessions import title_update, usage_update
 from tiller.tools.base import Tool, ToolInfo, describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
@@ -43,7 +48,10 @@ from tiller.types import (
     CommandEntry,
     ImageContent,
     Message,
+    MessageEnd,
     MessageUpdate,
+    PlanChanged,
+    PlanItem,
     RetryScheduled,
     TextContent,
     ThinkingContent,
@@ -61,6 +69,7 @@ __all__ = [
     "UpdateMapper",
     "acp_stop_reason",
     "available_commands",
+    "plan_update",
     "tool_call_fields",
     "user_content",
 ]
@@ -86,6 +95,13 @@ def available_commands(commands: Sequence[CommandEntry]) -> dict[str, Any]:
                **({"input": {"hint": c.argument_hint}} if c.argument_hint else {})}
               for c in commands]
     return {"sessionUpdate": "available_commands_update", "availableCommands": listed}
+
+
+def plan_update(items: Sequence[PlanItem]) -> dict[str, Any]:
+    """ACP's ``plan`` update: the whole plan (Tiller's steps have no priority: ``medium``)."""
+    entries = [{"content": item.content, "status": item.status, "priority": "medium"}
+               for item in items]
+    return {"sessionUpdate": "plan", "entries": entries}
 
 
 def acp_stop_reason(stop_reason: str) -> str | None:
@@ -175,11 +191,17 @@ class UpdateMapper:
     """One session's mapping; ``tools`` are the session's tools. ``snapshots`` holds, per tool
     call id, the text of the file a call that changes files (``write``/``edit``) is about to
     change (None: it did not exist), taken when the call was cleared to run; the call's end uses
-    and drops it."""
+    and drops it. ``titled``: the session has its title (a first user message); ``cost``: USD
+    since it went live; ``context_window()``: the current model's window, if known."""
 
     cwd: Path
     tools: Sequence[Tool[Any]]
     snapshots: dict[str, str | None] = field(default_factory=dict)
+    titled: bool = False
+    terminals: dict[str, str] = field(default_factory=dict)
+    """Tool call id -> the client's terminal the call runs in (tiller.acp.terminal)."""
+    cost: float = 0.0
+    context_window: Callable[[], int | None] = lambda: None
 
     def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
         """The ``session/update`` payloads for one event."""
@@ -193,6 +215,13 @@ class UpdateMapper:
             return [{"sessionUpdate": "tool_call", **fields, "status": "pending"}]
         elif isinstance(event, ToolExecutionUpdate):
             partial = event.partial_result
+            terminal = partial.get("terminalId") if isinstance(partial, dict) else None
+            if isinstance(terminal, str):  # the client shows the terminal live: once is enough
+                if event.tool_call_id in self.terminals:
+                    return []
+                self.terminals[event.tool_call_id] = terminal
+                return [{"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id,
+                         "content": [{"type": "terminal", "terminalId": terminal}]}]
             if isinstance(partial, dict) and isinstance(partial.get("output"), str):
                 content = _content_blocks([TextContent(text=partial["output"])], True)
                 return [{"sessionUpdate": "tool_call_update", "toolCallId": event.tool_call_id,
@@ -201,7 +230,21 @@ class UpdateMapper:
             call_id = event.tool_call_id
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
-            return [self.tool_result(event.result, snapshot, have_snapshot=have)]
+            update = self.tool_result(event.result, snapshot, have_snapshot=have)
+            if call_id in self.terminals:  # the terminal shows the output: no copy of it
+                update["content"] = [{"type": "terminal",
+                                      "terminalId": self.terminals.pop(call_id)}]
+            return [update]
+        elif isinstance(event, MessageEnd):
+            message = event.message
+            if isinstance(message, UserMessage) and not self.titled:
+                self.titled = True
+                return [title_update(message)]
+            if isinstance(message, AssistantMessage):
+                self.cost += message.usage.cost
+                return usage_update(message, self.cost, self.context_window())
+        elif isinstance(event, PlanChanged):
+            return [plan_update(event.items)]
         elif isinstance(event, RetryScheduled):
             note = (f"Retrying the model call (attempt {event.attempt} of "
                     f"{event.max_attempts}): {event.error_message}\n")

@@ -12,6 +12,7 @@ from tiller.tools.find import FindTool
 from tiller.tools.grep import GrepTool
 from tiller.tools.ls import LsTool
 from tiller.tools.read import ReadTool
+from tiller.tools.todo import TodoTool
 from tiller.tools.write import WriteTool
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolResult",
+    "TodoTool",
     "WriteTool",
     "default_tools",
 ]
@@ -32,11 +34,12 @@ __all__ = [
 def default_tools(
     *, sanitize_env: bool = True, processes: ProcessScope | None = None
 ) -> list[Tool[Any]]:
-    """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls.
+    """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls, and
+    todo (the plan).
     ``sanitize_env`` keeps secrets out of the environment of bash commands; ``processes``
     collects what they start (a new scope when None)."""
     return [
         ReadTool(), WriteTool(), EditTool(),
         BashTool(sanitize_env=sanitize_env, processes=processes),
-        GrepTool(), FindTool(), LsTool(),
+        GrepTool(), FindTool(), LsTool(), TodoTool(),
     ]

@@ -26,6 +26,8 @@ from tiller.types import ImageContent, TextContent
 
 __all__ = [
     "EditorFiles",
+    "Terminal",
+    "TerminalOutput",
     "Tool",
     "ToolContext",
     "ToolInfo",
@@ -38,7 +40,7 @@ __all__ = [
 P = TypeVar("P", bound=BaseModel)
 
 
-ToolKind = Literal["read", "edit", "execute", "search", "other"]
+ToolKind = Literal["read", "edit", "execute", "search", "think", "other"]
 """What a tool does, in ACP's words (a subset of ACP's ``ToolKind``)."""
 
 
@@ -137,6 +139,40 @@ class EditorFiles(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class TerminalOutput:
+    """A terminal's output so far (``truncated``: the editor dropped its beginning) and, once
+    the command has ended, its exit code or the signal that ended it."""
+
+    output: str
+    truncated: bool = False
+    exited: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+class Terminal(Protocol):
+    """The editor's terminals (ACP's ``terminal/*``): ``bash`` runs its command in one so the
+    user watches it live. Every method raises ``ToolError`` when the editor fails."""
+
+    async def create(self, command: str, cwd: Path, output_limit: int) -> str:
+        """Start ``command`` (a shell command line) in ``cwd``; the terminal's id. The editor
+        keeps the last ``output_limit`` bytes of output."""
+        ...
+
+    async def output(self, terminal_id: str) -> TerminalOutput: ...
+
+    async def wait_for_exit(self, terminal_id: str) -> TerminalOutput:
+        """Wait until the command ends (only ``exit_code``/``signal`` are meaningful)."""
+        ...
+
+    async def kill(self, terminal_id: str) -> None: ...
+
+    async def release(self, terminal_id: str) -> None:
+        """Kill the command if it still runs and free the terminal (its output stays shown)."""
+        ...
+
+
 @dataclass
 class ToolContext:
     """Where and for whom a tool runs. ``update`` emits a cumulative partial result; ``files``
@@ -150,6 +186,7 @@ class ToolContext:
     update: Callable[[Any], None] = field(default=lambda _partial: None)
     files: EditorFiles | None = None
     resolved_path: Path | None = None
+    terminal: Terminal | None = None
 
 
 class Tool(ABC, Generic[P]):

@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field
 from tiller.errors import ToolError
 from tiller.procs import ProcessScope, reap_orphans
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
+from tiller.tools.bash_terminal import run_in_terminal
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -273,8 +274,11 @@ class BashTool(Tool[BashParams]):
     async def execute(self, params: BashParams, ctx: ToolContext) -> ToolResult:
         """Run the command; ToolError (with the output) on nonzero exit or timeout.
 
-        Cancellation kills the process group and propagates.
+        Cancellation kills the process group and propagates. With the editor's terminals
+        (``ctx.terminal``) the command runs there instead (tiller.tools.bash_terminal).
         """
+        if ctx.terminal is not None:
+            return await run_in_terminal(ctx.terminal, params.command, params.timeout, ctx)
         output = _Output(ctx.update)
         env = command_env(os.environ) if self.sanitize_env else dict(os.environ)
         try:

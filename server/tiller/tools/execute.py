@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult
 from tiller.types import (
     AgentEvent,
     ImageContent,
@@ -85,6 +85,8 @@ class ToolSettings(Protocol):
     def cwd(self) -> Path: ...
     @property
     def files(self) -> EditorFiles | None: ...
+    @property
+    def terminal(self) -> Terminal | None: ...
     @property
     def before_tool_call(self) -> BeforeToolCall | None: ...
     @property
@@ -159,6 +161,7 @@ class _BatchRunner:
         emit: Callable[[AgentEvent], None],
     ) -> None:
         self.files = settings.files
+        self.terminal = settings.terminal
         self.calls = calls
         self.tools = {tool.name: tool for tool in settings.tools}
         self.emit = emit
@@ -228,7 +231,7 @@ class _BatchRunner:
 
         ctx = ToolContext(
             cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files,
-            resolved_path=prepared.resolved_path,
+            resolved_path=prepared.resolved_path, terminal=self.terminal,
         )
         outcome: ToolResult | None = None
         try:

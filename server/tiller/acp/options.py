@@ -1,0 +1,110 @@
+"""ACP session config options: the model, the thought level and the permission mode of a
+session as ACP ``configOptions`` (``select`` options), and setting one.
+
+=================  ================  ======================================================
+``id``             ``category``      values
+=================  ================  ======================================================
+``model``          ``model``         ``provider/model``: the catalog's models and each
+                                     provider's default model, of the providers that are
+                                     usable (the server's own, or one with a key or a URL)
+``thought_level``  ``thought_level`` ``off``, ``low``, ``medium``, ``high``
+``mode``           ``mode``          the permission modes (the same as ACP's session modes)
+=================  ================  ======================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiller.config import ServerConfig
+from tiller.session import Session
+from tiller.types import PERMISSION_MODES, THINKING_LEVELS
+
+__all__ = ["MODES", "OptionError", "config_options", "model_choices", "set_option"]
+
+MODES: list[dict[str, str]] = [
+    {"id": "ask", "name": "Ask",
+     "description": "Ask before file changes, commands and anything outside the workspace"},
+    {"id": "acceptEdits", "name": "Accept edits",
+     "description": "Change workspace files freely; ask before commands; nothing outside"},
+    {"id": "auto", "name": "Auto", "description": "Run every tool without asking"},
+    {"id": "readonly", "name": "Read-only",
+     "description": "Read and search only: no file changes, no commands"},
+]
+"""ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
+
+THOUGHT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High"}
+
+
+class OptionError(ValueError):
+    """A config id or value the session does not have (the front answers -32602)."""
+
+
+def _usable(config: ServerConfig, provider: str) -> bool:
+    settings = config.providers.get(provider)
+    if provider == config.provider:
+        return True
+    if settings is None or settings.type == "local":
+        return False
+    return settings.has_key(config.env) or settings.resolve_base_url(config.env) is not None
+
+
+def model_choices(config: ServerConfig, session: Session) -> list[tuple[str, str]]:
+    """``(provider, model)`` pairs to choose from, the session's own first."""
+    choices = [(session.provider, session.model)]
+    for info in config.models:
+        choices.append((info.provider, info.id))
+    for name, settings in config.providers.items():
+        choices.append((name, settings.default_model))
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for pair in choices:
+        if pair not in seen and (pair == choices[0] or _usable(config, pair[0])):
+            seen.add(pair)
+            unique.append(pair)
+    return unique
+
+
+def _select(option_id: str, name: str, current: str, values: list[dict[str, str]],
+            description: str) -> dict[str, Any]:
+    return {"id": option_id, "name": name, "description": description, "category": option_id,
+            "type": "select", "currentValue": current, "options": values}
+
+
+def config_options(config: ServerConfig, session: Session) -> list[dict[str, Any]]:
+    """The session's ``configOptions``, current values included."""
+    models = [{"value": f"{provider}/{model}", "name": model, "description": provider}
+              for provider, model in model_choices(config, session)]
+    levels = [{"value": level, "name": THOUGHT_NAMES[level]} for level in THINKING_LEVELS]
+    modes = [{"value": mode["id"], "name": mode["name"], "description": mode["description"]}
+             for mode in MODES]
+    return [
+        _select("model", "Model", f"{session.provider}/{session.model}", models,
+                "The model the next turn uses"),
+        _select("thought_level", "Thinking", session.thinking, levels,
+                "How hard a reasoning model thinks (ignored by other models)"),
+        _select("mode", "Permissions", session.gate.mode, modes,
+                "What tools may do without asking"),
+    ]
+
+
+async def set_option(config: ServerConfig, session: Session, option_id: str, value: Any) -> None:
+    """Apply one option to the session (the model from the next turn on). Raises OptionError
+    for an unknown id or value."""
+    if not isinstance(value, str):
+        raise OptionError(f"value: {option_id} takes a value id, not {value!r}")
+    if option_id == "model":
+        pairs = {f"{p}/{m}": (p, m) for p, m in model_choices(config, session)}
+        if value not in pairs:
+            raise OptionError(f"value: unknown model {value!r}")
+        await session.set_model(*pairs[value])
+    elif option_id == "thought_level":
+        if value not in THINKING_LEVELS:
+            raise OptionError(f"value: unknown thought level {value!r}")
+        session.set_thinking(value)
+    elif option_id == "mode":
+        if value not in PERMISSION_MODES:
+            raise OptionError(f"value: unknown mode {value!r}")
+        session.set_permission_mode(value)
+    else:
+        raise OptionError(f"configId: unknown config option {option_id!r}")

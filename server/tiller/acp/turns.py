@@ -1,0 +1,124 @@
+"""ACP turns: one running turn per session, and every ``session/prompt`` waiting on it.
+
+``session/prompt`` on an idle session runs ``Agent.prompt``; one that arrives while the
+session's turn runs is queued as steering and answered when that turn ends, with the same
+outcome. ``cancel`` aborts the run, and every prompt of the turn is answered ``cancelled``. A
+run that ends in ``error`` is answered with JSON-RPC error -32020 (RunFailedError).
+
+``_session/steering`` (``steering``) queues its message into the running turn (``injected``);
+on an idle session it either starts a turn nobody's ``session/prompt`` waits for
+(``startedNewTurn``, the adapters' default) or, when the client asks for it, consumes nothing
+(``promptRequired``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from tiller.acp.params import AcpPromptResult
+from tiller.acp.updates import acp_stop_reason
+from tiller.errors import RunFailedError
+from tiller.session import Session
+from tiller.types import RunResult, UserContent
+
+__all__ = ["IDLE_BEHAVIORS", "Turn", "Turns"]
+
+log = logging.getLogger(__name__)
+
+IDLE_BEHAVIORS = ("startNewTurn", "promptRequired")
+"""What ``_session/steering`` does when no turn runs (``_meta.steering.idleBehavior``)."""
+
+
+@dataclass
+class Turn:
+    """One session's running turn: what every session/prompt waiting on it is answered with."""
+
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: RunResult | None = None
+    error: Exception | None = None
+    cancelled: bool = False
+
+
+class Turns:
+    """The running turn of each session, by session id."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, Turn] = {}
+        self._detached: set[asyncio.Task[Any]] = set()
+
+    def cancel(self, session: Session) -> None:
+        """Abort the session's run (if a turn runs); its prompts are answered ``cancelled``."""
+        turn = self.running.get(session.id)
+        if turn is None:
+            return
+        turn.cancelled = True
+        if session.agent.is_running:
+            session.agent.abort()
+
+    def steer(self, session: Session, message: str | list[UserContent]) -> Turn | None:
+        """Queue ``message`` as steering of the running turn (None: no turn runs)."""
+        turn = self.running.get(session.id)
+        if turn is not None:
+            session.enqueue("steering", message)
+        return turn
+
+    def steering(self, session: Session, message: str | list[UserContent],
+                 idle_behavior: str) -> tuple[str, str | None]:
+        """``_session/steering``'s ``(outcome, reason)``: steer the running turn, else start
+        a detached one or (``promptRequired``) leave ``message`` to a ``session/prompt``."""
+        if self.steer(session, message) is not None:
+            return "injected", None
+        if idle_behavior == "promptRequired":
+            return "promptRequired", "noRunningTurn"
+        task = asyncio.ensure_future(self._detached_turn(session, message))
+        self._detached.add(task)
+        task.add_done_callback(self._detached.discard)
+        return "startedNewTurn", None
+
+    async def _detached_turn(self, session: Session, message: str | list[UserContent]) -> None:
+        """A turn started by steering: its updates go out as usual; its end is only logged."""
+        try:
+            result = await self.prompt(session, message)
+            log.info("a turn started by _session/steering ended: %s", result.stop_reason)
+        except Exception as exc:
+            log.warning("a turn started by _session/steering failed: %s", exc)
+
+    async def prompt(self, session: Session, message: str | list[UserContent]) -> AcpPromptResult:
+        """Run a turn, or join the running one as steering; answer when it ends."""
+        turn = self.steer(session, message)
+        if turn is not None:
+            await turn.done.wait()
+        else:
+            turn = self.running[session.id] = Turn()
+            try:
+                turn.result = await session.agent.prompt(message)
+            except Exception as exc:
+                turn.error = exc
+            finally:
+                del self.running[session.id]
+                turn.done.set()
+        return self._answer(turn)
+
+    def _answer(self, turn: Turn) -> AcpPromptResult:
+        """The session/prompt result for a finished turn (raises for a failed one)."""
+        if turn.cancelled:
+            return AcpPromptResult(stop_reason="cancelled")
+        if turn.error is not None:
+            raise turn.error
+        result = turn.result
+        assert result is not None
+        usage = result.usage.dump()
+        stop = acp_stop_reason(result.stop_reason)
+        if stop is None:
+            message = result.error_message or "the run failed"
+            raise RunFailedError(message, {"stopReason": result.stop_reason,
+                                           "errorMessage": message, "usage": usage})
+        meta: dict[str, Any] = {"stopReason": result.stop_reason, "usage": usage}
+        if result.error_message:
+            meta["errorMessage"] = result.error_message
+        return AcpPromptResult(stop_reason=stop, _meta={"tiller": meta})
