@@ -50,6 +50,7 @@ from tiller.chat_render import (
     Renderer,
 )
 from tiller.client import RpcError
+from tiller.config import provider_help
 from tiller.errors import ProviderNotConfiguredError
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
@@ -330,7 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--resume", nargs="?", const="", metavar="SESSION_ID",
         help="continue a saved session: SESSION_ID, or the workspace's latest")
     server = parser.add_argument_group("server options (passed to tiller)").add_argument
-    server("--provider", help="model provider (default: openai)")
+    server("--provider", help=provider_help(os.environ))
     server("--model", help="model name")
     server("--base-url", help="provider base URL, e.g. a local server's")
     server("--cwd", help="workspace root (default: the current directory)")

@@ -345,11 +345,9 @@ class TillerFront:
                     config.env, config.base_url if name == config.provider else None
                 ),
                 api_key_env=settings.api_key_env,
-                configured=settings.type == "local"
-                or settings.has_key(config.env)
-                or (settings.type == "openai" and settings.resolve_base_url(
+                configured=settings.configured(
                     config.env, config.base_url if name == config.provider else None
-                ) is not None),
+                ),
             )
             for name, settings in sorted(config.providers.items())
         ]
