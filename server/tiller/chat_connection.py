@@ -108,9 +108,9 @@ class Connection:
             self._calls.add(scope)
             try:
                 if not self.closed.is_set():
-                    return await self.client.request(method, params, timeout=math.inf)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # it exited before reading the request
+                    return await self.client.request(method, params)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, EOFError):
+                pass  # it exited before reading the request, or before answering it
             finally:
                 self._calls.discard(scope)
         with anyio.move_on_after(5):
