@@ -40,6 +40,8 @@ def chat_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
     argv = [sys.executable, "-m", "tiller", "chat", "--cwd", str(cwd), *args]
     if "--session-dir" not in args and "--no-session" not in args:
         argv += ["--session-dir", str(cwd / ".sessions")]
+    if "--log-file" not in args:
+        argv += ["--log-file", str(cwd / ".chat.log")]
     return argv if fake is None else [*argv, "--base-url", fake.url]
 
 
@@ -209,6 +211,43 @@ def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) ->
     if json_mode:
         result = json.loads(done.stdout.splitlines()[-1])
         assert result["type"] == "result" and result["errorCode"] == -32014
+
+
+def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    """What the README shows: `tiller run PROMPT --json` ends with a `stop` result line."""
+    fake_openai.enqueue(text_reply("Two files."))
+    argv = chat_argv(fake_openai, tmp_path, "List the files here", "--json")
+    argv[argv.index("chat")] = "run"
+    done = subprocess.run(argv, env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=DEADLINE)
+
+    assert done.returncode == 0, done.stderr
+    *events, result = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0]["type"] == "agent_start" and result["stopReason"] == "stop"
+    assert fake_openai.requests[0]["messages"][-1]["content"] == "List the files here"
+
+
+def test_server_logs_go_to_the_data_dir_never_the_screen(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(text_reply("Quiet."))
+    argv = [a for a in chat_argv(fake_openai, tmp_path, "-p", "hi") if a != "--log-file"]
+    argv.remove(str(tmp_path / ".chat.log"))
+    env = clean_env(TILLER_LOG_LEVEL="DEBUG", XDG_DATA_HOME=str(tmp_path / "data"))
+    done = subprocess.run(argv, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=DEADLINE)
+
+    assert done.returncode == 0, done.stderr
+    assert "DEBUG" not in done.stdout + done.stderr
+    assert " DEBUG " in (tmp_path / "data" / "tiller" / "chat.log").read_text()
+
+
+def test_a_server_that_refuses_its_command_line_says_why(tmp_path: Path) -> None:
+    done = run_chat(None, tmp_path, "--config", str(tmp_path / "missing.toml"), "-p", "hi")
+
+    assert done.returncode == 2
+    assert "missing.toml does not exist" in done.stderr.splitlines()[-1]
+    assert "does not exist" in (tmp_path / ".chat.log").read_text()
 
 
 def test_ctrl_c_aborts_a_print_run(fake_openai: FakeOpenAI, tmp_path: Path) -> None:

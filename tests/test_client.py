@@ -5,6 +5,8 @@ EOFError when the server dies mid-request."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ import anyio
 import pytest
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from helpers import spawn_tiller, wait_requests
+from helpers import clean_env, spawn_tiller, wait_requests
 from tiller.client import RpcError
 
 pytestmark = pytest.mark.anyio
@@ -136,3 +138,23 @@ async def test_a_request_pending_when_the_server_dies_raises_eof(
         gate.set()
 
     assert failures and "agent/prompt" in str(failures[0])
+
+
+def test_the_readmes_python_client_runs(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    """README.md's "Write a client in 30 lines" Python example, run as written."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("### Write a client in 30 lines"):]
+    start = section.index("```python\n") + len("```python\n")
+    example = section[start : section.index("\n```", start)]
+    (tmp_path / "notes.txt").write_text("x")
+    fake_openai.enqueue(
+        tool_call_reply([("call_1", "bash", {"command": "ls"})]), text_reply("One file.")
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True,
+        env=clean_env(OPENAI_BASE_URL=fake_openai.url, XDG_DATA_HOME=str(tmp_path)), timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "\n[bash] {'command': 'ls'}\nOne file.\nstop, 10 tokens out\n"
+    assert "notes.txt" in fake_openai.requests[1]["messages"][-1]["content"]

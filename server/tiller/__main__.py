@@ -3,7 +3,8 @@
 ``tiller --acp`` serves the Agent Client Protocol instead (``tiller.acp``); without the flag an
 ACP client is recognised by its first ``initialize``.
 
-``tiller chat ...`` is the terminal front end instead (``tiller.chat``); ``tiller schema`` prints
+``tiller chat ...`` is the terminal front end instead (``tiller.chat``), ``tiller run PROMPT``
+its one-shot mode for scripts; ``tiller schema`` prints
 the protocol's JSON Schema (``tiller.schema``).
 """
 
@@ -79,10 +80,10 @@ def acp_on_initialize(config: ServerConfig) -> Switch:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["chat"]:
+    if args[:1] in (["chat"], ["run"]):
         from tiller.chat import main as chat_main
 
-        return chat_main(args[1:])
+        return chat_main(args[1:], run=args[0] == "run")
     if args[:1] == ["schema"]:
         from tiller.schema import main as schema_main
 

@@ -3,7 +3,9 @@
 It spawns a server (``python -m tiller`` with the pass-through options: ``--provider``,
 ``--model``, ``--base-url``, ``--cwd``, ``--config``, ``--thinking``, ``--permission-mode``,
 ``--max-turns``, ``--session-dir``, ``--no-session``) in a session of its own, so that a Ctrl-C
-typed in the terminal reaches only this process, and drives it with ``TillerClient``. Modes:
+typed in the terminal reaches only this process, and drives it with ``TillerClient``. The
+server's logs and stderr go to ``--log-file`` (default ``$XDG_DATA_HOME/tiller/chat.log``), never
+the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
 
 * interactive (stdin is a terminal, no ``-p``): ``> `` reads lines. A line typed while the agent
   runs steers it (agent/steer); a line starting with ``>>`` is queued for after it
@@ -33,7 +35,8 @@ import io
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
@@ -50,7 +53,7 @@ from tiller.chat_render import (
     Renderer,
 )
 from tiller.client import RpcError
-from tiller.config import provider_help
+from tiller.config import default_session_dir, provider_help
 from tiller.errors import ProviderNotConfiguredError
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
@@ -254,7 +257,8 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
         sink.handle(event)
 
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async with Connection.open(server_args(options), on_event) as connection:
+        log = log_file(options, os.environ)
+        async with Connection.open(server_args(options), on_event, log) as connection:
             try:
                 if one_shot is None:
                     assert isinstance(sink, Renderer)
@@ -316,12 +320,20 @@ interactive keys:
 exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+RUN_DESCRIPTION = (
+    "Run the Tiller agent once on PROMPT (or -p PROMPT, or a prompt on stdin, after PROMPT if "
+    "both are given), print its reply (--json: its events as JSON lines) and exit; the exit "
+    "status says how the run ended. Nobody is asked: the permission mode is auto unless given."
+)
+
+
+def build_parser(run: bool = False) -> argparse.ArgumentParser:
+    """``tiller chat``'s command line; with ``run``, ``tiller run``'s (one-shot only)."""
     parser = argparse.ArgumentParser(
-        prog="tiller chat",
-        description="Chat with the Tiller agent in a terminal. With stdin not a terminal and no "
-        "-p, stdin (after PROMPT, if given) is the prompt of one run.",
-        epilog=EPILOG,
+        prog="tiller run" if run else "tiller chat",
+        description=RUN_DESCRIPTION if run else "Chat with the Tiller agent in a terminal. With "
+        "stdin not a terminal and no -p, stdin (after PROMPT, if given) is the prompt of one run.",
+        epilog=EPILOG.split("\n\n")[-1] if run else EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
@@ -342,7 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
     server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
     server("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
     server("--no-session", action="store_true", help="keep sessions in memory only")
+    server("--log-file", help="the server's logs and errors (default: "
+           "$XDG_DATA_HOME/tiller/chat.log), never the screen")
     return parser
+
+
+def log_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
+    """Where the server's logs go: ``--log-file``, else ``chat.log`` in Tiller's data dir."""
+    if options.log_file:
+        return Path(options.log_file).expanduser().resolve()
+    return default_session_dir(env).parent / "chat.log"
 
 
 SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",
@@ -364,26 +385,28 @@ def workspace(options: argparse.Namespace) -> str:
     return os.path.abspath(os.path.expanduser(options.cwd or "."))
 
 
-def one_shot_prompt(options: argparse.Namespace, stdin: TextIO) -> str | None:
-    """The prompt of a one-shot run: -p, else (stdin not a terminal) PROMPT and stdin; None
-    for interactive mode."""
+def one_shot_prompt(options: argparse.Namespace, stdin: TextIO, run: bool = False) -> str | None:
+    """The prompt of a one-shot run: -p, else (stdin not a terminal) PROMPT and stdin, else
+    for ``tiller run`` PROMPT; None for interactive mode."""
     if options.once is not None:
         return str(options.once)
     if stdin.isatty():
-        return None
+        return options.prompt if run else None
     parts = [options.prompt or "", stdin.read()]
     return "\n\n".join(part.strip("\n") for part in parts if part.strip())
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``tiller chat``: returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, *, run: bool = False) -> int:
+    """``tiller chat`` (``tiller run`` with ``run``: one-shot only): returns the exit status."""
+    parser = build_parser(run)
     options = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="replace")
     try:
-        prompt = one_shot_prompt(options, sys.stdin)
+        prompt = one_shot_prompt(options, sys.stdin, run)
+        if prompt is None and run:
+            parser.error("give the prompt: PROMPT, -p PROMPT, or on stdin")
         if prompt is None and options.json:
             parser.error("--json needs -p PROMPT or a prompt on stdin")
         if prompt is not None and not prompt.strip():
