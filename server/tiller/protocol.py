@@ -127,6 +127,10 @@ class ClientInfo(WireModel):
 class InitializeParams(WireModel):
     client_info: ClientInfo | None = None
     capabilities: dict[str, Any] = Field(default_factory=dict)
+    protocol_version: int | None = Field(
+        default=None, description="the Tiller protocol version the client speaks (send "
+        "capabilities with it: an integer protocolVersion alone is ACP's initialize)",
+    )
 
 
 class ServerInfo(WireModel):
