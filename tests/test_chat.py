@@ -297,6 +297,32 @@ def test_typing_while_a_tool_runs_steers(
     assert second["messages"][4]["content"] == "use tabs instead"
 
 
+def test_the_status_line_and_a_retry_countdown(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(
+        error_reply(503, "overloaded", headers={"retry-after": "2"}),
+        text_reply("Answered after the retry."),
+    )
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("openai/gpt-4o-mini · ask · session ")
+    terminal.expect("0 tokens · $0.0000")
+    terminal.expect("> ")
+    terminal.type("hi\n")
+    terminal.expect("overloaded")
+    terminal.expect("retry 1 of 3 in 2s")
+    terminal.expect("retry 1/3 in ")  # the countdown on the activity line
+    terminal.expect("Answered after the retry.")
+    terminal.expect("⟳ the retry worked")
+    terminal.expect("↳ 10 in · 5 out · $0.000005")
+    terminal.expect("openai/gpt-4o-mini · ask · session ")
+    terminal.expect("15 tokens · $0.0000")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+
+
 def test_double_angle_queues_a_follow_up(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:
@@ -384,6 +410,8 @@ def test_yes_at_the_question_lets_the_write_run(
     terminal.expect(f"? 'write' changes {(tmp_path / 'notes.txt').resolve()}")
     terminal.expect("  -old line")
     terminal.expect("  +new line")
+    terminal.expect(f"  always / never: write on {(tmp_path / 'notes.txt').resolve()}, for the "
+                    "rest of this session")
     terminal.expect(ASK_PROMPT)
     assert (tmp_path / "notes.txt").read_text() == "old line\n"  # it waits for the answer
     terminal.type("y\n")
@@ -589,7 +617,20 @@ def test_a_permission_question_colours_its_diff() -> None:
 
     lines = out.getvalue().splitlines()
     assert lines[0] == "\x1b[1;33m? 'write' changes x\x1b[0m"
-    assert lines[4:] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]
+    assert lines[4:6] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]
+    assert lines[6] == "\x1b[2m  always / never: write on x, for the rest of this session\x1b[0m"
+
+
+def test_the_question_says_what_always_and_never_cover_for_a_command() -> None:
+    out = io.StringIO()
+    Renderer(out, io.StringIO(), {}).permission({
+        "reason": "bash runs a command", "toolName": "bash",
+        "preview": {"kind": "command", "command": "git status", "cwd": "/w"},
+    })
+
+    assert out.getvalue().splitlines()[-1].startswith(
+        "  always / never: this exact command (each simple command in it, word for word;"
+    )
 
 
 def test_changes_and_undo_with_a_confirmation(

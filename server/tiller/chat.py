@@ -15,7 +15,8 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
   ``/`` + Tab completes the session's slash commands (``tiller.chat_complete``).
   ``/changes`` lists the files the agent changed; ``/undo`` puts back what its last run changed,
-  after a y/N confirmation (tiller.chat_checkpoints).
+  after a y/N confirmation (tiller.chat_checkpoints); ``/help``, ``/model``, ``/mode``... are
+  ``tiller.chat_slash``'s. The status line and activity line are ``tiller.chat_status``'s.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
@@ -52,6 +53,7 @@ from tiller.chat_render import (
     PermissionPrompt,
     Renderer,
 )
+from tiller.chat_slash import LOCAL_COMMANDS, SlashCommands
 from tiller.client import RpcError
 from tiller.config import default_session_dir, provider_help
 from tiller.errors import ProviderNotConfiguredError
@@ -106,6 +108,7 @@ class Repl:
         self.connection, self.renderer, self.lines = connection, renderer, lines
         self.permissions = permissions
         self.checkpoints = CheckpointCommands(connection, renderer)  # /changes, /undo
+        self.slash: SlashCommands | None = None  # /help, /model, /mode... (tiller.chat_slash)
         self.running: anyio.Event | None = None  # set when the active run ends
         self.aborting = False
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"
@@ -163,6 +166,10 @@ class Repl:
             return False
         if await self.checkpoints.handle(text, running=self.running is not None):
             return True
+        if self.slash is not None and await self.slash.handle(
+            text, self.running is not None, lambda: self._start(tg, "", "agent/continue")
+        ):
+            return True
         async with self.queue_lock:
             if self.running is None:
                 self._start(tg, text.removeprefix(">>").strip())
@@ -182,17 +189,18 @@ class Repl:
         else:
             self.renderer.notice("↪ follow-up queued" if follow_up else "↪ steering queued")
 
-    def _start(self, tg: TaskGroup, text: str) -> None:
-        if not text:
+    def _start(self, tg: TaskGroup, text: str, method: str = "agent/prompt") -> None:
+        """Run ``text`` (``agent/prompt``), or with ``method`` agent/continue no text."""
+        if not text and method == "agent/prompt":
             self.renderer.prompt()
             return
         self.running = anyio.Event()
         self.aborting = False
-        tg.start_soon(self._run, text)
+        tg.start_soon(self._run, text, method)
 
-    async def _run(self, text: str) -> None:
+    async def _run(self, text: str, method: str) -> None:
         try:
-            await self.connection.run("agent/prompt", {"message": text})
+            await self.connection.run(method, {"message": text} if text else None)
             while await self._left_over():
                 await self.connection.run("agent/continue")
         except RpcError as exc:
@@ -208,6 +216,7 @@ class Repl:
         """True if messages were queued too late for the run; else the run is over."""
         async with self.queue_lock:
             state = await self.connection.call("agent/getState")
+            self.renderer.status.set_state(state)
             if not self.aborting and (state["pendingSteering"] or state["pendingFollowUp"]):
                 return True
             self._finish_run()
@@ -250,7 +259,7 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
     sink: Renderer | JsonRenderer = (
         JsonRenderer(sys.stdout) if options.json else Renderer(sys.stdout, sys.stderr, os.environ)
     )
-    names = CommandNames()
+    names = CommandNames(local=LOCAL_COMMANDS)
 
     def on_event(event: dict[str, Any]) -> None:
         names.observe(event)
@@ -291,9 +300,25 @@ async def _interactive(
         renderer.resumed(loaded)
     await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     names.set_from((await connection.call("commands/list"))["commands"])
-    async with completing_lines(names) as lines:
+    renderer.status.set_models((await connection.call("models/list"))["models"])
+    renderer.status.set_state(await connection.call("agent/getState"))
+    async with completing_lines(names) as lines, anyio.create_task_group() as tg:
+        if renderer.live:
+            tg.start_soon(_tick, renderer)
         repl = Repl(connection, renderer, lines, permissions)
-        return await _interruptible(repl, signals, repl.run(options.prompt))
+        repl.slash = SlashCommands(connection, renderer, names, workspace(options))
+        try:
+            status = await _interruptible(repl, signals, repl.run(options.prompt))
+        finally:
+            tg.cancel_scope.cancel()
+    return status
+
+
+async def _tick(renderer: Renderer) -> None:
+    """Redraw the spinner, the retry countdown or the compaction notice ten times a second."""
+    while True:
+        await anyio.sleep(0.1)
+        renderer.tick()
 
 
 def _fail(sink: Renderer | JsonRenderer, message: str, status: int, code: int | None = None) -> int:
@@ -313,6 +338,10 @@ interactive keys:
   >> a line                      queue it as a follow-up, for when the agent would stop
   Ctrl-C                         abort the run; at the prompt, quit
   y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
+  /help                          the chat's commands and the session's
+  /model, /mode, /thinking       show or switch the model, permission mode, reasoning effort
+  /compact, /new, /sessions      compact the context, start a session, list saved ones
+  /continue [ID]                 go on after an error or abort; with ID, switch to a session
   /changes                       the files the agent changed in this session
   /undo                          put back what the last run changed (asks first)
   Ctrl-D or /quit                quit

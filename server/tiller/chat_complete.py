@@ -28,10 +28,12 @@ __all__ = ["CommandNames", "Deliver", "completing_lines", "lines_from_thread", "
 
 
 class CommandNames:
-    """The names of the session's slash commands, without the slash."""
+    """The names of the session's slash commands, without the slash; ``local`` ones (the
+    chat's own) complete too."""
 
-    def __init__(self, names: Iterable[str] = ()) -> None:
+    def __init__(self, names: Iterable[str] = (), local: Iterable[str] = ()) -> None:
         self.names = sorted(names)
+        self.local = sorted(local)
 
     def set_from(self, commands: Iterable[dict[str, Any]]) -> None:
         """Take the names of a ``commands/list`` result's (or an event's) ``commands``."""
@@ -47,7 +49,8 @@ class CommandNames:
         and starts with ``/``; nothing otherwise."""
         if not word.startswith("/") or not line.lstrip().startswith(word):
             return []
-        return ["/" + name for name in self.names if name.startswith(word[1:])]
+        every = sorted({*self.names, *self.local})
+        return ["/" + name for name in every if name.startswith(word[1:])]
 
 
 def _readline() -> ModuleType | None:

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from tiller.chat_status import Status, money, remembered
+
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
 ]
@@ -64,16 +66,34 @@ class Renderer:
         self.at_line_start = True
         self.status_shown = False
         self.prompt_open = False  # "> " or a question waits for a typed line
+        self.status = Status()
 
     def handle(self, event: Event) -> None:
+        self.status.observe(event)
+        if (notice := Status.notice(event)) is not None:
+            self.notice(notice)
         handler = getattr(self, f"_on_{event.get('type')}", None)
         if handler is not None:
             handler(event)
+
+    def tick(self) -> None:
+        """Redraw the activity line (spinner, retry countdown, compaction) on a terminal, when
+        no streamed line or typed answer would be overwritten."""
+        activity = self.status.activity()
+        if not self.live or not activity or self.prompt_open or not self.at_line_start:
+            return
+        self._clear_status()
+        self.out.write(self.style(_clip(activity, _columns() - 1), "dim"))
+        self.out.flush()
+        self.status_shown = True
 
     def result(self, fields: Mapping[str, Any]) -> None:
         """Nothing to add: ``agent_end`` was rendered already."""
 
     def prompt(self) -> None:
+        """The status line, then ``> `` waiting for a typed line."""
+        if line := self.status.line():
+            self._report(line, "dim")
         self._end_line()
         self.out.write(self.style("> ", "bold"))
         self.out.flush()
@@ -107,6 +127,7 @@ class Renderer:
         self._line(self.style(f"? {reason}", "bold", "yellow"))
         for line in self._preview(params.get("preview") or {}, params.get("args")):
             self._line(line)
+        self._line(self.style(remembered(params), "dim"))
 
     def ask(self, question: str) -> None:
         """Show ``question`` with the cursor after it, waiting for a typed line."""
@@ -237,6 +258,8 @@ class Renderer:
         line = f"↳ {usage.get('inputTokens', 0):,} in · {usage.get('outputTokens', 0):,} out"
         if usage.get("cacheReadTokens"):
             line += f" · {usage['cacheReadTokens']:,} cached"
+        if usage.get("cost"):
+            line += f" · {money(usage['cost'])}"
         self._report(line, "dim")
 
     # ------------------------------------------------------------------ writing
