@@ -182,7 +182,7 @@ def test_a_tool_round_is_rendered(fake_openai: FakeOpenAI, tmp_path: Path) -> No
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    start = lines.index("⚙ bash " + json.dumps({"command": command}))
+    start = lines.index(f"⚙ bash: {command}")
     assert lines[start - 1] == "Looking."
     assert lines[start + 1 : start + 9] == [
         "✓ bash", "  out-1", "  out-2", "  out-3", "  out-4", "  out-5", "  out-6",
@@ -281,7 +281,7 @@ def test_typing_while_a_tool_runs_steers(
     terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
     terminal.expect("> ")
     terminal.type("do the work\n")
-    terminal.expect('⚙ bash {"command": "cat release"}')
+    terminal.expect("⚙ bash: cat release")
     terminal.type("use tabs instead\n")
     terminal.expect("↪ steering queued")
     (tmp_path / "release").write_text("released\n")  # blocks until cat has it open
@@ -604,7 +604,7 @@ def test_a_failing_tool_and_the_usage_line() -> None:
     usage = {"inputTokens": 1200, "outputTokens": 34, "cacheReadTokens": 1000}
     renderer.handle({"type": "agent_end", "stopReason": "maxTurns", "usage": usage})
 
-    assert out.getvalue() == '⚙ read {"path": "x"}\n✗ read\n  no such file: x\n'
+    assert out.getvalue() == "⚙ read: x\n✗ read\n  no such file: x\n"
     assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"
 
 
@@ -663,3 +663,17 @@ def test_changes_and_undo_with_a_confirmation(
     assert terminal.wait() == 0
     assert (tmp_path / "notes.txt").read_text() == "old line\n"
     assert len(fake_openai.requests) == 2  # the commands and answers were not messages
+
+
+def test_a_tool_call_is_one_readable_line() -> None:
+    from tiller.chat_status import tool_line
+
+    assert tool_line("bash", {"command": "git status\ngit diff"}) == "bash: git status …"
+    assert tool_line("grep", {"pattern": "TODO", "path": "src"}) == "grep: TODO in src"
+    assert tool_line("find", {"pattern": "*.py"}) == "find: *.py in ."
+    assert tool_line("edit", {"path": "a.py", "edits": [{}, {}]}) == "edit: a.py (2 edits)"
+    assert tool_line("write", {"path": "a.py", "content": "x\ny\n"}) == "write: a.py (2 lines)"
+    assert tool_line("read", {"path": "a.py", "offset": 40, "limit": 10}) == (
+        "read: a.py (from line 40, 10 lines)")
+    assert tool_line("ls", {}) == "ls"
+    assert tool_line("mcp__t__now", {"zone": "UTC", "n": 2}) == 'mcp__t__now: zone="UTC", n=2'

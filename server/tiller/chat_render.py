@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tiller.chat_status import Status, money, remembered
+from tiller.chat_status import Status, money, remembered, tool_line
 
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
@@ -174,9 +174,7 @@ class Renderer:
                     self._line(_clip(line, width))
                 self._more(lines, HISTORY_LINES, width)
             elif block.get("type") == "toolCall":
-                args = json.dumps(block.get("arguments") or {}, ensure_ascii=False)
-                name = self.style("⚙ " + str(block.get("name")), "bold")
-                self._line(f"{name} {self.style(_clip(args, width // 2), 'dim')}")
+                self._line(self._tool_call(str(block.get("name")), block.get("arguments") or {}))
 
     def _more(self, lines: Sequence[str], shown: int, width: int) -> None:
         if len(lines) > shown:
@@ -215,8 +213,12 @@ class Renderer:
             self.block = None
 
     def _on_tool_execution_start(self, event: Event) -> None:
-        args = _clip(json.dumps(event.get("args") or {}, ensure_ascii=False), ARGS_CHARS)
-        self._line(f"{self.style('⚙ ' + event['toolName'], 'bold')} {self.style(args, 'dim')}")
+        self._line(self._tool_call(str(event["toolName"]), event.get("args") or {}))
+
+    def _tool_call(self, name: str, args: Mapping[str, Any]) -> str:
+        """``⚙ name: what it does`` on one line (tiller.chat_status.tool_line)."""
+        head, _, rest = _clip(tool_line(name, args), ARGS_CHARS).partition(": ")
+        return self.style("⚙ " + head, "bold") + (": " + rest if rest else "")
 
     def _on_tool_execution_update(self, event: Event) -> None:
         lines = _text_of(event.get("partialResult")).rstrip().splitlines()

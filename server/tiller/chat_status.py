@@ -10,11 +10,12 @@ never writes anything itself: ``tiller.chat_render.Renderer`` shows what it says
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["SPINNER", "Status", "money", "remembered"]
+__all__ = ["SPINNER", "Status", "money", "remembered", "tool_line"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -142,3 +143,30 @@ def remembered(params: Mapping[str, Any]) -> str:
     else:
         what = f"every {tool} call"
     return f"  always / never: {what}, for the rest of this session"
+
+
+def tool_line(name: str, args: Mapping[str, Any]) -> str:
+    """One readable line for a tool call, not its JSON: ``bash: git status``, ``read:
+    src/app.py``, ``grep: TODO in src``, ``edit: app.py (2 edits)``, else ``name: key=value``."""
+    command, path, pattern = args.get("command"), args.get("path"), args.get("pattern")
+    if isinstance(command, str):
+        first, *more = command.strip().splitlines() or [""]
+        return f"{name}: {first}" + (" …" if more else "")
+    if isinstance(pattern, str):
+        return f"{name}: {pattern} in {path or '.'}"
+    if isinstance(path, str):
+        detail = ""
+        if isinstance(args.get("edits"), list):
+            count = len(args["edits"])
+            detail = f" ({count} edit{'s' if count != 1 else ''})"
+        elif isinstance(args.get("content"), str):
+            detail = f" ({len(args['content'].splitlines())} lines)"
+        elif args.get("offset") or args.get("limit"):
+            detail = f" (from line {args.get('offset') or 1}" + (
+                f", {args['limit']} lines)" if args.get("limit") else ")")
+        return f"{name}: {path}{detail}"
+    if not args:
+        return name
+    pairs = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}"
+                      for key, value in args.items())
+    return f"{name}: {pairs}"
