@@ -42,6 +42,8 @@ def chat_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
         argv += ["--session-dir", str(cwd / ".sessions")]
     if "--log-file" not in args:
         argv += ["--log-file", str(cwd / ".chat.log")]
+    if "--history-file" not in args:
+        argv += ["--history-file", str(cwd / ".chat_history")]
     return argv if fake is None else [*argv, "--base-url", fake.url]
 
 
@@ -321,6 +323,35 @@ def test_the_status_line_and_a_retry_countdown(
     terminal.type("\x04")
 
     assert terminal.wait() == 0
+
+
+def test_multi_line_messages_and_history_across_chats(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(text_reply("Two lines."), text_reply("Again."))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("first line\\\n")
+    terminal.expect("… ")
+    terminal.type("second line\n")
+    terminal.expect("Two lines.")
+    terminal.expect("> ")
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+
+    again = terminal_factory(fake_openai)
+    again.expect("> ")
+    again.type("\x1b[A")  # Up: the last line typed in the previous chat
+    again.expect("second line")
+    again.type("\n")
+    again.expect("Again.")
+    again.expect("> ")
+    again.type("\x04")
+    assert again.wait() == 0
+
+    first, second = fake_openai.requests
+    assert first["messages"][-1]["content"] == "first line\nsecond line"
+    assert second["messages"][-1]["content"] == "second line"
 
 
 def test_double_angle_queues_a_follow_up(

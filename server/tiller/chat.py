@@ -26,7 +26,7 @@ Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat_render``) turn events i
 know nothing of input; ``Connection`` (``tiller.chat_connection``) owns the server, the session
 and the task feeding events to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving
 it; ``PermissionPrompt`` (``tiller.chat_render`` too) answers the server's questions from the
-Repl's input; ``main`` parses the command line.
+Repl's input; ``main`` parses the command line (``tiller.chat_cli``).
 """
 
 from __future__ import annotations
@@ -36,14 +36,21 @@ import io
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from tiller.chat_checkpoints import CheckpointCommands
+from tiller.chat_cli import (
+    build_parser,
+    history_file,
+    log_file,
+    one_shot_prompt,
+    server_args,
+    workspace,
+)
 from tiller.chat_complete import CommandNames, completing_lines
 from tiller.chat_connection import Connection, ServerExited
 from tiller.chat_render import (
@@ -55,11 +62,12 @@ from tiller.chat_render import (
 )
 from tiller.chat_slash import LOCAL_COMMANDS, SlashCommands
 from tiller.client import RpcError
-from tiller.config import default_session_dir, provider_help
 from tiller.errors import ProviderNotConfiguredError
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
-__all__ = ["Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main"]
+__all__ = [
+    "Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main",
+    "server_args",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONFIG_ERROR_CODES = frozenset({ProviderNotConfiguredError.code})
@@ -143,10 +151,17 @@ class Repl:
 
     async def _read(self, tg: TaskGroup) -> None:
         """Handle lines until a quit; at end of input, let the active run finish first."""
+        pending: list[str] = []  # lines ended by a backslash: one message with the next
         try:
             async for line in self.lines:
                 if self.permissions.take(line):
                     continue
+                if line is not None and line.endswith("\\"):
+                    pending.append(line[:-1])
+                    self.renderer.continuation()
+                    continue
+                if pending:
+                    line, pending = "\n".join([*pending, line or ""]), []
                 if line is None:
                     if self.running is not None:
                         await self.running.wait()
@@ -302,7 +317,8 @@ async def _interactive(
     names.set_from((await connection.call("commands/list"))["commands"])
     renderer.status.set_models((await connection.call("models/list"))["models"])
     renderer.status.set_state(await connection.call("agent/getState"))
-    async with completing_lines(names) as lines, anyio.create_task_group() as tg:
+    history = history_file(options, os.environ)
+    async with completing_lines(names, history=history) as lines, anyio.create_task_group() as tg:
         if renderer.live:
             tg.start_soon(_tick, renderer)
         repl = Repl(connection, renderer, lines, permissions)
@@ -327,102 +343,6 @@ def _fail(sink: Renderer | JsonRenderer, message: str, status: int, code: int | 
     print(f"tiller chat: {message}", file=sys.stderr)
     sink.result({"stopReason": "error", "errorMessage": message, "errorCode": code})
     return status
-
-
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-EPILOG = """\
-interactive keys:
-  a line while the agent works   steer it (delivered after the running tools)
-  >> a line                      queue it as a follow-up, for when the agent would stop
-  Ctrl-C                         abort the run; at the prompt, quit
-  y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
-  /help                          the chat's commands and the session's
-  /model, /mode, /thinking       show or switch the model, permission mode, reasoning effort
-  /compact, /new, /sessions      compact the context, start a session, list saved ones
-  /continue [ID]                 go on after an error or abort; with ID, switch to a session
-  /changes                       the files the agent changed in this session
-  /undo                          put back what the last run changed (asks first)
-  Ctrl-D or /quit                quit
-
-exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""
-
-
-RUN_DESCRIPTION = (
-    "Run the Tiller agent once on PROMPT (or -p PROMPT, or a prompt on stdin, after PROMPT if "
-    "both are given), print its reply (--json: its events as JSON lines) and exit; the exit "
-    "status says how the run ended. Nobody is asked: the permission mode is auto unless given."
-)
-
-
-def build_parser(run: bool = False) -> argparse.ArgumentParser:
-    """``tiller chat``'s command line; with ``run``, ``tiller run``'s (one-shot only)."""
-    parser = argparse.ArgumentParser(
-        prog="tiller run" if run else "tiller chat",
-        description=RUN_DESCRIPTION if run else "Chat with the Tiller agent in a terminal. With "
-        "stdin not a terminal and no -p, stdin (after PROMPT, if given) is the prompt of one run.",
-        epilog=EPILOG.split("\n\n")[-1] if run else EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add = parser.add_argument
-    add("prompt", nargs="?", metavar="PROMPT", help="the first message")
-    add("-p", "--print", dest="once", metavar="PROMPT", help="run PROMPT once, print, exit")
-    add("--json", action="store_true", help="with -p or piped stdin: events as JSON lines")
-    add("--resume", nargs="?", const="", metavar="SESSION_ID",
-        help="continue a saved session: SESSION_ID, or the workspace's latest")
-    server = parser.add_argument_group("server options (passed to tiller)").add_argument
-    server("--provider", help=provider_help(os.environ))
-    server("--model", help="model name")
-    server("--base-url", help="provider base URL, e.g. a local server's")
-    server("--cwd", help="workspace root (default: the current directory)")
-    server("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
-    server("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
-    server("--permission-mode", choices=PERMISSION_MODES,
-           help="default: ask when interactive, auto with -p or piped stdin")
-    server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
-    server("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
-    server("--no-session", action="store_true", help="keep sessions in memory only")
-    server("--log-file", help="the server's logs and errors (default: "
-           "$XDG_DATA_HOME/tiller/chat.log), never the screen")
-    return parser
-
-
-def log_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
-    """Where the server's logs go: ``--log-file``, else ``chat.log`` in Tiller's data dir."""
-    if options.log_file:
-        return Path(options.log_file).expanduser().resolve()
-    return default_session_dir(env).parent / "chat.log"
-
-
-SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",
-                  "permission_mode", "max_turns", "session_dir")
-
-
-def server_args(options: argparse.Namespace) -> list[str]:
-    """The server's command line: the pass-through options that were given."""
-    args = []
-    for name in SERVER_OPTIONS:
-        value = getattr(options, name)
-        if value is not None:
-            args += ["--" + name.replace("_", "-"), str(value)]
-    return [*args, "--no-session"] if options.no_session else args
-
-
-def workspace(options: argparse.Namespace) -> str:
-    """The workspace root as an absolute path (the server's cwd is this process's)."""
-    return os.path.abspath(os.path.expanduser(options.cwd or "."))
-
-
-def one_shot_prompt(options: argparse.Namespace, stdin: TextIO, run: bool = False) -> str | None:
-    """The prompt of a one-shot run: -p, else (stdin not a terminal) PROMPT and stdin, else
-    for ``tiller run`` PROMPT; None for interactive mode."""
-    if options.once is not None:
-        return str(options.once)
-    if stdin.isatty():
-        return options.prompt if run else None
-    parts = [options.prompt or "", stdin.read()]
-    return "\n\n".join(part.strip("\n") for part in parts if part.strip())
 
 
 def main(argv: Sequence[str] | None = None, *, run: bool = False) -> int:

@@ -9,12 +9,14 @@ available, so ``/`` + Tab completes (Tab twice lists) the commands; else it fall
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -108,14 +110,20 @@ async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
 
 
 @asynccontextmanager
-async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Lines]:
+async def completing_lines(
+    names: CommandNames, fd: int = 0, history: Path | None = None
+) -> AsyncIterator[Lines]:
     """Typed lines (then None at end of input), completing commands on Tab when ``fd`` is a
-    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up."""
+    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up.
+    With readline, the typed lines are kept in ``history`` (read first, appended to)."""
     readline = _readline()
     if readline is None or fd != 0 or not _is_tty(fd):
         async with terminal_lines(fd) as lines:
             yield lines
         return
+    if history is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(history)
     readline.parse_and_bind("set enable-bracketed-paste off")
     readline.parse_and_bind("tab: complete")
     readline.set_completer_delims(" \t\n")
@@ -132,6 +140,11 @@ async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Li
                 line: str | None = input()
             except (EOFError, OSError):
                 line = None
+            if line and history is not None:
+                with contextlib.suppress(OSError):
+                    history.parent.mkdir(parents=True, exist_ok=True)
+                    history.touch()  # readline appends only to a file that exists
+                    readline.append_history_file(1, history)
             if not deliver(line) or line is None:
                 return
 

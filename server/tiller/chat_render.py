@@ -99,6 +99,12 @@ class Renderer:
         self.out.flush()
         self.at_line_start = self.prompt_open = True
 
+    def continuation(self) -> None:
+        """``… ``: the typed message goes on (its line ended with a backslash)."""
+        self.out.write(self.style("… ", "bold"))
+        self.out.flush()
+        self.at_line_start = self.prompt_open = True
+
     def echo_prompt(self, text: str) -> None:
         self._line(self.style("> ", "bold") + text)
 
