@@ -40,6 +40,10 @@ def chat_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
     argv = [sys.executable, "-m", "tiller", "chat", "--cwd", str(cwd), *args]
     if "--session-dir" not in args and "--no-session" not in args:
         argv += ["--session-dir", str(cwd / ".sessions")]
+    if "--log-file" not in args:
+        argv += ["--log-file", str(cwd / ".chat.log")]
+    if "--history-file" not in args:
+        argv += ["--history-file", str(cwd / ".chat_history")]
     return argv if fake is None else [*argv, "--base-url", fake.url]
 
 
@@ -180,7 +184,7 @@ def test_a_tool_round_is_rendered(fake_openai: FakeOpenAI, tmp_path: Path) -> No
 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    start = lines.index("⚙ bash " + json.dumps({"command": command}))
+    start = lines.index(f"⚙ bash: {command}")
     assert lines[start - 1] == "Looking."
     assert lines[start + 1 : start + 9] == [
         "✓ bash", "  out-1", "  out-2", "  out-3", "  out-4", "  out-5", "  out-6",
@@ -209,6 +213,43 @@ def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) ->
     if json_mode:
         result = json.loads(done.stdout.splitlines()[-1])
         assert result["type"] == "result" and result["errorCode"] == -32014
+
+
+def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    """What the README shows: `tiller run PROMPT --json` ends with a `stop` result line."""
+    fake_openai.enqueue(text_reply("Two files."))
+    argv = chat_argv(fake_openai, tmp_path, "List the files here", "--json")
+    argv[argv.index("chat")] = "run"
+    done = subprocess.run(argv, env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=DEADLINE)
+
+    assert done.returncode == 0, done.stderr
+    *events, result = [json.loads(line) for line in done.stdout.splitlines()]
+    assert events[0]["type"] == "agent_start" and result["stopReason"] == "stop"
+    assert fake_openai.requests[0]["messages"][-1]["content"] == "List the files here"
+
+
+def test_server_logs_go_to_the_data_dir_never_the_screen(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(text_reply("Quiet."))
+    argv = [a for a in chat_argv(fake_openai, tmp_path, "-p", "hi") if a != "--log-file"]
+    argv.remove(str(tmp_path / ".chat.log"))
+    env = clean_env(TILLER_LOG_LEVEL="DEBUG", XDG_DATA_HOME=str(tmp_path / "data"))
+    done = subprocess.run(argv, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=DEADLINE)
+
+    assert done.returncode == 0, done.stderr
+    assert "DEBUG" not in done.stdout + done.stderr
+    assert " DEBUG " in (tmp_path / "data" / "tiller" / "chat.log").read_text()
+
+
+def test_a_server_that_refuses_its_command_line_says_why(tmp_path: Path) -> None:
+    done = run_chat(None, tmp_path, "--config", str(tmp_path / "missing.toml"), "-p", "hi")
+
+    assert done.returncode == 2
+    assert "missing.toml does not exist" in done.stderr.splitlines()[-1]
+    assert "does not exist" in (tmp_path / ".chat.log").read_text()
 
 
 def test_ctrl_c_aborts_a_print_run(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
@@ -242,7 +283,7 @@ def test_typing_while_a_tool_runs_steers(
     terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
     terminal.expect("> ")
     terminal.type("do the work\n")
-    terminal.expect('⚙ bash {"command": "cat release"}')
+    terminal.expect("⚙ bash: cat release")
     terminal.type("use tabs instead\n")
     terminal.expect("↪ steering queued")
     (tmp_path / "release").write_text("released\n")  # blocks until cat has it open
@@ -256,6 +297,61 @@ def test_typing_while_a_tool_runs_steers(
     assert roles(second) == ["system", "user", "assistant", "tool", "user"]
     assert second["messages"][3]["content"].strip() == "released"
     assert second["messages"][4]["content"] == "use tabs instead"
+
+
+def test_the_status_line_and_a_retry_countdown(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(
+        error_reply(503, "overloaded", headers={"retry-after": "2"}),
+        text_reply("Answered after the retry."),
+    )
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("openai/gpt-4o-mini · ask · session ")
+    terminal.expect("0 tokens · $0.0000")
+    terminal.expect("> ")
+    terminal.type("hi\n")
+    terminal.expect("overloaded")
+    terminal.expect("retry 1 of 3 in 2s")
+    terminal.expect("retry 1/3 in ")  # the countdown on the activity line
+    terminal.expect("Answered after the retry.")
+    terminal.expect("⟳ the retry worked")
+    terminal.expect("↳ 10 in · 5 out · $0.000005")
+    terminal.expect("openai/gpt-4o-mini · ask · session ")
+    terminal.expect("15 tokens · $0.0000")
+    terminal.expect("> ")
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+
+
+def test_multi_line_messages_and_history_across_chats(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(text_reply("Two lines."), text_reply("Again."))
+    terminal = terminal_factory(fake_openai)
+    terminal.expect("> ")
+    terminal.type("first line\\\n")
+    terminal.expect("… ")
+    terminal.type("second line\n")
+    terminal.expect("Two lines.")
+    terminal.expect("> ")
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+
+    again = terminal_factory(fake_openai)
+    again.expect("> ")
+    again.type("\x1b[A")  # Up: the last line typed in the previous chat
+    again.expect("second line")
+    again.type("\n")
+    again.expect("Again.")
+    again.expect("> ")
+    again.type("\x04")
+    assert again.wait() == 0
+
+    first, second = fake_openai.requests
+    assert first["messages"][-1]["content"] == "first line\nsecond line"
+    assert second["messages"][-1]["content"] == "second line"
 
 
 def test_double_angle_queues_a_follow_up(
@@ -345,6 +441,8 @@ def test_yes_at_the_question_lets_the_write_run(
     terminal.expect(f"? 'write' changes {(tmp_path / 'notes.txt').resolve()}")
     terminal.expect("  -old line")
     terminal.expect("  +new line")
+    terminal.expect(f"  always / never: write on {(tmp_path / 'notes.txt').resolve()}, for the "
+                    "rest of this session")
     terminal.expect(ASK_PROMPT)
     assert (tmp_path / "notes.txt").read_text() == "old line\n"  # it waits for the answer
     terminal.type("y\n")
@@ -537,7 +635,7 @@ def test_a_failing_tool_and_the_usage_line() -> None:
     usage = {"inputTokens": 1200, "outputTokens": 34, "cacheReadTokens": 1000}
     renderer.handle({"type": "agent_end", "stopReason": "maxTurns", "usage": usage})
 
-    assert out.getvalue() == '⚙ read {"path": "x"}\n✗ read\n  no such file: x\n'
+    assert out.getvalue() == "⚙ read: x\n✗ read\n  no such file: x\n"
     assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"
 
 
@@ -550,7 +648,20 @@ def test_a_permission_question_colours_its_diff() -> None:
 
     lines = out.getvalue().splitlines()
     assert lines[0] == "\x1b[1;33m? 'write' changes x\x1b[0m"
-    assert lines[4:] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]
+    assert lines[4:6] == ["  \x1b[31m-old\x1b[0m", "  \x1b[32m+new\x1b[0m"]
+    assert lines[6] == "\x1b[2m  always / never: write on x, for the rest of this session\x1b[0m"
+
+
+def test_the_question_says_what_always_and_never_cover_for_a_command() -> None:
+    out = io.StringIO()
+    Renderer(out, io.StringIO(), {}).permission({
+        "reason": "bash runs a command", "toolName": "bash",
+        "preview": {"kind": "command", "command": "git status", "cwd": "/w"},
+    })
+
+    assert out.getvalue().splitlines()[-1].startswith(
+        "  always / never: this exact command (each simple command in it, word for word;"
+    )
 
 
 def test_changes_and_undo_with_a_confirmation(
@@ -583,3 +694,17 @@ def test_changes_and_undo_with_a_confirmation(
     assert terminal.wait() == 0
     assert (tmp_path / "notes.txt").read_text() == "old line\n"
     assert len(fake_openai.requests) == 2  # the commands and answers were not messages
+
+
+def test_a_tool_call_is_one_readable_line() -> None:
+    from tiller.chat_status import tool_line
+
+    assert tool_line("bash", {"command": "git status\ngit diff"}) == "bash: git status …"
+    assert tool_line("grep", {"pattern": "TODO", "path": "src"}) == "grep: TODO in src"
+    assert tool_line("find", {"pattern": "*.py"}) == "find: *.py in ."
+    assert tool_line("edit", {"path": "a.py", "edits": [{}, {}]}) == "edit: a.py (2 edits)"
+    assert tool_line("write", {"path": "a.py", "content": "x\ny\n"}) == "write: a.py (2 lines)"
+    assert tool_line("read", {"path": "a.py", "offset": 40, "limit": 10}) == (
+        "read: a.py (from line 40, 10 lines)")
+    assert tool_line("ls", {}) == "ls"
+    assert tool_line("mcp__t__now", {"zone": "UTC", "n": 2}) == 'mcp__t__now: zone="UTC", n=2'

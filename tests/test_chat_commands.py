@@ -45,3 +45,50 @@ def test_only_a_leading_slash_word_completes() -> None:
     names.observe({"type": "commands_changed", "commands": [{"name": "ship"}]})
     names.observe({"type": "agent_start"})
     assert names.matches("/", "/") == ["/ship"]
+
+
+def test_the_chats_own_slash_commands(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    fake_openai.enqueue(text_reply("First."), text_reply("Second."))
+    terminal = Terminal(chat_argv(fake_openai, tmp_path), tmp_path)
+
+    def prompt() -> None:
+        terminal.expect(" tokens · $")  # the status line, then the prompt
+        terminal.expect("> ")
+
+    try:
+        terminal.expect("· ask · session ")
+        prompt()
+        terminal.type("/help\n")
+        terminal.expect("/compact")
+        terminal.expect("/continue")
+        prompt()
+        terminal.type("/mode auto\n")
+        terminal.expect("permission mode: auto")
+        terminal.expect("· auto · session ")  # the status line follows
+        prompt()
+        terminal.type("/thi\thigh\n")  # the chat's own commands complete too
+        terminal.expect("thinking: high")
+        prompt()
+        terminal.type("/thinking extreme\n")
+        terminal.expect("✗ Invalid params")
+        prompt()
+        terminal.type("one\n")
+        terminal.expect("First.")
+        prompt()
+        terminal.type("/new\n")
+        terminal.expect("new session ")
+        prompt()
+        terminal.type("/sessions\n")
+        terminal.expect("messages")
+        prompt()
+        terminal.type("two\n")
+        terminal.expect("Second.")
+        prompt()
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    first, second = fake_openai.requests
+    assert second["messages"][1:] == [{"role": "user", "content": "two"}]  # a new session
+    assert first["messages"][-1] == {"role": "user", "content": "one"}
+    assert first["reasoning_effort"] == "high"  # /thinking applied to the run

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_reply
 from helpers import clean_env, spawn_tiller
 from tiller.client import RpcError
+from tiller.config import default_provider
 
 pytestmark = pytest.mark.anyio
 
@@ -87,3 +90,38 @@ async def test_set_model_without_a_key_keeps_the_old_model(
     assert caught.value.code == -32014 and "ANTHROPIC_API_KEY" in caught.value.message
     assert state["provider"] == "openai"
     assert bad_level.value.code == -32602 and "level" in bad_level.value.message
+
+
+async def test_models_list_configured_is_what_a_call_would_find(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A hosted service's URL with its key variable unset is not configured (the README's
+    openrouter example); `local` is configured only with the local extra installed."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[providers.openrouter]\ntype = "openai"\nbase_url = "https://openrouter.example/v1"\n'
+        'api_key_env = "OPENROUTER_API_KEY"\n'
+        '[providers.ollama]\ntype = "openai"\nbase_url = "http://127.0.0.1:9/v1"\n'
+    )
+    async with spawn_tiller(fake_openai, tmp_path, "--config", str(config)) as tiller:
+        providers = {p["name"]: p for p in (await tiller.request("models/list"))["providers"]}
+        with pytest.raises(RpcError) as refused:
+            await tiller.request("session/new", {"provider": "openrouter"})
+
+    assert providers["openrouter"]["configured"] is False
+    assert refused.value.code == -32014 and "OPENROUTER_API_KEY" in refused.value.message
+    assert providers["ollama"]["configured"] is True  # a local server: no key variable
+    assert providers["openai"]["configured"] is True  # spawn_tiller points it at the fake
+    assert providers["anthropic"]["configured"] is False
+    local_installed = importlib.util.find_spec("llama_cpp") is not None
+    assert providers["local"]["configured"] is local_installed
+
+
+def test_provider_help_names_the_default_it_would_pick() -> None:
+    from tiller.chat import build_parser as chat_parser
+    from tiller.config import build_parser
+
+    env = {"ANTHROPIC_API_KEY": "sk-ant"}
+    assert "anthropic here" in " ".join(build_parser(env).format_help().split())
+    os_default = default_provider(os.environ, None)
+    assert f"{os_default} here" in " ".join(chat_parser().format_help().split())

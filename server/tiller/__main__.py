@@ -3,7 +3,8 @@
 ``tiller --acp`` serves the Agent Client Protocol instead (``tiller.acp``); without the flag an
 ACP client is recognised by its first ``initialize``.
 
-``tiller chat ...`` is the terminal front end instead (``tiller.chat``); ``tiller schema`` prints
+``tiller chat ...`` is the terminal front end instead (``tiller.chat``), ``tiller run PROMPT``
+its one-shot mode for scripts; ``tiller schema`` prints
 the protocol's JSON Schema (``tiller.schema``).
 """
 
@@ -64,26 +65,66 @@ def serve(argv: Sequence[str]) -> int:
     return 0
 
 
+TILLER_ONLY_METHODS = (
+    "agent/prompt", "agent/continue", "agent/steer", "agent/followUp", "agent/abort",
+    "agent/getState", "agent/getMessages", "agent/setQueueModes", "agent/compact",
+    "agent/setPermissionMode", "agent/setModel", "agent/setThinkingLevel", "models/list",
+    "commands/list", "mcp/list", "session/list", "session/fork", "session/close",
+    "session/delete", "session/changes", "session/revert",
+)
+"""Tiller's methods an ACP connection lacks: there they get a -32601 that says why."""
+
+ACP_HINT = (
+    "this connection speaks ACP: its first initialize had an integer protocolVersion without "
+    "Tiller's capabilities object. A Tiller client sends capabilities (even {}) with "
+    "protocolVersion, or no protocolVersion (protocol.md, initialize)"
+)
+
+
 def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
     """A first ``initialize`` whose ``params.protocolVersion`` is an integer comes from an ACP
-    client: the connection is then served by the ACP front instead (``argv``: the command
-    line, which ACP's ``authenticate`` reads the configuration again with)."""
+    client, unless its params carry Tiller's ``capabilities`` (and not ACP's
+    ``clientCapabilities``): the connection is then served by the ACP front instead, where
+    Tiller's own methods get an error naming the reason (``argv``: the command line, which
+    ACP's ``authenticate`` reads the configuration again with)."""
 
     def switch(first: dict[str, Any]) -> Front | None:
         from tiller.acp import AcpFront, is_acp_initialize
 
-        return AcpFront(config, tuple(argv)).front if is_acp_initialize(first) else None
+        params = first.get("params")
+        tiller_client = (isinstance(params, dict) and "capabilities" in params
+                         and "clientCapabilities" not in params)
+        if not is_acp_initialize(first) or tiller_client:
+            return None
+        front = AcpFront(config, tuple(argv)).front
+        _hint_tiller_methods(front)
+        return front
 
     return switch
+
+
+def _hint_tiller_methods(front: Front) -> None:
+    """Answer Tiller's methods on an ACP connection with a -32601 that says why."""
+    from pygls.exceptions import JsonRpcMethodNotFound
+
+    def hint(name: str) -> Any:
+        async def handle(_params: Any = None) -> Any:
+            raise JsonRpcMethodNotFound(f"Method Not Found: {name}: {ACP_HINT}")
+
+        return handle
+
+    for name in TILLER_ONLY_METHODS:
+        if name not in front.server.protocol.fm.features:
+            front.server.feature(name)(hint(name))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args[:1] == ["chat"]:
+    if args[:1] in (["chat"], ["run"]):
         from tiller.chat import main as chat_main
 
-        return chat_main(args[1:])
+        return chat_main(args[1:], run=args[0] == "run")
     if args[:1] == ["schema"]:
         from tiller.schema import main as schema_main
 

@@ -3,7 +3,9 @@
 It spawns a server (``python -m tiller`` with the pass-through options: ``--provider``,
 ``--model``, ``--base-url``, ``--cwd``, ``--config``, ``--thinking``, ``--permission-mode``,
 ``--max-turns``, ``--session-dir``, ``--no-session``) in a session of its own, so that a Ctrl-C
-typed in the terminal reaches only this process, and drives it with ``TillerClient``. Modes:
+typed in the terminal reaches only this process, and drives it with ``TillerClient``. The
+server's logs and stderr go to ``--log-file`` (default ``$XDG_DATA_HOME/tiller/chat.log``), never
+the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
 
 * interactive (stdin is a terminal, no ``-p``): ``> `` reads lines. A line typed while the agent
   runs steers it (agent/steer); a line starting with ``>>`` is queued for after it
@@ -13,7 +15,8 @@ typed in the terminal reaches only this process, and drives it with ``TillerClie
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
   ``/`` + Tab completes the session's slash commands (``tiller.chat_complete``).
   ``/changes`` lists the files the agent changed; ``/undo`` puts back what its last run changed,
-  after a y/N confirmation (tiller.chat_checkpoints).
+  after a y/N confirmation (tiller.chat_checkpoints); ``/help``, ``/model``, ``/mode``... are
+  ``tiller.chat_slash``'s. The status line and activity line are ``tiller.chat_status``'s.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
@@ -23,7 +26,7 @@ Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat_render``) turn events i
 know nothing of input; ``Connection`` (``tiller.chat_connection``) owns the server, the session
 and the task feeding events to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving
 it; ``PermissionPrompt`` (``tiller.chat_render`` too) answers the server's questions from the
-Repl's input; ``main`` parses the command line.
+Repl's input; ``main`` parses the command line (``tiller.chat_cli``).
 """
 
 from __future__ import annotations
@@ -34,12 +37,20 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from tiller.chat_checkpoints import CheckpointCommands
+from tiller.chat_cli import (
+    build_parser,
+    history_file,
+    log_file,
+    one_shot_prompt,
+    server_args,
+    workspace,
+)
 from tiller.chat_complete import CommandNames, completing_lines
 from tiller.chat_connection import Connection, ServerExited
 from tiller.chat_render import (
@@ -49,11 +60,14 @@ from tiller.chat_render import (
     PermissionPrompt,
     Renderer,
 )
+from tiller.chat_slash import LOCAL_COMMANDS, SlashCommands
 from tiller.client import RpcError
 from tiller.errors import ProviderNotConfiguredError
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
-__all__ = ["Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main"]
+__all__ = [
+    "Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main",
+    "server_args",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONFIG_ERROR_CODES = frozenset({ProviderNotConfiguredError.code})
@@ -102,6 +116,7 @@ class Repl:
         self.connection, self.renderer, self.lines = connection, renderer, lines
         self.permissions = permissions
         self.checkpoints = CheckpointCommands(connection, renderer)  # /changes, /undo
+        self.slash: SlashCommands | None = None  # /help, /model, /mode... (tiller.chat_slash)
         self.running: anyio.Event | None = None  # set when the active run ends
         self.aborting = False
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"
@@ -136,10 +151,17 @@ class Repl:
 
     async def _read(self, tg: TaskGroup) -> None:
         """Handle lines until a quit; at end of input, let the active run finish first."""
+        pending: list[str] = []  # lines ended by a backslash: one message with the next
         try:
             async for line in self.lines:
                 if self.permissions.take(line):
                     continue
+                if line is not None and line.endswith("\\"):
+                    pending.append(line[:-1])
+                    self.renderer.continuation()
+                    continue
+                if pending:
+                    line, pending = "\n".join([*pending, line or ""]), []
                 if line is None:
                     if self.running is not None:
                         await self.running.wait()
@@ -158,6 +180,10 @@ class Repl:
                 await self.connection.abort()
             return False
         if await self.checkpoints.handle(text, running=self.running is not None):
+            return True
+        if self.slash is not None and await self.slash.handle(
+            text, self.running is not None, lambda: self._start(tg, "", "agent/continue")
+        ):
             return True
         async with self.queue_lock:
             if self.running is None:
@@ -178,17 +204,18 @@ class Repl:
         else:
             self.renderer.notice("↪ follow-up queued" if follow_up else "↪ steering queued")
 
-    def _start(self, tg: TaskGroup, text: str) -> None:
-        if not text:
+    def _start(self, tg: TaskGroup, text: str, method: str = "agent/prompt") -> None:
+        """Run ``text`` (``agent/prompt``), or with ``method`` agent/continue no text."""
+        if not text and method == "agent/prompt":
             self.renderer.prompt()
             return
         self.running = anyio.Event()
         self.aborting = False
-        tg.start_soon(self._run, text)
+        tg.start_soon(self._run, text, method)
 
-    async def _run(self, text: str) -> None:
+    async def _run(self, text: str, method: str) -> None:
         try:
-            await self.connection.run("agent/prompt", {"message": text})
+            await self.connection.run(method, {"message": text} if text else None)
             while await self._left_over():
                 await self.connection.run("agent/continue")
         except RpcError as exc:
@@ -204,6 +231,7 @@ class Repl:
         """True if messages were queued too late for the run; else the run is over."""
         async with self.queue_lock:
             state = await self.connection.call("agent/getState")
+            self.renderer.status.set_state(state)
             if not self.aborting and (state["pendingSteering"] or state["pendingFollowUp"]):
                 return True
             self._finish_run()
@@ -246,14 +274,15 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
     sink: Renderer | JsonRenderer = (
         JsonRenderer(sys.stdout) if options.json else Renderer(sys.stdout, sys.stderr, os.environ)
     )
-    names = CommandNames()
+    names = CommandNames(local=LOCAL_COMMANDS)
 
     def on_event(event: dict[str, Any]) -> None:
         names.observe(event)
         sink.handle(event)
 
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        async with Connection.open(server_args(options), on_event) as connection:
+        log = log_file(options, os.environ)
+        async with Connection.open(server_args(options), on_event, log) as connection:
             try:
                 if one_shot is None:
                     assert isinstance(sink, Renderer)
@@ -286,9 +315,26 @@ async def _interactive(
         renderer.resumed(loaded)
     await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     names.set_from((await connection.call("commands/list"))["commands"])
-    async with completing_lines(names) as lines:
+    renderer.status.set_models((await connection.call("models/list"))["models"])
+    renderer.status.set_state(await connection.call("agent/getState"))
+    history = history_file(options, os.environ)
+    async with completing_lines(names, history=history) as lines, anyio.create_task_group() as tg:
+        if renderer.live:
+            tg.start_soon(_tick, renderer)
         repl = Repl(connection, renderer, lines, permissions)
-        return await _interruptible(repl, signals, repl.run(options.prompt))
+        repl.slash = SlashCommands(connection, renderer, names, workspace(options))
+        try:
+            status = await _interruptible(repl, signals, repl.run(options.prompt))
+        finally:
+            tg.cancel_scope.cancel()
+    return status
+
+
+async def _tick(renderer: Renderer) -> None:
+    """Redraw the spinner, the retry countdown or the compaction notice ten times a second."""
+    while True:
+        await anyio.sleep(0.1)
+        renderer.tick()
 
 
 def _fail(sink: Renderer | JsonRenderer, message: str, status: int, code: int | None = None) -> int:
@@ -299,90 +345,17 @@ def _fail(sink: Renderer | JsonRenderer, message: str, status: int, code: int | 
     return status
 
 
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-EPILOG = """\
-interactive keys:
-  a line while the agent works   steer it (delivered after the running tools)
-  >> a line                      queue it as a follow-up, for when the agent would stop
-  Ctrl-C                         abort the run; at the prompt, quit
-  y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
-  /changes                       the files the agent changed in this session
-  /undo                          put back what the last run changed (asks first)
-  Ctrl-D or /quit                quit
-
-exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="tiller chat",
-        description="Chat with the Tiller agent in a terminal. With stdin not a terminal and no "
-        "-p, stdin (after PROMPT, if given) is the prompt of one run.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add = parser.add_argument
-    add("prompt", nargs="?", metavar="PROMPT", help="the first message")
-    add("-p", "--print", dest="once", metavar="PROMPT", help="run PROMPT once, print, exit")
-    add("--json", action="store_true", help="with -p or piped stdin: events as JSON lines")
-    add("--resume", nargs="?", const="", metavar="SESSION_ID",
-        help="continue a saved session: SESSION_ID, or the workspace's latest")
-    server = parser.add_argument_group("server options (passed to tiller)").add_argument
-    server("--provider", help="model provider (default: openai)")
-    server("--model", help="model name")
-    server("--base-url", help="provider base URL, e.g. a local server's")
-    server("--cwd", help="workspace root (default: the current directory)")
-    server("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
-    server("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
-    server("--permission-mode", choices=PERMISSION_MODES,
-           help="default: ask when interactive, auto with -p or piped stdin")
-    server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
-    server("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
-    server("--no-session", action="store_true", help="keep sessions in memory only")
-    return parser
-
-
-SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",
-                  "permission_mode", "max_turns", "session_dir")
-
-
-def server_args(options: argparse.Namespace) -> list[str]:
-    """The server's command line: the pass-through options that were given."""
-    args = []
-    for name in SERVER_OPTIONS:
-        value = getattr(options, name)
-        if value is not None:
-            args += ["--" + name.replace("_", "-"), str(value)]
-    return [*args, "--no-session"] if options.no_session else args
-
-
-def workspace(options: argparse.Namespace) -> str:
-    """The workspace root as an absolute path (the server's cwd is this process's)."""
-    return os.path.abspath(os.path.expanduser(options.cwd or "."))
-
-
-def one_shot_prompt(options: argparse.Namespace, stdin: TextIO) -> str | None:
-    """The prompt of a one-shot run: -p, else (stdin not a terminal) PROMPT and stdin; None
-    for interactive mode."""
-    if options.once is not None:
-        return str(options.once)
-    if stdin.isatty():
-        return None
-    parts = [options.prompt or "", stdin.read()]
-    return "\n\n".join(part.strip("\n") for part in parts if part.strip())
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``tiller chat``: returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, *, run: bool = False) -> int:
+    """``tiller chat`` (``tiller run`` with ``run``: one-shot only): returns the exit status."""
+    parser = build_parser(run)
     options = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     for stream in (sys.stdout, sys.stderr):
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="replace")
     try:
-        prompt = one_shot_prompt(options, sys.stdin)
+        prompt = one_shot_prompt(options, sys.stdin, run)
+        if prompt is None and run:
+            parser.error("give the prompt: PROMPT, -p PROMPT, or on stdin")
         if prompt is None and options.json:
             parser.error("--json needs -p PROMPT or a prompt on stdin")
         if prompt is not None and not prompt.strip():

@@ -9,12 +9,14 @@ available, so ``/`` + Tab completes (Tab twice lists) the commands; else it fall
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -28,10 +30,12 @@ __all__ = ["CommandNames", "Deliver", "completing_lines", "lines_from_thread", "
 
 
 class CommandNames:
-    """The names of the session's slash commands, without the slash."""
+    """The names of the session's slash commands, without the slash; ``local`` ones (the
+    chat's own) complete too."""
 
-    def __init__(self, names: Iterable[str] = ()) -> None:
+    def __init__(self, names: Iterable[str] = (), local: Iterable[str] = ()) -> None:
         self.names = sorted(names)
+        self.local = sorted(local)
 
     def set_from(self, commands: Iterable[dict[str, Any]]) -> None:
         """Take the names of a ``commands/list`` result's (or an event's) ``commands``."""
@@ -47,7 +51,8 @@ class CommandNames:
         and starts with ``/``; nothing otherwise."""
         if not word.startswith("/") or not line.lstrip().startswith(word):
             return []
-        return ["/" + name for name in self.names if name.startswith(word[1:])]
+        every = sorted({*self.names, *self.local})
+        return ["/" + name for name in every if name.startswith(word[1:])]
 
 
 def _readline() -> ModuleType | None:
@@ -105,14 +110,20 @@ async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
 
 
 @asynccontextmanager
-async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Lines]:
+async def completing_lines(
+    names: CommandNames, fd: int = 0, history: Path | None = None
+) -> AsyncIterator[Lines]:
     """Typed lines (then None at end of input), completing commands on Tab when ``fd`` is a
-    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up."""
+    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up.
+    With readline, the typed lines are kept in ``history`` (read first, appended to)."""
     readline = _readline()
     if readline is None or fd != 0 or not _is_tty(fd):
         async with terminal_lines(fd) as lines:
             yield lines
         return
+    if history is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(history)
     readline.parse_and_bind("set enable-bracketed-paste off")
     readline.parse_and_bind("tab: complete")
     readline.set_completer_delims(" \t\n")
@@ -129,6 +140,11 @@ async def completing_lines(names: CommandNames, fd: int = 0) -> AsyncIterator[Li
                 line: str | None = input()
             except (EOFError, OSError):
                 line = None
+            if line and history is not None:
+                with contextlib.suppress(OSError):
+                    history.parent.mkdir(parents=True, exist_ok=True)
+                    history.touch()  # readline appends only to a file that exists
+                    readline.append_history_file(1, history)
             if not deliver(line) or line is None:
                 return
 

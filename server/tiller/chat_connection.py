@@ -10,6 +10,7 @@ import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,18 +27,23 @@ UNKNOWN_SESSION = -32013
 
 
 class ServerExited(Exception):
-    """The server closed its output: it crashed, or refused its command line."""
+    """The server closed its output: it crashed, or refused its command line. ``detail`` is
+    the last of what it wrote to its log (its own error message, for a refusal)."""
 
-    def __init__(self, code: int | None) -> None:
-        super().__init__(f"the server exited (code {code})")
+    def __init__(self, code: int | None, detail: str = "") -> None:
+        super().__init__(f"the server exited (code {code})" + (f": {detail}" if detail else ""))
         self.code = code
 
 
 class Connection:
     """A spawned server, its chat session, and the task that hands its events to ``on_event``."""
 
-    def __init__(self, client: TillerClient, on_event: Callable[[Event], None]) -> None:
+    def __init__(
+        self, client: TillerClient, on_event: Callable[[Event], None], log: Path | None = None
+    ) -> None:
         self.client, self.on_event = client, on_event
+        self.log = log
+        self.log_start = _size(log)
         self.session_id: str | None = None
         self.handled = 0  # how many of client.received were handed on
         self.closed = anyio.Event()
@@ -47,12 +53,18 @@ class Connection:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, server_args: Sequence[str], on_event: Callable[[Event], None]
+        cls, server_args: Sequence[str], on_event: Callable[[Event], None], log: Path
     ) -> AsyncIterator[Connection]:
-        argv = [sys.executable, "-m", "tiller", *server_args]
-        process = await anyio.open_process(argv, stderr=None, start_new_session=True)
+        """Spawn the server with its logs, and anything else it writes on stderr, appended to
+        ``log``: never on the terminal, where they would land inside the transcript."""
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = [sys.executable, "-m", "tiller", *server_args, "--log-file", str(log)]
+        with log.open("ab") as stderr:
+            start = _size(log)
+            process = await anyio.open_process(argv, stderr=stderr, start_new_session=True)
         async with TillerClient(process, Framing.NDJSON) as client, anyio.create_task_group() as tg:
-            connection = cls(client, on_event)
+            connection = cls(client, on_event, log)
+            connection.log_start = start
             tg.start_soon(connection._pump)
             try:
                 yield connection
@@ -108,14 +120,26 @@ class Connection:
             self._calls.add(scope)
             try:
                 if not self.closed.is_set():
-                    return await self.client.request(method, params, timeout=math.inf)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # it exited before reading the request
+                    return await self.client.request(method, params)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError, EOFError):
+                pass  # it exited before reading the request, or before answering it
             finally:
                 self._calls.discard(scope)
         with anyio.move_on_after(5):
             await self.client.process.wait()
-        raise ServerExited(self.client.process.returncode)
+        raise ServerExited(self.client.process.returncode, self._last_log_line())
+
+    def _last_log_line(self) -> str:
+        """The last non-empty line the server wrote to its log since it started."""
+        if self.log is None:
+            return ""
+        try:
+            with self.log.open("rb") as file:
+                file.seek(self.log_start)
+                lines = file.read().decode(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1].strip() if lines else ""
 
     def answer_requests(
         self, method: str, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -179,3 +203,10 @@ class Connection:
     def _advance(self) -> None:
         progress, self._progress = self._progress, anyio.Event()
         progress.set()
+
+
+def _size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from tiller.chat_status import Status, money, remembered, tool_line
+
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
 ]
@@ -64,18 +66,42 @@ class Renderer:
         self.at_line_start = True
         self.status_shown = False
         self.prompt_open = False  # "> " or a question waits for a typed line
+        self.status = Status()
 
     def handle(self, event: Event) -> None:
+        self.status.observe(event)
+        if (notice := Status.notice(event)) is not None:
+            self.notice(notice)
         handler = getattr(self, f"_on_{event.get('type')}", None)
         if handler is not None:
             handler(event)
+
+    def tick(self) -> None:
+        """Redraw the activity line (spinner, retry countdown, compaction) on a terminal, when
+        no streamed line or typed answer would be overwritten."""
+        activity = self.status.activity()
+        if not self.live or not activity or self.prompt_open or not self.at_line_start:
+            return
+        self._clear_status()
+        self.out.write(self.style(_clip(activity, _columns() - 1), "dim"))
+        self.out.flush()
+        self.status_shown = True
 
     def result(self, fields: Mapping[str, Any]) -> None:
         """Nothing to add: ``agent_end`` was rendered already."""
 
     def prompt(self) -> None:
+        """The status line, then ``> `` waiting for a typed line."""
+        if line := self.status.line():
+            self._report(line, "dim")
         self._end_line()
         self.out.write(self.style("> ", "bold"))
+        self.out.flush()
+        self.at_line_start = self.prompt_open = True
+
+    def continuation(self) -> None:
+        """``… ``: the typed message goes on (its line ended with a backslash)."""
+        self.out.write(self.style("… ", "bold"))
         self.out.flush()
         self.at_line_start = self.prompt_open = True
 
@@ -107,6 +133,7 @@ class Renderer:
         self._line(self.style(f"? {reason}", "bold", "yellow"))
         for line in self._preview(params.get("preview") or {}, params.get("args")):
             self._line(line)
+        self._line(self.style(remembered(params), "dim"))
 
     def ask(self, question: str) -> None:
         """Show ``question`` with the cursor after it, waiting for a typed line."""
@@ -153,9 +180,7 @@ class Renderer:
                     self._line(_clip(line, width))
                 self._more(lines, HISTORY_LINES, width)
             elif block.get("type") == "toolCall":
-                args = json.dumps(block.get("arguments") or {}, ensure_ascii=False)
-                name = self.style("⚙ " + str(block.get("name")), "bold")
-                self._line(f"{name} {self.style(_clip(args, width // 2), 'dim')}")
+                self._line(self._tool_call(str(block.get("name")), block.get("arguments") or {}))
 
     def _more(self, lines: Sequence[str], shown: int, width: int) -> None:
         if len(lines) > shown:
@@ -194,8 +219,12 @@ class Renderer:
             self.block = None
 
     def _on_tool_execution_start(self, event: Event) -> None:
-        args = _clip(json.dumps(event.get("args") or {}, ensure_ascii=False), ARGS_CHARS)
-        self._line(f"{self.style('⚙ ' + event['toolName'], 'bold')} {self.style(args, 'dim')}")
+        self._line(self._tool_call(str(event["toolName"]), event.get("args") or {}))
+
+    def _tool_call(self, name: str, args: Mapping[str, Any]) -> str:
+        """``⚙ name: what it does`` on one line (tiller.chat_status.tool_line)."""
+        head, _, rest = _clip(tool_line(name, args), ARGS_CHARS).partition(": ")
+        return self.style("⚙ " + head, "bold") + (": " + rest if rest else "")
 
     def _on_tool_execution_update(self, event: Event) -> None:
         lines = _text_of(event.get("partialResult")).rstrip().splitlines()
@@ -237,6 +266,8 @@ class Renderer:
         line = f"↳ {usage.get('inputTokens', 0):,} in · {usage.get('outputTokens', 0):,} out"
         if usage.get("cacheReadTokens"):
             line += f" · {usage['cacheReadTokens']:,} cached"
+        if usage.get("cost"):
+            line += f" · {money(usage['cost'])}"
         self._report(line, "dim")
 
     # ------------------------------------------------------------------ writing

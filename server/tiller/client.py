@@ -1,7 +1,11 @@
 """``TillerClient``: an async client that spawns ``tiller`` and speaks JSON-RPC to it over stdio.
 
 Scripts and tests use it: ``request`` awaits a response (raising ``RpcError`` for an error
-response), every message the server sends is kept in ``received``, events in ``events``, and
+response, ``EOFError`` if the server exits first) with no time limit unless the caller gives
+one; when the caller's limit fires, or the caller is cancelled, ``$/cancelRequest`` tells the
+server (which aborts a run it was awaiting). ``prompt``, ``steer``, ``follow_up`` and ``abort``
+wrap the ``agent/*`` methods; ``session_events`` iterates over one session's events as they
+come. Every message the server sends is kept in ``received``, events in ``events``, and
 ``wait_event``/``wait_for`` await a message matching a predicate instead of sleeping.
 Server-to-client requests are answered by handlers registered with ``on_request``.
 """
@@ -10,9 +14,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -25,6 +30,8 @@ from tiller.transport import FramedReader, Framing, frame
 __all__ = ["RpcError", "TillerClient"]
 
 Message = dict[str, Any]
+EVENT_METHOD = "agent/event"
+CANCEL_METHOD = "$/cancelRequest"
 RequestHandler = Callable[[Any], Awaitable[Any]]
 
 
@@ -108,9 +115,14 @@ class TillerClient:
         return next(self._ids)
 
     async def request(
-        self, method: str, params: Any = None, *, msg_id: Any = None, timeout: float = 30
+        self, method: str, params: Any = None, *, msg_id: Any = None,
+        timeout: float | None = None,
     ) -> Any:
-        """Send a request and await its response; raise RpcError for an error response."""
+        """Send a request and await its response; raise RpcError for an error response.
+
+        ``timeout`` (seconds; default none: a run takes as long as it takes) raises
+        TimeoutError after sending ``$/cancelRequest``; so does being cancelled. EOFError if
+        the server closes its output before answering."""
         response = await self.request_raw(method, params, msg_id=msg_id, timeout=timeout)
         if "error" in response:
             error = response["error"]
@@ -118,19 +130,78 @@ class TillerClient:
         return response.get("result")
 
     async def request_raw(
-        self, method: str, params: Any = None, *, msg_id: Any = None, timeout: float = 30
+        self, method: str, params: Any = None, *, msg_id: Any = None,
+        timeout: float | None = None,
     ) -> Message:
-        """Send a request and return the whole response message."""
+        """Send a request and return the whole response message (see ``request``)."""
         msg_id = self.next_id() if msg_id is None else msg_id
         done = self._pending[msg_id] = anyio.Event()
         message: Message = {"jsonrpc": "2.0", "id": msg_id, "method": method}
         if params is not None:
             message["params"] = params
-        await self.send(message)
-        with anyio.fail_after(timeout):
-            await done.wait()
-        self._pending.pop(msg_id, None)
+        try:
+            await self.send(message)
+            with anyio.fail_after(math.inf if timeout is None else timeout):
+                await done.wait()
+        except BaseException:
+            if msg_id not in self._responses and not self._eof:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(1):
+                    await self.notify(CANCEL_METHOD, {"id": msg_id})
+            raise
+        finally:
+            self._pending.pop(msg_id, None)
+        if msg_id not in self._responses:
+            raise EOFError(f"the server closed its output before answering {method}")
         return self._responses.pop(msg_id)
+
+    # ---------------------------------------------------------------- the agent
+
+    async def prompt(
+        self, message: str, *, session_id: str | None = None, timeout: float | None = None,
+        **params: Any,
+    ) -> Any:
+        """``agent/prompt``: start a run and await its result (``stopReason``, ``usage``...);
+        ``params`` adds other fields of the method (``images``...)."""
+        return await self.request(
+            "agent/prompt", _agent_params(session_id, message=message, **params), timeout=timeout
+        )
+
+    async def steer(self, message: str, *, session_id: str | None = None) -> Any:
+        """``agent/steer``: a message for the running agent, delivered after its tool batch."""
+        return await self.request("agent/steer", _agent_params(session_id, message=message))
+
+    async def follow_up(self, message: str, *, session_id: str | None = None) -> Any:
+        """``agent/followUp``: a message for when the agent would stop; extends the run."""
+        return await self.request("agent/followUp", _agent_params(session_id, message=message))
+
+    async def abort(self, *, session_id: str | None = None) -> Any:
+        """``agent/abort``: stop the active run (RpcError -32011 when nothing runs)."""
+        return await self.request("agent/abort", _agent_params(session_id))
+
+    def session_events(
+        self, session_id: str | None = None, *, replay: bool = False
+    ) -> AsyncIterator[Message]:
+        """The params of each ``agent/event`` of ``session_id`` (every session's for None)
+        from now on (with ``replay``, from the first received), as they arrive; it ends when
+        the server closes its output. Create it before the request whose events you want."""
+        start = 0 if replay else len(self.received)
+
+        async def events() -> AsyncIterator[Message]:
+            index = start
+            while True:
+                while index < len(self.received):
+                    message = self.received[index]
+                    index += 1
+                    params = message.get("params")
+                    if message.get("method") == EVENT_METHOD and isinstance(params, dict) and (
+                        session_id is None or params.get("sessionId") == session_id
+                    ):
+                        yield params
+                if self._eof:
+                    return
+                await self._changed.wait()
+
+        return events()
 
     def on_request(self, method: str, handler: RequestHandler) -> None:
         """Answer server-to-client requests for ``method`` with ``await handler(params)``."""
@@ -198,6 +269,8 @@ class TillerClient:
         while (body := await reader.read()) is not None:
             self._handle(json.loads(body))
         self._eof = True
+        for done in self._pending.values():
+            done.set()  # no answer will come: request_raw raises EOFError
         self._wake()
 
     def _wake(self) -> None:
@@ -228,3 +301,8 @@ class TillerClient:
             except Exception as exc:
                 reply["error"] = {"code": -32603, "message": str(exc)}
         await self.send(reply)
+
+
+def _agent_params(session_id: str | None, **fields: Any) -> Message:
+    """An ``agent/*`` method's params: ``fields``, in ``session_id`` if one is given."""
+    return {**({"sessionId": session_id} if session_id else {}), **fields}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +34,7 @@ __all__ = [
     "default_session_dir",
     "default_system_prompt",
     "load_config",
+    "provider_help",
 ]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
@@ -110,7 +111,16 @@ def default_session_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "tiller" / "sessions"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def provider_help(env: Mapping[str, str]) -> str:
+    """``--provider``'s help: the choices, and the default it would get in ``env``."""
+    return ("openai, anthropic, local, or one from the config file (default: the config "
+            f"file's provider, else one chosen from the environment: {default_provider(env, None)}"
+            " here)")
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The server's command line; ``env`` (default: none) is the environment the help
+    describes defaults in."""
     parser = argparse.ArgumentParser(
         prog="tiller",
         description="JSON-RPC agent backend: serves JSON-RPC 2.0 on stdin/stdout. "
@@ -119,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--version", action="version", version=f"tiller {__version__}")
     add("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
-    add("--provider", help="openai, anthropic, local, or one from the config file")
+    add("--provider", help=provider_help(env or {}))
     add("--model", help="model name, or a GGUF path for --provider local (env TILLER_MODEL)")
     add("--base-url", help="provider base URL (Ollama, vLLM, llama.cpp server, OpenRouter...)")
     add("--cwd", help="workspace root (default: the current directory)")
@@ -146,7 +156,7 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> ServerConfig:
     """Merge defaults, the config file, ``env`` and ``argv`` (later wins).
 
     Raises ConfigError, naming the file and key, on bad values."""
-    args = build_parser().parse_args(list(argv))
+    args = build_parser(env).parse_args(list(argv))
     path = Path(args.config).expanduser() if args.config else default_config_path(env)
     if args.config and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
@@ -279,6 +289,24 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
     return replace(config, **updates)
 
 
+PROVIDER_KEYS = frozenset({"type", "base_url", "base_url_env", "api_key_env", "default_model",
+                           "headers"})
+MODEL_KEYS = frozenset({"provider", "id", "context_window", "max_output_tokens", "cost",
+                        "reasoning"})
+COST_KEYS = ("input", "output", "cache_read", "cache_write")
+
+
+def _known_keys(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
+    """Raise ConfigError naming every key of ``table`` not in ``known``; a key itself in the
+    file (``api_key``) gets a hint to name its environment variable instead."""
+    unknown = sorted(set(table) - set(known))
+    if not unknown:
+        return
+    hint = ("; keys never go in the file: set api_key_env to the environment variable that "
+            "holds it" if "api_key" in unknown else "")
+    raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}{hint}")
+
+
 def _typed(table: Mapping[str, Any], key: str, kind: type, where: str, default: Any = None) -> Any:
     value = table.get(key, default)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
@@ -374,6 +402,7 @@ def _provider(
     where = f"{where}: providers.{name}"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
+    _known_keys(table, PROVIDER_KEYS, where)
     kind = table.get("type", base.type if base else None)
     if kind not in ("openai", "anthropic", "local"):
         raise ConfigError(f"{where}: type must be openai, anthropic or local, not {kind!r}")
@@ -392,12 +421,14 @@ def _provider(
 def _model(table: Any, where: str) -> ModelInfo:
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
+    _known_keys(table, MODEL_KEYS, where)
     cost_table = _typed(table, "cost", dict, where, default=None) if "cost" in table else None
     cost = None
     if cost_table is not None:
+        _known_keys(cost_table, COST_KEYS, f"{where}.cost")
         cost = ModelCost(**{
             key: _number(cost_table, key, f"{where}.cost")
-            for key in ("input", "output", "cache_read", "cache_write") if key in cost_table
+            for key in COST_KEYS if key in cost_table
         })
     return ModelInfo(
         provider=_typed(table, "provider", str, where),

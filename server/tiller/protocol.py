@@ -146,6 +146,10 @@ class ClientCapabilities(WireModel):
 class InitializeParams(WireModel):
     client_info: ClientInfo | None = None
     capabilities: ClientCapabilities = Field(default_factory=ClientCapabilities)
+    protocol_version: int | None = Field(
+        default=None, description="the Tiller protocol version the client speaks (send "
+        "capabilities with it: an integer protocolVersion alone is ACP's initialize)",
+    )
 
 
 class ServerInfo(WireModel):

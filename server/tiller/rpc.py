@@ -13,9 +13,10 @@ import logging
 import sys
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, get_args
 
 import anyio
+from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.agent import Agent
@@ -75,6 +76,13 @@ from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, W
 __all__ = ["EventNotifier", "TillerFront"]
 
 log = logging.getLogger(__name__)
+
+EVENT_TYPES = [
+    member.model_fields["type"].default for member in get_args(get_args(AgentEvent)[0])
+]
+"""Every ``agent/event`` type, as ``initialize`` lists them."""
+SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile")
+"""The server-to-client requests (each sent only if the client declared it can answer)."""
 
 
 class EventNotifier:
@@ -149,6 +157,12 @@ class TillerFront:
     # ------------------------------------------------------------------ the methods
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
+        """Take the client's capabilities; a ``protocolVersion`` other than ours is refused."""
+        if params.protocol_version not in (None, PROTOCOL_VERSION):
+            raise JsonRpcInvalidParams(
+                f"Invalid params: protocolVersion: this server speaks Tiller protocol version "
+                f"{PROTOCOL_VERSION}, not {params.protocol_version}"
+            )
         capabilities = params.capabilities.dump()
         self.sessions.set_client(EditorClient(self.front.client_request, capabilities))
         self._warm_up_provider_sdk()
@@ -164,6 +178,9 @@ class TillerFront:
                     "persistent": self.config.session_dir is not None,
                 },
                 "checkpoints": self._checkpoints_info().dump(),
+                "methods": [*self.front.server.protocol.fm.features, "$/cancelRequest"],
+                "serverRequests": list(SERVER_REQUESTS),
+                "events": EVENT_TYPES,
             },
         )
 
@@ -347,11 +364,9 @@ class TillerFront:
                     config.env, config.base_url if name == config.provider else None
                 ),
                 api_key_env=settings.api_key_env,
-                configured=settings.type == "local"
-                or settings.has_key(config.env)
-                or (settings.type == "openai" and settings.resolve_base_url(
+                configured=settings.configured(
                     config.env, config.base_url if name == config.provider else None
-                ) is not None),
+                ),
             )
             for name, settings in sorted(config.providers.items())
         ]

@@ -8,6 +8,7 @@ the environment; SDKs are imported lazily, on the first model call. Three provid
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -59,6 +60,25 @@ class ProviderSettings:
 
     def has_key(self, env: Mapping[str, str]) -> bool:
         return bool(self.api_key_env and env.get(self.api_key_env))
+
+    def needs_key(self, env: Mapping[str, str], override: str | None = None) -> bool:
+        """Whether calls need the key in ``api_key_env``: always for Anthropic; for an
+        OpenAI-compatible server unless the user pointed it at a URL (``override``, i.e.
+        --base-url, or the ``base_url_env`` variable) or its settings name a URL and no key
+        variable (a local server). A hosted service's URL with a key variable needs the key."""
+        if self.type == "local":
+            return False
+        if self.type == "anthropic":
+            return True
+        from_user = override or (env.get(self.base_url_env) if self.base_url_env else None)
+        return not (from_user or (self.base_url and not self.api_key_env))
+
+    def configured(self, env: Mapping[str, str], override: str | None = None) -> bool:
+        """Whether ``create_provider`` would build it: a local model needs the ``local`` extra
+        (llama-cpp-python) installed, the others a key unless ``needs_key`` says none."""
+        if self.type == "local":
+            return importlib.util.find_spec("llama_cpp") is not None
+        return self.has_key(env) or not self.needs_key(env, override)
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
@@ -116,7 +136,7 @@ def create_provider(
     url = settings.resolve_base_url(env, base_url)
     api_key = env.get(settings.api_key_env) if settings.api_key_env else None
     if not api_key:
-        if url is None or settings.type == "anthropic":
+        if settings.needs_key(env, base_url):
             variable = settings.api_key_env or "an API key variable (api_key_env)"
             hint = (
                 ", or pass --base-url for a local OpenAI-compatible server"

@@ -117,9 +117,12 @@ class _Output:
             self._update({"output": truncate_tail(self._tail).content})
 
     def finish(self) -> None:
-        """End of the data: decode what is left, emit the last update."""
-        self._tail += self._decoder.decode(b"", final=True)
-        self._dirty = True
+        """End of the data: decode what is left, emit the last update if anything is new
+        (the output already sent is not sent twice)."""
+        rest = self._decoder.decode(b"", final=True)
+        if rest:
+            self._tail += rest
+            self._dirty = True
         self.flush()
 
     def _spill(self) -> None:

@@ -1,0 +1,154 @@
+"""``tiller chat``'s own slash commands: ``/help``, ``/model``, ``/mode``, ``/thinking``,
+``/compact``, ``/new``, ``/sessions`` and ``/continue``, each one or two requests to the server.
+
+``SlashCommands.handle`` takes a typed line when it is one of them (the server's own commands,
+``/name`` templates and skills, are sent as prompts by the chat, and ``/changes``, ``/undo`` are
+``tiller.chat_checkpoints``'). ``/continue`` with no argument asks the chat to run
+``agent/continue`` through ``start_continue``: the chat owns runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tiller.chat_complete import CommandNames
+from tiller.chat_connection import Connection
+from tiller.chat_render import Renderer
+from tiller.client import RpcError
+from tiller.types import PERMISSION_MODES, THINKING_LEVELS
+
+__all__ = ["LOCAL_COMMANDS", "SlashCommands"]
+
+LOCAL_COMMANDS: Mapping[str, str] = {
+    "help": "this list",
+    "model": "[PROVIDER] [MODEL]: show the models, or switch (from the next run)",
+    "mode": f"[{'|'.join(PERMISSION_MODES)}]: show or set the permission mode",
+    "thinking": f"[{'|'.join(THINKING_LEVELS)}]: show or set the reasoning effort",
+    "compact": "[INSTRUCTIONS]: summarize the older conversation now",
+    "new": "start a new session",
+    "sessions": "the saved sessions of this workspace",
+    "continue": "[ID]: go on after an error or abort; with ID, switch to that saved session",
+    "changes": "the files the agent changed in this session",
+    "undo": "put back what the last run changed (asks first)",
+    "quit": "leave (Ctrl-D too)",
+}
+"""The chat's own commands and what they do, as ``/help`` lists them."""
+HANDLED_HERE = frozenset(
+    {"help", "model", "mode", "thinking", "compact", "new", "sessions", "continue"}
+)
+
+
+class SlashCommands:
+    """The commands of one chat; ``handle`` returns with the prompt shown again."""
+
+    def __init__(self, connection: Connection, renderer: Renderer, names: CommandNames,
+                 cwd: str) -> None:
+        self.connection, self.renderer, self.names, self.cwd = connection, renderer, names, cwd
+
+    async def handle(self, text: str, running: bool, start_continue: Callable[[], None]) -> bool:
+        """Run the command in ``text``; False if it is not one of these."""
+        name, _, argument = text.removeprefix("/").partition(" ")
+        if not text.startswith("/") or name not in HANDLED_HERE:
+            return False
+        if running and name != "help":
+            self.renderer.error(f"/{name}: wait for the run to end (or Ctrl-C to abort it)")
+            return True
+        if name == "continue" and not argument.strip():
+            start_continue()
+            return True
+        try:
+            await getattr(self, f"_{name}")(argument.strip())
+            self.renderer.status.set_state(await self.connection.call("agent/getState"))
+        except RpcError as exc:
+            self.renderer.error(exc.message)
+        if not running:
+            self.renderer.prompt()
+        return True
+
+    async def _help(self, _argument: str) -> None:
+        for name, what in LOCAL_COMMANDS.items():
+            self.renderer.notice(f"  /{name:<9} {what}")
+        theirs = [n for n in self.names.names if n not in LOCAL_COMMANDS]
+        if theirs:
+            self.renderer.notice("  the session's commands: " + " ".join(f"/{n}" for n in theirs))
+        self.renderer.notice("  a line while the agent works steers it; >> LINE queues a "
+                             "follow-up; Ctrl-C aborts")
+
+    async def _model(self, argument: str) -> None:
+        listed = await self.connection.call("models/list")
+        providers = {p["name"]: p for p in listed["providers"]}
+        words = argument.split()
+        if not words:
+            state = self.renderer.status.state
+            self.renderer.notice(f"  now: {state.get('provider')}/{state.get('model')}")
+            for model in listed["models"]:
+                ready = providers.get(model["provider"], {}).get("configured")
+                mark = "" if ready else "  (not configured)"
+                self.renderer.notice(f"  {model['provider']} {model['id']}{mark}")
+            return
+        params: dict[str, Any] = {}
+        if words[0] in providers:
+            params["provider"] = words[0]
+            if len(words) > 1:
+                params["model"] = words[1]
+        else:
+            params = {"provider": self.renderer.status.state.get("provider"), "model": words[0]}
+        switched = await self.connection.call("agent/setModel", params)
+        self.renderer.notice(f"model: {switched['provider']}/{switched['model']}")
+
+    async def _mode(self, argument: str) -> None:
+        if not argument:
+            now = self.renderer.status.state.get("permissionMode")
+            self.renderer.notice(f"  permission mode: {now} (one of {', '.join(PERMISSION_MODES)})")
+            return
+        result = await self.connection.call("agent/setPermissionMode", {"mode": argument})
+        self.renderer.notice(f"permission mode: {result['mode']}")
+
+    async def _thinking(self, argument: str) -> None:
+        if not argument:
+            now = self.renderer.status.state.get("thinkingLevel")
+            self.renderer.notice(f"  thinking: {now} (one of {', '.join(THINKING_LEVELS)})")
+            return
+        result = await self.connection.call("agent/setThinkingLevel", {"level": argument})
+        self.renderer.notice(f"thinking: {result['level']}")
+
+    async def _compact(self, argument: str) -> None:
+        params = {"instructions": argument} if argument else {}
+        result = await self.connection.call("agent/compact", params)
+        if not result.get("compacted"):
+            self.renderer.notice("nothing to compact")
+
+    async def _new(self, _argument: str) -> None:
+        created = await self._switch("session/new", {"cwd": self.cwd})
+        self.renderer.notice(f"new session {created['sessionId']}")
+
+    async def _switch(self, method: str, params: dict[str, Any]) -> Any:
+        """session/new or session/load (with no sessionId of ours), then chat in that one."""
+        current, self.connection.session_id = self.connection.session_id, None
+        try:
+            result = await self.connection.call(method, params)
+        finally:
+            self.connection.session_id = current
+        self.connection.session_id = result["sessionId"]
+        return result
+
+    async def _sessions(self, _argument: str) -> None:
+        listed = await self.connection.call("session/list", {"cwd": self.cwd, "limit": 10})
+        if not listed["sessions"]:
+            self.renderer.notice("no saved session in this workspace")
+        for info in listed["sessions"]:
+            mark = "*" if info["sessionId"] == self.connection.session_id else " "
+            title = info.get("title") or ""
+            self.renderer.notice(f" {mark}{info['sessionId']}  {info['messageCount']:>3} "
+                                 f"messages  {title[:60]}")
+
+    async def _continue(self, argument: str) -> None:
+        listed = await self.connection.call("session/list", {"cwd": self.cwd})
+        found = [s["sessionId"] for s in listed["sessions"]
+                 if str(s["sessionId"]).startswith(argument)]
+        if len(found) != 1:
+            self.renderer.error(f"/continue {argument}: " + (
+                "no such saved session (see /sessions)" if not found else "ambiguous"))
+            return
+        self.renderer.resumed(await self._switch("session/load", {"sessionId": found[0]}))
