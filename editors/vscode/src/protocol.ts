@@ -100,6 +100,8 @@ export interface ClientCapabilities {
 
 export interface InitializeParams {
   clientInfo?: { name: string; version?: string };
+  /** The Tiller protocol version this client speaks (send `capabilities` with it). */
+  protocolVersion?: number;
   capabilities?: ClientCapabilities | Record<string, unknown>;
 }
 
