@@ -86,6 +86,12 @@ class Front:
     def notify(self, method: str, params: Any) -> None:
         self.server.protocol.notify(method, params)
 
+    def write_message(self, body: bytes) -> None:
+        """Send one already-serialized JSON-RPC message (framed by the transport's writer)."""
+        writer = self.server.protocol.writer
+        if writer is not None:
+            writer.write(body)
+
     def register(self, name: str, params_model: type[P], fn: Handler[P]) -> None:
         """Serve JSON-RPC method ``name`` with ``fn``, its params validated as ``params_model``."""
 

@@ -127,6 +127,10 @@ class ClientInfo(WireModel):
 class InitializeParams(WireModel):
     client_info: ClientInfo | None = None
     capabilities: dict[str, Any] = Field(default_factory=dict)
+    delta_window_ms: float | None = Field(
+        default=None, ge=0, le=1000,
+        description="message_update deltas within this many ms are merged (default 16; 0: off)",
+    )
 
 
 class ServerInfo(WireModel):

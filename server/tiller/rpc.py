@@ -3,7 +3,8 @@
 One method per wire method, registered on a ``tiller.front.Front`` (which validates params,
 maps errors to their codes and serves stdio); each reads its params, calls the session or
 its agent, and shapes the result. A session's events go out as ``agent/event`` notifications
-(``EventNotifier``).
+(``tiller.event_wire.EventNotifier``, its deltas coalesced within the ``initialize``
+``deltaWindowMs``).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable
 
 import anyio
 
@@ -22,10 +22,10 @@ from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
+from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
 from tiller.front import Front
 from tiller.model_call import model_context
 from tiller.protocol import (
-    EVENT_METHOD,
     ChangesParams,
     ChangesResult,
     CheckpointsInfo,
@@ -70,24 +70,11 @@ from tiller.protocol import (
 from tiller.session import EditorClient, Session
 from tiller.sessions import SessionRegistry
 from tiller.shadow import git_available
-from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, WireModel
+from tiller.types import PERMISSION_MODES, QUEUE_MODES, RunResult, WireModel
 
 __all__ = ["EventNotifier", "TillerFront"]
 
 log = logging.getLogger(__name__)
-
-
-class EventNotifier:
-    """A session's events as ``agent/event`` notifications, numbered from 1 (``seq``)."""
-
-    def __init__(self, session_id: str, notify: Callable[[str, Any], None]) -> None:
-        self.session_id = session_id
-        self.notify = notify
-        self.seq = 0
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.seq += 1
-        self.notify(EVENT_METHOD, {"sessionId": self.session_id, "seq": self.seq, **event.dump()})
 
 
 class TillerFront:
@@ -95,13 +82,16 @@ class TillerFront:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        self.delta_window = DEFAULT_DELTA_WINDOW
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(self.sessions.shutdown)
         self._register()
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
-        session.subscribe(EventNotifier(session.id, self.front.notify))
+        session.subscribe(
+            EventNotifier(session.id, self.front.write_message, lambda: self.delta_window)
+        )
 
     def _register(self) -> None:
         add = self.front.register
@@ -150,6 +140,8 @@ class TillerFront:
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         self.sessions.set_client(EditorClient(self.front.client_request, params.capabilities))
+        if params.delta_window_ms is not None:
+            self.delta_window = params.delta_window_ms / 1000
         self._warm_up_provider_sdk()
         return InitializeResult(
             server_info=ServerInfo(name="tiller", version=__version__),
