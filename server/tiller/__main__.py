@@ -69,6 +69,9 @@ def acp_on_initialize(config: ServerConfig) -> Switch:
     client: the connection is then served by the ACP front instead."""
 
     def switch(first: dict[str, Any]) -> Front | None:
+        params = first.get("params")
+        if not (isinstance(params, dict) and "protocolVersion" in params):
+            return None  # not ACP's initialize: tiller.acp is never imported
         from tiller.acp import AcpFront, is_acp_initialize
 
         return AcpFront(config).front if is_acp_initialize(first) else None

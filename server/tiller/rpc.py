@@ -9,10 +9,7 @@ its agent, and shapes the result. A session's events go out as ``agent/event`` n
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
-import threading
 from collections.abc import Awaitable
 
 import anyio
@@ -120,29 +117,12 @@ class TillerFront:
         add("commands/list", SessionParams, self.commands_list)
         add("mcp/list", SessionParams, self.mcp_list)
 
-    def _warm_up_provider_sdk(self) -> None:
-        """Import the default provider's SDK in a worker thread while the client gets ready,
-        so the first prompt does not pay for it (~0.5 s for openai; see bench/)."""
-        settings = self.config.providers.get(self.config.provider)
-        module = settings.type if settings else None
-        if module not in ("openai", "anthropic") or module in sys.modules:
-            return
-
-        def load() -> None:
-            try:
-                importlib.import_module(str(module))
-            except ImportError:
-                log.debug("warm-up import of %s failed", module, exc_info=True)
-
-        threading.Thread(target=load, name="tiller-warm-up", daemon=True).start()
-
     # ------------------------------------------------------------------ the methods
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         self.sessions.set_client(EditorClient(self.front.client_request, params.capabilities))
         if params.delta_window_ms is not None:
             self.delta_window = params.delta_window_ms / 1000
-        self._warm_up_provider_sdk()
         return InitializeResult(
             server_info=ServerInfo(name="tiller", version=__version__),
             protocol_version=PROTOCOL_VERSION,
