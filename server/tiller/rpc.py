@@ -288,7 +288,7 @@ class TillerFront:
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent
-        return SessionLoadResult(
+        return SessionLoadResult.model_construct(  # the messages are valid models already
             session_id=session.id,
             cwd=str(session.cwd),
             provider=session.provider,
