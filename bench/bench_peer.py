@@ -16,7 +16,9 @@ Measured, for each:
 3. a 3,000-token reply (one ``"tok "`` per SSE chunk), prompt -> end (Tiller: the
    ``agent/prompt`` response; pi: ``agent_settled``), after one warm-up prompt, and the bytes each
    wrote to stdout in that span per token;
-4. the server's CPU time while the provider streams 100 tokens/s (300 tokens), as % of one core.
+4. the server's CPU time while the provider streams 100 tokens/s (300 tokens), as % of one core;
+5. Tiller alone: server CPU per token of one session's 3,000-token reply against 50 sessions
+   streaming 600 tokens each at once in the same process.
 
 Run from the repository root (about a minute on 2 idle cores, plus the npm install once)::
 
@@ -62,6 +64,8 @@ TOKENS = 3_000
 TOKEN = "tok "
 PACED_RATE = 100.0  # tokens/s
 PACED_TOKENS = 300
+MANY = 50  # sessions streaming at once
+MANY_TOKENS = 600  # each
 MODEL = "fake-model"
 
 
@@ -282,6 +286,38 @@ async def measure_streams(
         fake.rate = None
 
 
+async def measure_many_sessions(fake: RecordingOpenAI, cwd: Path) -> tuple[float, float]:
+    """Tiller's server CPU per streamed token: one session alone, then MANY sessions at once
+    (MANY_TOKENS each), in one warmed-up process. (single, many) in seconds per token."""
+    agent = tiller_agent(fake.url)
+    fake.rate = None
+    fake.enqueue(text_reply("warm-up"), text_reply(TOKEN * TOKENS, chunk_size=len(TOKEN)),
+                 *(text_reply(TOKEN * MANY_TOKENS, chunk_size=len(TOKEN)) for _ in range(MANY)))
+    async with running(agent, cwd) as peer:
+        await answer_first(agent, peer)
+        await prompt_until_end(peer, agent, "warm up")
+        cpu = cpu_seconds(peer.pid)
+        await prompt_until_end(peer, agent, "talk a lot")
+        single = (cpu_seconds(peer.pid) - cpu) / TOKENS
+        sessions = []
+        for _ in range(MANY):
+            request_id = peer.next_id()
+            await peer.send({"jsonrpc": "2.0", "id": request_id, "method": "session/new",
+                             "params": {}})
+            index = await peer.wait(lambda m, i=request_id: m.get("id") == i)
+            sessions.append(peer.lines[index].message["result"]["sessionId"])
+        cpu = cpu_seconds(peer.pid)
+        ids = []
+        for session_id in sessions:
+            ids.append(peer.next_id())
+            await peer.send({"jsonrpc": "2.0", "id": ids[-1], "method": "agent/prompt",
+                             "params": {"sessionId": session_id, "message": "talk"}})
+        for request_id in ids:
+            await peer.wait(lambda m, i=request_id: m.get("id") == i and "method" not in m)
+        many = (cpu_seconds(peer.pid) - cpu) / (MANY * MANY_TOKENS)
+    return single, many
+
+
 def is_update(message: dict[str, Any]) -> bool:
     if message.get("type") == "message_update":
         return True
@@ -306,7 +342,8 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms"
 
 
-def render(tiller: Numbers, pi: Numbers, floor: Sequence[float]) -> str:
+def render(tiller: Numbers, pi: Numbers, floor: Sequence[float],
+           many: tuple[float, float]) -> str:
     def row(name: str, ours: float, theirs: float, show: Callable[[float], str],
             target: str) -> str:
         ratio = ours / theirs if theirs else float("nan")
@@ -335,6 +372,9 @@ def render(tiller: Numbers, pi: Numbers, floor: Sequence[float]) -> str:
         f"{ms(statistics.median(tiller.startup) - statistics.median(floor))} (target <= 60 ms)",
         f"message_update lines in the {TOKENS:,}-token reply: Tiller {tiller.reply_updates:,},"
         f" pi {pi.reply_updates:,}",
+        f"Tiller server CPU per token: 1 session {many[0] * 1e6:.0f} us; {MANY} sessions at once"
+        f" ({MANY_TOKENS} tokens each) {many[1] * 1e6:.0f} us; ratio {many[1] / many[0]:.2f}"
+        " (target <= 1.5)",
         "start-up samples: Tiller " + ", ".join(ms(s) for s in tiller.startup)
         + "; pi " + ", ".join(ms(s) for s in pi.startup),
     ]
@@ -358,9 +398,10 @@ async def main() -> None:
             await measure_streams(agent, fake, cwd, numbers)
             results.append(numbers)
             print(f"{agent.name}: done", flush=True)
+        many = await measure_many_sessions(fake, cwd)
         floor = await anyio.to_thread.run_sync(python_floor, "import pygls.server")
         fake.assert_script_complete()
-    print(render(results[0], results[1], floor))
+    print(render(results[0], results[1], floor, many))
 
 
 if __name__ == "__main__":
