@@ -65,7 +65,7 @@ TOKEN = "tok "
 PACED_RATE = 100.0  # tokens/s
 PACED_TOKENS = 300
 MANY = 50  # sessions streaming at once
-MANY_TOKENS = 600  # each
+MANY_TOKENS = TOKENS  # each: the same reply as the single session's
 MODEL = "fake-model"
 
 
