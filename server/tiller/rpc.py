@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from tiller import PROTOCOL_VERSION, __version__
-from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
@@ -64,10 +64,13 @@ from tiller.protocol import (
     SetThinkingLevelParams,
     SetThinkingLevelResult,
 )
-from tiller.session import EditorClient, Session
-from tiller.sessions import SessionRegistry
 from tiller.shadow import git_available
 from tiller.types import PERMISSION_MODES, QUEUE_MODES, RunResult, WireModel
+
+if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
+    from tiller.agent import Agent
+    from tiller.session import Session
+    from tiller.sessions import SessionRegistry
 
 __all__ = ["EventNotifier", "TillerFront"]
 
@@ -80,9 +83,31 @@ class TillerFront:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.delta_window = DEFAULT_DELTA_WINDOW
-        self.sessions = SessionRegistry(config, self._attach)
-        self.front = Front(self.sessions.shutdown)
+        self._sessions: SessionRegistry | None = None
+        self._capabilities: dict[str, Any] | None = None
+        self.front = Front(self._shutdown)
         self._register()
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        """The session registry, built (its modules imported) when first needed."""
+        if self._sessions is None:
+            from tiller.sessions import SessionRegistry
+
+            self._sessions = SessionRegistry(self.config, self._attach)
+            self._connect_client()
+        return self._sessions
+
+    def _connect_client(self) -> None:
+        """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
+        if self._sessions is not None and self._capabilities is not None:
+            from tiller.session import EditorClient
+
+            self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
+
+    async def _shutdown(self) -> None:
+        if self._sessions is not None:
+            await self._sessions.shutdown()
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
@@ -120,7 +145,8 @@ class TillerFront:
     # ------------------------------------------------------------------ the methods
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
-        self.sessions.set_client(EditorClient(self.front.client_request, params.capabilities))
+        self._capabilities = params.capabilities
+        self._connect_client()
         if params.delta_window_ms is not None:
             self.delta_window = params.delta_window_ms / 1000
         return InitializeResult(
