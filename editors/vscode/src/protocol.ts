@@ -101,6 +101,8 @@ export interface ClientCapabilities {
 export interface InitializeParams {
   clientInfo?: { name: string; version?: string };
   capabilities?: ClientCapabilities | Record<string, unknown>;
+  /** message_update deltas within this many ms are merged (default 16; 0: off). */
+  deltaWindowMs?: number;
 }
 
 export interface InitializeResult {
