@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CHAT_ARGS ?=
 
-.PHONY: install test lint chat bench clean
+.PHONY: install test lint chat bench bench-peer clean
 
 # llama-cpp-python (the embedded model) compiles from source. It is built once per machine for a
 # generic x86-64/arm64 CPU (GGML_NATIVE=OFF) and kept in LLAMA_WHEELS: a -march=native build
@@ -41,6 +41,10 @@ bench: install
 	$(BIN)/python bench/bench_sessions.py
 	$(BIN)/python bench/bench_leak.py
 	$(BIN)/python bench/bench_checkpoints.py
+
+# Tiller against pi 1.6.0 (installed once from npm, with node@22, into ~/.cache/tiller/peer).
+bench-peer: install
+	$(BIN)/python bench/bench_peer.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -209,6 +209,7 @@ class LoopbackHTTPServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # socketserver's 5 refuses connections when 50 sessions call at once
 
     def __init__(
         self,

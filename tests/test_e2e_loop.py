@@ -64,6 +64,7 @@ async def test_message_update_carries_only_deltas(fake_openai: FakeOpenAI, tmp_p
     text = "".join(f"word{i} " for i in range(200))
     fake_openai.enqueue(text_reply(text, chunk_size=7))
     async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        await tiller.request("initialize", {"deltaWindowMs": 0})  # one update per chunk
         await tiller.request("agent/prompt", {"message": "talk"})
         updates = [e for e in tiller.events if e["type"] == "message_update"]
 

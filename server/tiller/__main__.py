@@ -89,6 +89,9 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
     ACP's ``authenticate`` reads the configuration again with)."""
 
     def switch(first: dict[str, Any]) -> Front | None:
+        params = first.get("params")
+        if not (isinstance(params, dict) and "protocolVersion" in params):
+            return None  # not ACP's initialize: tiller.acp is never imported
         from tiller.acp import AcpFront, is_acp_initialize
 
         params = first.get("params")

@@ -4,7 +4,8 @@ requests, cancellation of pending requests, and serving stdio until the end.
 A front (``tiller.rpc`` for protocol.md, ``tiller.acp`` for ACP) owns a ``Front`` and registers
 one handler per wire method. ``register`` validates params into a model (failure: -32602 naming
 the field), turns ``RequestError``s into their documented codes, and never leaks a traceback:
-unexpected failures are logged and answered -32603 with a one-line message. pygls dispatches;
+unexpected failures are logged and answered -32603 with a one-line message. Results go out
+as the JSON pydantic serializes (``SerializedResult``), never through cattrs. pygls dispatches;
 the stdio framing and message validation live in ``transport``.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
@@ -35,7 +37,7 @@ from tiller.procs import kill_descendants
 from tiller.transport import CancelFn, Framing, serve_stdio
 from tiller.types import WireModel
 
-__all__ = ["Front", "Handler", "Switch", "serve"]
+__all__ = ["Front", "Handler", "SerializedResult", "Switch", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,22 @@ Switch = Callable[[dict[str, Any]], "Front | None"]
 class _Server(JsonRPCServer):
     def report_server_error(self, error: Exception, source: Any) -> None:
         log.debug("pygls reported %s", error)
+
+
+class SerializedResult(bytes):
+    """A handler's result already serialized as JSON: sent as is, not through cattrs."""
+
+
+class _Protocol(JsonRPCProtocol):
+    """pygls's protocol, writing a ``SerializedResult`` straight into the response."""
+
+    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
+        if error is None and isinstance(result, SerializedResult) and self.writer is not None:
+            self._result_types.pop(msg_id, None)
+            self.writer.write(b"".join((b'{"jsonrpc":"2.0","id":', json.dumps(msg_id).encode(),
+                                        b',"result":', result, b"}")))
+            return
+        super()._send_response(msg_id, result, error)
 
 
 def _invalid_params(error: ValidationError) -> JsonRpcInvalidParams:
@@ -72,7 +90,7 @@ class Front:
         cancel_notice: tuple[str, str] = ("$/cancelRequest", "id"),
         translate: Callable[[RequestError], RequestError] = lambda error: error,
     ) -> None:
-        self.server = _Server(JsonRPCProtocol, default_converter)
+        self.server = _Server(_Protocol, default_converter)
         self.shutdown = shutdown
         self.cancel_notice = cancel_notice
         self.translate = translate
@@ -85,6 +103,12 @@ class Front:
 
     def notify(self, method: str, params: Any) -> None:
         self.server.protocol.notify(method, params)
+
+    def write_message(self, body: bytes) -> None:
+        """Send one already-serialized JSON-RPC message (framed by the transport's writer)."""
+        writer = self.server.protocol.writer
+        if writer is not None:
+            writer.write(body)
 
     def register(self, name: str, params_model: type[P], fn: Handler[P]) -> None:
         """Serve JSON-RPC method ``name`` with ``fn``, its params validated as ``params_model``."""
@@ -114,7 +138,10 @@ class Front:
                 raise JsonRpcInternalError(
                     f"internal error in {name}: {type(exc).__name__}: {exc}"
                 ) from None
-            return result.dump() if result is not None else None
+            if result is None:
+                return None
+            return SerializedResult(result.model_dump_json(by_alias=True, exclude_none=True)
+                                    .encode())
 
         self.server.feature(name)(handle)
 

@@ -150,6 +150,10 @@ class InitializeParams(WireModel):
         default=None, description="the Tiller protocol version the client speaks (send "
         "capabilities with it: an integer protocolVersion alone is ACP's initialize)",
     )
+    delta_window_ms: float | None = Field(
+        default=None, ge=0, le=1000,
+        description="message_update deltas within this many ms are merged (default 16; 0: off)",
+    )
 
 
 class ServerInfo(WireModel):

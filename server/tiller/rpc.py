@@ -3,30 +3,27 @@
 One method per wire method, registered on a ``tiller.front.Front`` (which validates params,
 maps errors to their codes and serves stdio); each reads its params, calls the session or
 its agent, and shapes the result. A session's events go out as ``agent/event`` notifications
-(``EventNotifier``).
+(``tiller.event_wire.EventNotifier``, its deltas coalesced within the ``initialize``
+``deltaWindowMs``).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
-import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, get_args
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, get_args
 
 import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
-from tiller.agent import Agent
 from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
+from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
 from tiller.front import Front
 from tiller.model_call import model_context
 from tiller.protocol import (
-    EVENT_METHOD,
     ChangesParams,
     ChangesResult,
     CheckpointsInfo,
@@ -68,10 +65,13 @@ from tiller.protocol import (
     SetThinkingLevelParams,
     SetThinkingLevelResult,
 )
-from tiller.session import EditorClient, Session
-from tiller.sessions import SessionRegistry
 from tiller.shadow import git_available
 from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, WireModel
+
+if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
+    from tiller.agent import Agent
+    from tiller.session import Session
+    from tiller.sessions import SessionRegistry
 
 __all__ = ["EventNotifier", "TillerFront"]
 
@@ -85,31 +85,43 @@ SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/wr
 """The server-to-client requests (each sent only if the client declared it can answer)."""
 
 
-class EventNotifier:
-    """A session's events as ``agent/event`` notifications, numbered from 1 (``seq``)."""
-
-    def __init__(self, session_id: str, notify: Callable[[str, Any], None]) -> None:
-        self.session_id = session_id
-        self.notify = notify
-        self.seq = 0
-
-    def __call__(self, event: AgentEvent) -> None:
-        self.seq += 1
-        self.notify(EVENT_METHOD, {"sessionId": self.session_id, "seq": self.seq, **event.dump()})
-
-
 class TillerFront:
     """protocol.md's methods over one session registry, served by ``front``."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.sessions = SessionRegistry(config, self._attach)
-        self.front = Front(self.sessions.shutdown)
+        self.delta_window = DEFAULT_DELTA_WINDOW
+        self._sessions: SessionRegistry | None = None
+        self._capabilities: dict[str, Any] | None = None
+        self.front = Front(self._shutdown)
         self._register()
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        """The session registry, built (its modules imported) when first needed."""
+        if self._sessions is None:
+            from tiller.sessions import SessionRegistry
+
+            self._sessions = SessionRegistry(self.config, self._attach)
+            self._connect_client()
+        return self._sessions
+
+    def _connect_client(self) -> None:
+        """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
+        if self._sessions is not None and self._capabilities is not None:
+            from tiller.session import EditorClient
+
+            self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
+
+    async def _shutdown(self) -> None:
+        if self._sessions is not None:
+            await self._sessions.shutdown()
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
-        session.subscribe(EventNotifier(session.id, self.front.notify))
+        session.subscribe(
+            EventNotifier(session.id, self.front.write_message, lambda: self.delta_window)
+        )
 
     def _register(self) -> None:
         add = self.front.register
@@ -138,22 +150,6 @@ class TillerFront:
         add("commands/list", SessionParams, self.commands_list)
         add("mcp/list", SessionParams, self.mcp_list)
 
-    def _warm_up_provider_sdk(self) -> None:
-        """Import the default provider's SDK in a worker thread while the client gets ready,
-        so the first prompt does not pay for it (~0.5 s for openai; see bench/)."""
-        settings = self.config.providers.get(self.config.provider)
-        module = settings.type if settings else None
-        if module not in ("openai", "anthropic") or module in sys.modules:
-            return
-
-        def load() -> None:
-            try:
-                importlib.import_module(str(module))
-            except ImportError:
-                log.debug("warm-up import of %s failed", module, exc_info=True)
-
-        threading.Thread(target=load, name="tiller-warm-up", daemon=True).start()
-
     # ------------------------------------------------------------------ the methods
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
@@ -163,9 +159,10 @@ class TillerFront:
                 f"Invalid params: protocolVersion: this server speaks Tiller protocol version "
                 f"{PROTOCOL_VERSION}, not {params.protocol_version}"
             )
-        capabilities = params.capabilities.dump()
-        self.sessions.set_client(EditorClient(self.front.client_request, capabilities))
-        self._warm_up_provider_sdk()
+        self._capabilities = params.capabilities.dump()
+        self._connect_client()
+        if params.delta_window_ms is not None:
+            self.delta_window = params.delta_window_ms / 1000
         return InitializeResult(
             server_info=ServerInfo(name="tiller", version=__version__),
             protocol_version=PROTOCOL_VERSION,
@@ -335,7 +332,7 @@ class TillerFront:
 
     def _history(self, session: Session) -> SessionLoadResult:
         agent = session.agent
-        return SessionLoadResult(
+        return SessionLoadResult.model_construct(  # the messages are valid models already
             session_id=session.id,
             cwd=str(session.cwd),
             provider=session.provider,

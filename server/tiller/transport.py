@@ -36,6 +36,8 @@ __all__ = ["FramedReader", "FramedWriter", "Framing", "Selector", "frame", "serv
 log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
+_LINE_SEPARATOR = "\u2028".encode()
+_PARAGRAPH_SEPARATOR = "\u2029".encode()
 INVALID_REQUEST = -32600
 
 
@@ -54,8 +56,14 @@ class FramedWriter:
         self.closed = False
 
     def write(self, body: bytes) -> None:
+        """Frame and write one JSON body. U+2028/U+2029 (valid raw in JSON strings, but line
+        breaks to some NDJSON readers, e.g. Node's readline) go out escaped."""
         if self.closed:
             return
+        if _LINE_SEPARATOR in body or _PARAGRAPH_SEPARATOR in body:
+            body = body.replace(_LINE_SEPARATOR, b"\\u2028").replace(
+                _PARAGRAPH_SEPARATOR, b"\\u2029"
+            )
         data = frame(body, self._reader.framing)
         try:
             self._write(data)

@@ -72,7 +72,7 @@ def now_ms() -> int:
 class WireModel(BaseModel):
     """Base of every model that crosses the wire: camelCase aliases, populate by either name."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, defer_build=True)
 
     def dump(self) -> dict[str, Any]:
         """The JSON-ready dict of this model, as it goes on the wire."""

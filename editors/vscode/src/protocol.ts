@@ -103,6 +103,8 @@ export interface InitializeParams {
   /** The Tiller protocol version this client speaks (send `capabilities` with it). */
   protocolVersion?: number;
   capabilities?: ClientCapabilities | Record<string, unknown>;
+  /** message_update deltas within this many ms are merged (default 16; 0: off). */
+  deltaWindowMs?: number;
 }
 
 export interface InitializeResult {

@@ -113,7 +113,8 @@ test('prompt streams text deltas in order that concatenate to the reply', option
     assert.equal(result.usage.inputTokens, 10);
     assertWellFormedRun(log, sessionId);
     const deltas = log.ofType('message_update').filter((e) => e.kind === 'text');
-    assert.ok(deltas.length > 3, 'the reply arrives in several deltas');
+    // a burst of chunks is merged into fewer deltas (protocol.md, message_update)
+    assert.ok(deltas.length >= 1, 'the reply arrives as deltas');
     assert.equal(deltas.map((e) => (e.kind === 'text' ? e.delta : '')).join(''), expected);
     const end = log.ofType('message_end').at(-1)!;
     assert.equal(end.message.role, 'assistant');

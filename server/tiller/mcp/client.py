@@ -32,16 +32,9 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import anyio
-import mcp.types as mcp_types
-from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
-from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp.shared.exceptions import MCPError
 
 from tiller.errors import ToolError
 from tiller.mcp.config import McpServerConfig
@@ -49,6 +42,10 @@ from tiller.mcp.tool import McpTool, mcp_tool
 from tiller.procs import ProcessScope
 from tiller.tools.base import Tool
 from tiller.types import McpServerState, McpStatus, McpStatusName
+
+if TYPE_CHECKING:  # the SDK is imported when a server starts (it costs ~0.5 s)
+    import mcp.types as mcp_types
+    from mcp.client.session import ClientRequestContext, ClientSession, IncomingMessage
 
 __all__ = ["McpServer", "McpServers"]
 
@@ -163,6 +160,8 @@ class McpServer:
             self._set("stopped")
 
     async def _run(self) -> None:
+        from mcp.client.session import ClientSession
+
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
@@ -189,6 +188,11 @@ class McpServer:
 
     @asynccontextmanager
     async def _transport(self) -> AsyncIterator[Any]:
+        from mcp.client.sse import sse_client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
         config = self.config
         if config.transport == "stdio":
             assert config.command is not None
@@ -222,12 +226,16 @@ class McpServer:
 
     async def _roots(self, context: ClientRequestContext) -> mcp_types.ListRootsResult:
         """The session's workspace, as MCP roots."""
+        import mcp.types as mcp_types
+
         return mcp_types.ListRootsResult(
             roots=[mcp_types.Root(uri=self.cwd.as_uri(), name=self.cwd.name)]  # type: ignore[arg-type]
         )
 
     async def _on_message(self, message: IncomingMessage) -> None:
         """Never blocks: a flood of notifications costs one re-listing at a time."""
+        import mcp.types as mcp_types
+
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self._stale = True
             if self._refreshing is None or self._refreshing.done():
@@ -267,6 +275,8 @@ class McpServer:
                 self.on_prompts()
 
     async def _list_prompts(self) -> None:
+        import mcp.types as mcp_types
+
         session = self._session
         assert session is not None
         listed: list[mcp_types.Prompt] = []
@@ -285,6 +295,8 @@ class McpServer:
         return [(tool.name, tool.description, tool.input_schema) for tool in self.tools]
 
     async def _list_tools(self) -> None:
+        import mcp.types as mcp_types
+
         session = self._session
         assert session is not None
         listed: list[mcp_types.Tool] = []
@@ -353,6 +365,9 @@ class McpServer:
 
 def _closed(exc: BaseException) -> bool:
     """Whether ``exc`` says the connection is gone (not an error the server answered)."""
+    import mcp.types as mcp_types
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(exc, MCPError):
         return exc.code == mcp_types.CONNECTION_CLOSED
     return isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError,

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Hashable, Sequence
-from typing import Protocol
-
-import mcp.types as mcp_types
+from typing import TYPE_CHECKING, Protocol
 
 from tiller.commands import Command
 from tiller.errors import CommandFailedError, ToolError
 from tiller.mcp.tool import map_block, tool_name
 from tiller.types import TextContent
+
+if TYPE_CHECKING:
+    import mcp.types as mcp_types
 
 __all__ = ["McpPromptSource", "PromptServer", "PromptServers", "argument_hint", "map_arguments"]
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-import mcp.types as mcp_types
 from pydantic import BaseModel, ConfigDict
 
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
 from tiller.types import ImageContent, TextContent
+
+if TYPE_CHECKING:
+    import mcp.types as mcp_types
 
 __all__ = ["McpCaller", "McpTool", "map_block", "map_result", "mcp_tool", "tool_name"]
 
@@ -97,6 +99,8 @@ def _cut(text: str) -> str:
 def map_block(block: Any) -> TextContent | ImageContent | None:
     """One MCP content block as Tiller content (see the module docstring); None for a kind
     this version does not know."""
+    import mcp.types as mcp_types
+
     if isinstance(block, mcp_types.TextContent):
         return TextContent(text=block.text)
     if isinstance(block, mcp_types.ImageContent):

@@ -1,10 +1,11 @@
 """OpenAI-compatible Chat Completions provider: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp.
 
 ``OpenAIProvider.stream`` sends one streaming ``chat.completions.create`` call and maps the SSE
-chunks to ``MessageUpdate`` deltas, then yields exactly one final ``AssistantMessage``. Every
-failure (HTTP status, connection, timeout, empty or truncated stream, malformed chunk) becomes
-that final message with ``stop_reason="error"`` and an ``error_message`` that starts with
-``openai:`` and never contains the API key. Cancellation propagates; the response is closed.
+chunks (read as plain dicts by ``openai_stream``) to ``MessageUpdate`` deltas, then yields
+exactly one final ``AssistantMessage``. Every failure (HTTP status, connection, timeout, empty
+or truncated stream, malformed chunk) becomes that final message with ``stop_reason="error"``
+and an ``error_message`` that starts with ``openai:`` and never contains the API key.
+Cancellation propagates; the response is closed.
 
 Content block indices: a block is appended when its kind first appears. A text or thinking delta
 extends the last block if that block is of the same kind, otherwise it opens a new block (so
@@ -17,11 +18,9 @@ The ``openai`` SDK is imported on first use, never at module import (it costs ~3
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -31,34 +30,28 @@ from tiller.providers.base import (
     StreamItem,
     retry_after_seconds,
 )
-from tiller.providers.tool_arguments import streamed_tool_call
+from tiller.providers.openai_stream import (
+    EMPTY_RESPONSE_ERROR,
+    INCOMPLETE_STREAM_ERROR,
+    RETRY_HINT,
+    MessageBuilder,
+    chunk_dicts,
+)
 from tiller.types import (
-    AssistantContent,
     AssistantMessage,
     ImageContent,
     Message,
-    MessageUpdate,
-    StopReason,
     TextContent,
-    ThinkingContent,
-    ToolCall,
     ToolResultMessage,
-    Usage,
     UserMessage,
 )
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
-    from openai.types.chat import ChatCompletionChunk
-    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
-    from openai.types.completion_usage import CompletionUsage
 
-__all__ = ["OpenAIProvider", "build_request_params"]
+__all__ = ["EMPTY_RESPONSE_ERROR", "INCOMPLETE_STREAM_ERROR", "OpenAIProvider",
+           "build_request_params"]
 
-RETRY_HINT = "temporary: retrying may succeed"
-EMPTY_RESPONSE_ERROR = "openai: the provider returned an empty response (HTTP 200 with no data)"
-INCOMPLETE_STREAM_ERROR = f"openai: the stream ended before the message completed ({RETRY_HINT})"
-CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
 TRANSIENT_STREAM_ERRORS = (EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR)
 _ERROR_HINTS = {
     401: "check OPENAI_API_KEY",
@@ -114,7 +107,7 @@ class OpenAIProvider(SdkProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
-        builder = _MessageBuilder()
+        builder = MessageBuilder()
         try:
             client = self._get_client()
         except Exception as exc:  # the SDK refuses to build a client without credentials
@@ -126,7 +119,7 @@ class OpenAIProvider(SdkProvider):
         failure: Exception | None = None
         try:
             response = await client.chat.completions.create(**params)
-            async for chunk in response:
+            async for chunk in chunk_dicts(response):
                 for update in builder.feed(chunk):
                     yield update
         except Exception as exc:
@@ -145,7 +138,7 @@ class OpenAIProvider(SdkProvider):
                 message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
         yield message
 
-    def _final(self, builder: _MessageBuilder, error: str | None) -> AssistantMessage:
+    def _final(self, builder: MessageBuilder, error: str | None) -> AssistantMessage:
         message = builder.finish(error)
         message.provider = self.name
         message.model = self.model
@@ -287,149 +280,3 @@ def _user_content(content: str | list[TextContent | ImageContent]) -> str | list
             url = f"data:{block.mime_type};base64,{block.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
     return parts
-
-
-# ---------------------------------------------------------------------------------------------
-# Stream accumulation
-
-
-@dataclass
-class _TextBlock:
-    kind: Literal["text", "thinking"]
-    parts: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _ToolBlock:
-    id: str
-    name: str
-    server_id: str | None
-    argument_parts: list[str] = field(default_factory=list)
-
-
-class _MessageBuilder:
-    """Accumulates chunks into content blocks; ``feed`` says which deltas each chunk made."""
-
-    def __init__(self) -> None:
-        self.blocks: list[_TextBlock | _ToolBlock] = []
-        self.tool_block_by_index: dict[int, int] = {}
-        self.chunk_count = 0
-        self.finish_reason: str | None = None
-        self.usage = Usage()
-
-    def feed(self, chunk: ChatCompletionChunk) -> list[MessageUpdate]:
-        """Absorb one chunk (only choice 0 counts); return its deltas in order."""
-        self.chunk_count += 1
-        if chunk.usage is not None:
-            self.usage = _map_usage(chunk.usage)
-        updates: list[MessageUpdate] = []
-        for choice in chunk.choices or []:
-            if getattr(choice, "index", 0) != 0:
-                continue
-            delta = choice.delta
-            if delta is not None:
-                reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                    delta, "reasoning", None
-                )
-                if isinstance(reasoning, str) and reasoning:
-                    updates.append(self._append_text("thinking", reasoning))
-                for text in (delta.content, delta.refusal):
-                    if isinstance(text, str) and text:
-                        updates.append(self._append_text("text", text))
-                for tool_call in delta.tool_calls or []:
-                    updates.extend(self._tool_call_delta(tool_call))
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-        return updates
-
-    def _append_text(self, kind: Literal["text", "thinking"], text: str) -> MessageUpdate:
-        """Extend the last block if it is of ``kind``, else open a new one."""
-        last = self.blocks[-1] if self.blocks else None
-        if not (isinstance(last, _TextBlock) and last.kind == kind):
-            last = _TextBlock(kind)
-            self.blocks.append(last)
-        last.parts.append(text)
-        return MessageUpdate(kind=kind, index=len(self.blocks) - 1, delta=text)
-
-    def _tool_call_delta(self, tool_call: ChoiceDeltaToolCall) -> list[MessageUpdate]:
-        """Open a tool call on its first chunk, then collect its argument fragments.
-
-        A chunk whose id differs from the open call's id starts a new call even at the same
-        ``index`` (some servers send every call complete at index 0).
-        """
-        updates: list[MessageUpdate] = []
-        key = tool_call.index if isinstance(tool_call.index, int) else 0
-        function = tool_call.function
-        name = function.name if function is not None else None
-        fragment = function.arguments if function is not None else None
-        block_index = self.tool_block_by_index.get(key, -1)
-        block = self.blocks[block_index] if block_index >= 0 else None
-        if not isinstance(block, _ToolBlock) or (
-            tool_call.id and block.server_id and tool_call.id != block.server_id
-        ):
-            call_id = tool_call.id or f"call_{uuid.uuid4().hex}"
-            block = _ToolBlock(id=call_id, name=name or "", server_id=tool_call.id)
-            self.blocks.append(block)
-            block_index = len(self.blocks) - 1
-            self.tool_block_by_index[key] = block_index
-            updates.append(
-                MessageUpdate(
-                    kind="toolCallStart",
-                    index=block_index,
-                    tool_call_id=block.id,
-                    tool_name=block.name,
-                )
-            )
-        elif name and not block.name:
-            block.name = name
-        if fragment:
-            block.argument_parts.append(fragment)
-            updates.append(MessageUpdate(kind="toolCallArgs", index=block_index, delta=fragment))
-        return updates
-
-    def finish(self, error: str | None) -> AssistantMessage:
-        """The final message: blocks as content, and the stop reason the stream earned."""
-        content: list[AssistantContent] = []
-        for block in self.blocks:
-            if isinstance(block, _ToolBlock):
-                raw = "".join(block.argument_parts)
-                content.append(streamed_tool_call(block.id, block.name, raw))
-            elif block.kind == "text":
-                content.append(TextContent(text="".join(block.parts)))
-            else:
-                content.append(ThinkingContent(thinking="".join(block.parts)))
-        has_tool_calls = any(isinstance(block, ToolCall) for block in content)
-        stop_reason, error = self._stop_reason(has_tool_calls, error)
-        return AssistantMessage(
-            content=content, usage=self.usage, stop_reason=stop_reason, error_message=error
-        )
-
-    def _stop_reason(
-        self, has_tool_calls: bool, error: str | None
-    ) -> tuple[StopReason, str | None]:
-        """How the stream ended: the explicit ``error`` first, then what the chunks said."""
-        if error is not None:
-            return "error", error
-        if self.chunk_count == 0:
-            return "error", EMPTY_RESPONSE_ERROR
-        if self.finish_reason is None:
-            return "error", INCOMPLETE_STREAM_ERROR
-        if self.finish_reason == "content_filter":
-            return "error", CONTENT_FILTER_ERROR
-        if self.finish_reason == "length":
-            return "length", None
-        if has_tool_calls or self.finish_reason in ("tool_calls", "function_call"):
-            return "toolUse", None
-        return "stop", None
-
-
-def _map_usage(usage: CompletionUsage) -> Usage:
-    """OpenAI usage as Tiller's: cached prompt tokens are split out of ``input_tokens``."""
-    prompt = usage.prompt_tokens or 0
-    details = usage.prompt_tokens_details
-    cached = (details.cached_tokens or 0) if details is not None else 0
-    return Usage(
-        input_tokens=max(prompt - cached, 0),
-        output_tokens=usage.completion_tokens or 0,
-        cache_read_tokens=cached,
-    )

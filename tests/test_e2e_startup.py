@@ -1,0 +1,37 @@
+"""End to end: answering ``initialize`` imports only what it needs. The provider SDKs, the MCP
+SDK and the ACP front load on first use (``python -X importtime`` lists every import)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers import clean_env
+
+LAZY = ("openai", "anthropic", "mcp", "httpx2", "tiller.acp", "tiller.providers.openai",
+        "tiller.providers.anthropic")
+
+
+def imported_while_serving(cwd: Path, *messages: dict[str, object]) -> set[str]:
+    """Every module a ``tiller`` process imported while answering ``messages`` (then EOF)."""
+    stdin = "".join(json.dumps(message) + "\n" for message in messages)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tiller", "--no-session", "--cwd", str(cwd),
+         "--base-url", "http://127.0.0.1:9/v1"],
+        input=stdin, capture_output=True, text=True, env=clean_env(), cwd=cwd, timeout=60,
+        check=True,
+    )
+    assert '"id": 1' in done.stdout or '"id":1' in done.stdout  # initialize was answered
+    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", done.stderr, re.M))
+
+
+def test_initialize_imports_no_sdk_and_no_acp(tmp_path: Path) -> None:
+    modules = imported_while_serving(tmp_path, {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"clientInfo": {"name": "test"}, "capabilities": {}},
+    })
+    assert "tiller.rpc" in modules  # the listing is real
+    assert sorted(name for name in modules if name.split(".")[0] in LAZY or name in LAZY) == []
