@@ -96,6 +96,7 @@ class Front:
         self.translate = translate
         self._client_ids = itertools.count(1)
         self._cancellers: dict[Any, Callable[[], None]] = {}
+        self._cancelled_early: set[Any] = set()
 
     @property
     def protocol(self) -> JsonRPCProtocol:
@@ -170,16 +171,26 @@ class Front:
         ``on_cancel``. Enter it before the handler's first ``await``."""
         msg_id = self.server.protocol.msg_id
         self._cancellers[msg_id] = on_cancel
+        if msg_id in self._cancelled_early:  # cancelled before its handler began
+            self._cancelled_early.discard(msg_id)
+            on_cancel()
         try:
             yield
         finally:
             self._cancellers.pop(msg_id, None)
 
     def cancel_request(self, msg_id: Any) -> None:
-        """The client cancels its request ``msg_id``: act on it if it is cancellable."""
+        """The client cancels its request ``msg_id``: act on it if it is cancellable. A request
+        whose handler has not begun yet (both arrived in one read) is remembered until it does
+        or until it is answered."""
         on_cancel = self._cancellers.get(msg_id)
         if on_cancel is not None:
             on_cancel()
+            return
+        pending = self.server.protocol._request_futures.get(msg_id)
+        if pending is not None and not pending.done():
+            self._cancelled_early.add(msg_id)
+            pending.add_done_callback(lambda _: self._cancelled_early.discard(msg_id))
 
 
 async def serve(

@@ -10,7 +10,6 @@ its agent, and shapes the result. A session's events go out as ``agent/event`` n
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, get_args
 
 import anyio
@@ -66,10 +65,16 @@ from tiller.protocol import (
     SetThinkingLevelResult,
 )
 from tiller.shadow import git_available
-from tiller.types import PERMISSION_MODES, QUEUE_MODES, AgentEvent, RunResult, WireModel
+from tiller.types import (
+    PERMISSION_MODES,
+    QUEUE_MODES,
+    AgentEvent,
+    RunResult,
+    UserContent,
+    WireModel,
+)
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
-    from tiller.agent import Agent
     from tiller.session import Session
     from tiller.sessions import SessionRegistry
 
@@ -227,18 +232,10 @@ class TillerFront:
         return WireModel()
 
     async def prompt(self, params: PromptParams) -> RunResultModel:
-        session = self.sessions.get(params.session_id)
-        await session.mcp.ensure_started()
-
-        async def expanded_prompt() -> RunResult:
-            return await session.agent.prompt(await session.expand_prompt(params.message))
-
-        return await self._run(session.agent, expanded_prompt())
+        return await self._run(self.sessions.get(params.session_id), params.message)
 
     async def continue_(self, params: SessionParams) -> RunResultModel:
-        session = self.sessions.get(params.session_id)
-        await session.mcp.ensure_started()
-        return await self._run(session.agent, session.agent.continue_())
+        return await self._run(self.sessions.get(params.session_id), None)
 
     async def steer(self, params: QueueParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
@@ -380,10 +377,30 @@ class TillerFront:
         ]
         return ModelsListResult(providers=providers, models=models)
 
-    async def _run(self, agent: Agent, run: Awaitable[RunResult]) -> RunResultModel:
-        """Await a run, letting ``$/cancelRequest`` for this request abort it."""
-        with self.front.cancellable(lambda: agent.abort() if agent.is_running else None):
-            result = await run
+    async def _run(
+        self, session: Session, message: str | list[UserContent] | None
+    ) -> RunResultModel:
+        """Run ``message`` (its slash command expanded) or, for None, continue, once the
+        session's MCP servers are up. ``$/cancelRequest`` for this request aborts the run; one
+        that comes before the run began means it never begins (``aborted``, no events)."""
+        agent = session.agent
+        cancelled = False
+
+        def cancel() -> None:
+            nonlocal cancelled
+            cancelled = True
+            if agent.is_running:
+                agent.abort()
+
+        with self.front.cancellable(cancel):
+            await session.mcp.ensure_started()
+            content = None if message is None else await session.expand_prompt(message)
+            if cancelled:
+                result = RunResult(stop_reason="aborted")
+            elif content is None:
+                result = await agent.continue_()
+            else:
+                result = await agent.prompt(content)
         return RunResultModel(
             stop_reason=result.stop_reason, error_message=result.error_message, usage=result.usage
         )

@@ -7,7 +7,10 @@ notifications. ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
-Run: ``python scripted_server.py [--exit-at-start | --hang]`` (stdio).
+``--wait-fifo PATH`` opens the FIFO at PATH before speaking MCP (so it starts only once
+a test opens the FIFO's other end).
+
+Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]`` (stdio).
 """
 
 from __future__ import annotations
@@ -93,4 +96,7 @@ if __name__ == "__main__":
         sys.stderr.write("scripted server: hanging\n")
         sys.stderr.flush()
         time.sleep(3600)
+    if "--wait-fifo" in sys.argv:
+        with open(sys.argv[sys.argv.index("--wait-fifo") + 1]):
+            pass
     server.run("stdio")
