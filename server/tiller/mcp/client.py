@@ -29,7 +29,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -274,41 +274,36 @@ class McpServer:
             if self.status == "ready" and before != self.prompts:
                 self.on_prompts()
 
-    async def _list_prompts(self) -> None:
+    async def _paginate(self, fetch: Callable[[Any], Awaitable[Any]], field: str) -> list[Any]:
+        """Every item of a paginated MCP listing: ``fetch(params)`` per page, ``field`` holds the
+        page's items; the whole walk is bounded by the server's start-up timeout."""
         import mcp.types as mcp_types
 
-        session = self._session
-        assert session is not None
-        listed: list[mcp_types.Prompt] = []
+        listed: list[Any] = []
         cursor: str | None = None
         with anyio.fail_after(self.config.startup_timeout):
             while True:
                 params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_prompts(params=params)
-                listed.extend(page.prompts)
+                page = await fetch(params)
+                listed.extend(getattr(page, field))
                 cursor = page.next_cursor
                 if not cursor:
-                    break
-        self.prompts = listed
+                    return listed
+
+    async def _list_prompts(self) -> None:
+        session = self._session
+        assert session is not None
+        self.prompts = await self._paginate(
+            lambda params: session.list_prompts(params=params), "prompts")
 
     def _listing(self) -> list[tuple[str, str, dict[str, Any]]]:
         return [(tool.name, tool.description, tool.input_schema) for tool in self.tools]
 
     async def _list_tools(self) -> None:
-        import mcp.types as mcp_types
-
         session = self._session
         assert session is not None
-        listed: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        with anyio.fail_after(self.config.startup_timeout):
-            while True:
-                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_tools(params=params)
-                listed.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
+        listed: list[mcp_types.Tool] = await self._paginate(
+            lambda params: session.list_tools(params=params), "tools")
         self.tools = [mcp_tool(self, tool, read_only=self.config.read_only)
                       for tool in listed if self.config.offers(tool.name)]
 
