@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from fake_openai import FakeOpenAI, text_reply
+from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env
 
 EXTENSION = Path(__file__).resolve().parent.parent / "editors" / "vscode"
@@ -146,6 +146,7 @@ def drive(story: dict[str, Any], root: Path) -> list[dict[str, Any]]:
     return reports
 
 
+NOTES = "written by the agent\n"
 STREAM = "Hello from the **scripted** model, streamed in small pieces to VS Code."
 
 
@@ -168,10 +169,20 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         "tiller.model": "fake-model",
         "tiller.extraArgs": ["--session-dir", str(root / "sessions")],
     }
-    fake.enqueue(text_reply(STREAM, chunk_size=3))
+    fake.enqueue(
+        text_reply(STREAM, chunk_size=3),
+        tool_call_reply([("call_1", "write", {"path": "notes.txt", "content": NOTES})]),
+        tool_call_reply([("call_2", "bash", {"command": "cat notes.txt"})]),
+        text_reply("The notes are on disk."),
+        tool_call_reply([("call_1", "bash", {"command": "touch withdrawn.txt"})]),
+    )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
          "reply": STREAM.replace("**", ""), "bold": "scripted"},
+        {"name": "review", "kind": "review", "prompt": "write the notes", "file": "notes.txt",
+         "command": "cat notes.txt", "reply": "The notes are on disk."},
+        {"name": "withdraw", "kind": "withdraw", "prompt": "touch a file",
+         "command": "touch withdrawn.txt"},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -183,3 +194,4 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     assert [r["step"] for r in reports] == ["open", *[s["name"] for s in steps]]
     fake.assert_script_complete()
     assert fake.requests[0]["messages"][-1]["content"] == "say hello"
+    assert not (workspace / "withdrawn.txt").exists()

@@ -69,6 +69,38 @@ async function idle(frame) {
   await frame.waitForFunction(() => !document.body.classList.contains('running'), WAIT);
 }
 
+/** Wait for the approval card whose title contains `title`; return its element id. */
+async function approvalCard(frame, title) {
+  const handle = await frame.waitForFunction(
+    (wanted) =>
+      [...document.querySelectorAll('#approvals .approval')].find((card) =>
+        card.querySelector('.title')?.textContent?.includes(wanted),
+      )?.id,
+    WAIT,
+    title,
+  );
+  return handle.jsonValue();
+}
+
+async function gone(frame, id) {
+  await frame.waitForFunction((wanted) => !document.getElementById(wanted), WAIT, id);
+}
+
+/** The editor tabs' labels. */
+function tabLabels(page) {
+  return page.$$eval('.tabs-container .tab', (tabs) => tabs.map((tab) => tab.getAttribute('aria-label') ?? ''));
+}
+
+async function noTab(page, part) {
+  await page.waitForFunction(
+    (wanted) => ![...document.querySelectorAll('.tabs-container .tab')].some((tab) =>
+      (tab.getAttribute('aria-label') ?? '').includes(wanted),
+    ),
+    WAIT,
+    part,
+  );
+}
+
 const steps = {
   /** A prompt streams a Markdown reply into the view. */
   async stream(page, frame, step) {
@@ -80,6 +112,55 @@ const steps = {
     if (bold !== step.bold) {
       throw new Error(`expected **${step.bold}** rendered bold, got ${JSON.stringify(bold)}`);
     }
+  },
+
+  /**
+   * A file change waits in a chat card and in the diff editor (no modal): it is allowed with
+   * the diff editor's title bar action; the card and the diff tab close. The command that
+   * follows is allowed in its chat card, whose "always" says what it covers.
+   */
+  async review(page, frame, step) {
+    await send(frame, step.prompt);
+    const fileCard = await approvalCard(frame, step.file);
+    await page.waitForFunction(
+      (wanted) => [...document.querySelectorAll('.tabs-container .tab')].some((tab) =>
+        (tab.getAttribute('aria-label') ?? '').includes(wanted)),
+      WAIT,
+      'proposed',
+    );
+    if (await page.$('.monaco-dialog-box')) {
+      throw new Error('a modal dialog is open');
+    }
+    await screenshot(page, 'review-diff');
+    const allow = await page.waitForSelector('.editor-actions .action-label[aria-label^="Allow"]', WAIT);
+    await allow.click();
+    await gone(frame, fileCard);
+    await noTab(page, 'proposed');
+    const commandCard = await approvalCard(frame, step.command);
+    const always = await frame.$eval(`#${commandCard} .always`, (node) => node.textContent ?? '');
+    if (!always.includes('exact command')) {
+      throw new Error(`"always" does not say what it covers: ${always}`);
+    }
+    await screenshot(page, 'review-command');
+    await frame.click(`#${commandCard} button[data-option="allowOnce"]`);
+    await gone(frame, commandCard);
+    await seen(frame, step.reply);
+    await idle(frame);
+    const labels = await tabLabels(page);
+    if (labels.some((label) => label.includes('proposed'))) {
+      throw new Error(`a diff tab stayed open: ${labels}`);
+    }
+  },
+
+  /** Stop while a command waits for approval: Tiller withdraws the request; its card goes. */
+  async withdraw(page, frame, step) {
+    await send(frame, step.prompt);
+    const card = await approvalCard(frame, step.command);
+    await screenshot(page, 'withdraw-waiting');
+    await frame.click('#stop');
+    await gone(frame, card);
+    await seen(frame, 'Stopped.');
+    await idle(frame);
   },
 };
 

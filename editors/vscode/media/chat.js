@@ -15,6 +15,7 @@
   const steer = /** @type {HTMLButtonElement} */ (document.getElementById('steer'));
   const followUp = /** @type {HTMLButtonElement} */ (document.getElementById('followUp'));
   const stop = /** @type {HTMLButtonElement} */ (document.getElementById('stop'));
+  const approvals = /** @type {HTMLElement} */ (document.getElementById('approvals'));
 
   let running = false;
 
@@ -94,12 +95,72 @@
     set('.name', op.name);
     set('.summary', op.summary);
     /** @type {Record<string, string>} */
-    const labels = { streaming: '…', running: 'running', done: 'done', error: 'error' };
+    const labels = {
+      streaming: '…',
+      waiting: 'waiting for approval',
+      running: 'running',
+      done: 'done',
+      error: 'error',
+    };
     set('.status', labels[String(op.status)] || String(op.status));
     set('.args', op.args);
     set('.output', op.output);
     if (op.status === 'error') {
       card.open = true;
+    }
+  }
+
+  /**
+   * The permission requests waiting for an answer: one card each, first one first. A button
+   * answers once; the card goes when the extension posts the next list.
+   * @param {any[]} items
+   */
+  function renderApprovals(items) {
+    approvals.textContent = '';
+    for (const item of items) {
+      const card = document.createElement('div');
+      card.className = 'approval';
+      card.id = item.key;
+      card.dataset.toolCallId = String(item.toolCallId);
+      const title = document.createElement('div');
+      title.className = 'title';
+      title.textContent = String(item.title);
+      card.appendChild(title);
+      if (item.detail) {
+        const detail = document.createElement('pre');
+        detail.className = 'detail';
+        detail.textContent = String(item.detail);
+        card.appendChild(detail);
+      }
+      const row = document.createElement('div');
+      row.className = 'buttons';
+      for (const button of item.buttons) {
+        const node = document.createElement('button');
+        node.type = 'button';
+        node.dataset.option = String(button.option);
+        node.textContent = String(button.label);
+        if (button.option === 'allowAlways') {
+          node.title = String(item.always);
+        }
+        if (button.option === 'rejectOnce') {
+          node.className = 'secondary';
+        }
+        node.addEventListener('click', () => {
+          for (const other of row.querySelectorAll('button')) {
+            other.disabled = true;
+          }
+          vscode.postMessage({ type: 'approve', key: item.key, option: button.option });
+        });
+        row.appendChild(node);
+      }
+      card.appendChild(row);
+      if (item.buttons.some((/** @type {any} */ b) => b.option === 'allowAlways')) {
+        const note = document.createElement('div');
+        note.className = 'always';
+        note.textContent = String(item.always);
+        card.appendChild(note);
+      }
+      approvals.appendChild(card);
     }
   }
 
@@ -109,6 +170,7 @@
       case 'clear':
         transcript.textContent = '';
         pending.textContent = '';
+        approvals.textContent = '';
         break;
       case 'user':
         element(op.id, 'div', 'message user').innerHTML = op.html;
@@ -138,6 +200,9 @@
       }
       case 'state':
         setRunning(op.running);
+        break;
+      case 'approvals':
+        renderApprovals(op.items);
         break;
       case 'pending':
         pending.textContent = '';

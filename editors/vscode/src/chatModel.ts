@@ -2,10 +2,11 @@
 // applies to its DOM. Text deltas only mark their block dirty; `flush()` re-renders the dirty
 // blocks, so the host can coalesce a burst of deltas into one update. No `vscode` import.
 
+import type { ApprovalView } from './approvals';
 import { renderMarkdown } from './markdown';
 import type { AgentEvent, Message, ToolResultMessage } from './protocol';
 
-export type ToolStatus = 'streaming' | 'running' | 'done' | 'error';
+export type ToolStatus = 'streaming' | 'waiting' | 'running' | 'done' | 'error';
 export type QueueKind = 'steer' | 'followUp';
 
 /** One change to the chat view. Every `html` field is safe to assign to innerHTML. */
@@ -25,7 +26,9 @@ export type ChatOp =
   | { op: 'discard'; ids: string[] }
   | { op: 'notice'; level: 'info' | 'error'; text: string }
   | { op: 'state'; running: boolean }
-  | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> };
+  | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> }
+  /** The permission requests waiting for an answer, first one first (replaces the last list). */
+  | { op: 'approvals'; items: ApprovalView[] };
 
 /** Tool output shown in a card is the tail, at most this many characters. */
 export const MAX_TOOL_OUTPUT = 8000;
@@ -79,8 +82,18 @@ export class ChatModel {
       case 'tool_execution_update': {
         const card = this.tool(event.toolCallId, event.toolName);
         const partial = event.partialResult;
-        if (typeof partial === 'object' && partial !== null && 'output' in partial) {
-          card.output = tail(String((partial as { output: unknown }).output));
+        const status = isObject(partial) ? partial.status : undefined;
+        if (status === 'awaitingPermission') {
+          card.status = 'waiting';
+          this.dirty.add(card.id);
+          return this.flush();
+        }
+        if (card.status === 'waiting') {
+          card.status = 'running';
+          this.dirty.add(card.id);
+        }
+        if (isObject(partial) && 'output' in partial) {
+          card.output = tail(String(partial.output));
           this.dirty.add(card.id);
         }
         return [];
@@ -275,6 +288,10 @@ export function toolSummary(name: string, args: Record<string, unknown> | undefi
 /** The text of a tool result's content blocks (images as a placeholder). */
 export function resultText(result: ToolResultMessage): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : `[image ${c.mimeType}]`)).join('\n');
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function tail(text: string): string {

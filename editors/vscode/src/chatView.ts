@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 
 import type { ChatOp } from './chatModel';
+import type { PermissionOption } from './protocol';
 import { parseFromWebview, type SubmitKind, type ToWebview } from './messages';
 
 export type { SubmitKind } from './messages';
@@ -16,6 +17,8 @@ export interface ChatHost {
   snapshot(): ChatOp[];
   submit(kind: SubmitKind, text: string): Promise<void>;
   abort(): Promise<void>;
+  /** The user answered the permission request `key` in the view. */
+  approve(key: string, option: PermissionOption): void;
 }
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {
@@ -44,6 +47,8 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
           void this.host.submit(message.kind, message.text);
         } else if (message?.type === 'abort') {
           void this.host.abort();
+        } else if (message?.type === 'approve') {
+          this.host.approve(message.key, message.option);
         }
       }),
     ];
@@ -73,6 +78,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <main id="transcript" aria-live="polite"></main>
   <ul id="pending"></ul>
   <form id="composer">
+    <section id="approvals" aria-label="Waiting for your approval"></section>
     <textarea id="input" rows="3" placeholder="Ask Tiller… (Enter sends, Shift+Enter for a new line)"></textarea>
     <div class="buttons">
       <button type="submit" id="send">Send</button>

@@ -4,10 +4,11 @@
 import * as os from 'node:os';
 import * as vscode from 'vscode';
 
+import { ApprovalQueue } from './approvals';
 import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, isRpcError, serverArgs, type ClientHandlers } from './client';
-import { ErrorCode, type AgentEvent } from './protocol';
+import { ErrorCode, type AgentEvent, type PermissionOption } from './protocol';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
 
 const FLUSH_MS = 40; // coalesce streamed deltas into at most ~25 view updates a second
@@ -30,13 +31,29 @@ class TillerController implements ChatHost, vscode.Disposable {
   private promptsInFlight = 0;
   private stale = false; // settings changed: restart the server when idle
   readonly handlers: ClientHandlers;
+  readonly approvals = new ApprovalQueue();
 
   constructor(
     private readonly output: vscode.OutputChannel,
     proposed: ProposedContentProvider,
     private readonly version: string,
   ) {
-    this.handlers = createHandlers({ proposed, sessionCwd: (id) => this.sessionCwds.get(id) });
+    this.handlers = createHandlers({
+      proposed,
+      approvals: this.approvals,
+      sessionCwd: (id) => this.sessionCwds.get(id),
+    });
+    this.approvals.onChange((items) => {
+      this.post([{ op: 'approvals', items }]);
+      void vscode.commands.executeCommand('setContext', 'tiller.approvalPending', items.length > 0);
+    });
+  }
+
+  /** Answer a pending permission request (`key` undefined: the first one, whose diff is open). */
+  approve(key: string | undefined, option: PermissionOption): void {
+    if (!this.approvals.answer(key, option)) {
+      this.notice('info', 'That request is no longer waiting for an answer.');
+    }
   }
 
   get busy(): boolean {
@@ -171,6 +188,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       this.output.appendLine(`[tiller-vscode] tiller stopped (${how})`);
       if (this.connected?.client === client) {
         this.connected = undefined;
+        this.approvals.clear();
         if (info.error || info.code !== 0) {
           this.notice('error', `Tiller stopped (${how}). See the "Tiller" output for its log.`);
         }
@@ -263,6 +281,11 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscode.commands.registerCommand('tiller.abort', () => tiller.abort()),
     vscode.commands.registerCommand('tiller.newChat', () => tiller.newChat()),
+    vscode.commands.registerCommand('tiller.approval.allow', () => tiller.approve(undefined, 'allowOnce')),
+    vscode.commands.registerCommand('tiller.approval.allowAlways', () =>
+      tiller.approve(undefined, 'allowAlways'),
+    ),
+    vscode.commands.registerCommand('tiller.approval.reject', () => tiller.approve(undefined, 'rejectOnce')),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration('tiller')) {
         tiller.settingsChanged();

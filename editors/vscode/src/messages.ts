@@ -1,11 +1,16 @@
 // Messages between the chat webview (media/chat.js) and the extension. No `vscode` import.
 
 import type { ChatOp } from './chatModel';
+import { PermissionOptions, type PermissionOption } from './protocol';
 
 export type SubmitKind = 'prompt' | 'steer' | 'followUp';
 
 /** Messages the webview posts to the extension. */
-export type FromWebview = { type: 'ready' } | { type: 'submit'; kind: SubmitKind; text: string } | { type: 'abort' };
+export type FromWebview =
+  | { type: 'ready' }
+  | { type: 'submit'; kind: SubmitKind; text: string }
+  | { type: 'abort' }
+  | { type: 'approve'; key: string; option: PermissionOption };
 
 /** Messages the extension posts to the webview. */
 export type ToWebview = { type: 'ops'; ops: ChatOp[] };
@@ -24,6 +29,13 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
     (m.kind === 'prompt' || m.kind === 'steer' || m.kind === 'followUp')
   ) {
     return { type: 'submit', kind: m.kind, text: m.text };
+  }
+  if (
+    m.type === 'approve' &&
+    typeof m.key === 'string' &&
+    (PermissionOptions as readonly unknown[]).includes(m.option)
+  ) {
+    return { type: 'approve', key: m.key, option: m.option as PermissionOption };
   }
   return undefined;
 }

@@ -1,21 +1,16 @@
 // VS Code implementations of the server -> client requests (see ClientHandlers in client.ts):
-// permission prompts with a diff preview, reads that see unsaved editor content, and writes
+// permission requests queued for the chat view (approvals.ts) with a diff preview that closes
+// when the request is answered or withdrawn, reads that see unsaved editor content, and writes
 // through WorkspaceEdit into the buffer (undoable; not saved: saving is the user's choice).
 
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 
+import { describeRequest, type ApprovalQueue } from './approvals';
 import { dismissedOutcome, sliceLines, type ClientHandlers } from './client';
 import { proposedContent } from './preview';
-import type { PermissionOption, RequestPermissionParams } from './protocol';
-
-export const OPTION_LABELS: Record<PermissionOption, string> = {
-  allowOnce: 'Allow',
-  allowAlways: 'Always Allow',
-  rejectOnce: 'Reject',
-  rejectAlways: 'Always Reject',
-};
+import type { RequestPermissionParams } from './protocol';
 
 /** Read-only virtual documents holding proposed file contents, for the diff editor. */
 export class ProposedContentProvider implements vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -52,6 +47,8 @@ export class ProposedContentProvider implements vscode.TextDocumentContentProvid
 
 export interface HandlerContext {
   proposed: ProposedContentProvider;
+  /** Where permission requests wait for an answer (the chat view shows them). */
+  approvals: ApprovalQueue;
   /** The working directory of a session (relative paths resolve against it). */
   sessionCwd(sessionId: string): string | undefined;
 }
@@ -77,6 +74,27 @@ async function exists(file: string): Promise<boolean> {
     return true;
   } catch {
     return openDocument(file) !== undefined;
+  }
+}
+
+/** Close the editor tabs showing any of `uris` (as a document or either side of a diff). */
+async function closeTabsShowing(uris: readonly vscode.Uri[]): Promise<void> {
+  if (uris.length === 0) {
+    return;
+  }
+  const wanted = new Set(uris.map((uri) => uri.toString()));
+  const showing = (uri: vscode.Uri | undefined): boolean => uri !== undefined && wanted.has(uri.toString());
+  const tabs = vscode.window.tabGroups.all
+    .flatMap((group) => group.tabs)
+    .filter((tab) => {
+      const input = tab.input;
+      if (input instanceof vscode.TabInputTextDiff) {
+        return showing(input.modified) || showing(input.original);
+      }
+      return input instanceof vscode.TabInputText && showing(input.uri);
+    });
+  if (tabs.length > 0) {
+    await vscode.window.tabGroups.close(tabs, true);
   }
 }
 
@@ -110,51 +128,30 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
   return {
     async requestPermission(params, token) {
       const { preview } = params;
-      let message: string;
-      let detail: string;
+      const words = describeRequest(params, (file) => vscode.workspace.asRelativePath(file));
       let shown: vscode.Uri[] = [];
-      switch (preview.kind) {
-        case 'diff': {
-          shown = await showDiff(params, resolve(params.sessionId, preview.path), preview.diff);
-          message = `Tiller wants to ${params.toolName} ${vscode.workspace.asRelativePath(preview.path)}`;
-          detail = 'The proposed change is open in the diff editor.';
-          break;
-        }
-        case 'command':
-          message = 'Tiller wants to run a command';
-          detail = `${preview.command}\n\nin ${preview.cwd}`;
-          break;
-        case 'path':
-          message = `Tiller wants to ${params.toolName} ${preview.path}`;
-          detail = 'The path is outside the workspace.';
-          break;
-        case 'none':
-          message = `Tiller wants to run ${params.toolName}`;
-          detail = '';
-          break;
-      }
-      if (params.reason) {
-        detail = detail ? `${params.reason}\n\n${detail}` : params.reason;
-      }
-      try {
-        const labels = params.options.map((option) => OPTION_LABELS[option]);
-        const asked = vscode.window.showInformationMessage(message, { modal: true, detail }, ...labels);
-        // Tiller sends $/cancelRequest when it stops waiting (abort, timeout): stop waiting too;
-        // a late answer would be ignored anyway.
-        const cancelled = new Promise<undefined>((done) => {
-          if (token.isCancellationRequested) {
-            done(undefined);
-          }
-          token.onCancellationRequested(() => done(undefined));
-        });
-        const choice = await Promise.race([asked, cancelled]);
-        const outcome = params.options.find((option) => OPTION_LABELS[option] === choice);
-        return { outcome: outcome ?? dismissedOutcome(params.options) };
-      } finally {
+      let settled = false;
+      const close = (): void => {
         for (const uri of shown) {
           context.proposed.forget(uri);
         }
-      }
+        void closeTabsShowing(shown);
+      };
+      const outcome = await context.approvals.ask(params, words, token, {
+        async shown() {
+          if (preview.kind === 'diff') {
+            shown = await showDiff(params, resolve(params.sessionId, preview.path), preview.diff);
+            if (settled) {
+              close(); // answered or withdrawn while the diff was opening
+            }
+          }
+        },
+        settled() {
+          settled = true;
+          close();
+        },
+      });
+      return { outcome: outcome ?? dismissedOutcome(params.options) };
     },
 
     async readTextFile(params) {

@@ -86,12 +86,26 @@ export class WorkspaceEdit {
   }
 }
 
+export class TabInputText {
+  constructor(readonly uri: Uri) {}
+}
+
+export class TabInputTextDiff {
+  constructor(
+    readonly original: Uri,
+    readonly modified: Uri,
+  ) {}
+}
+
 export interface Recorded {
   commands: Map<string, (...args: unknown[]) => unknown>;
   /** Each executed command, with the content of any virtual-document URI among its args. */
   executed: Array<{ command: string; args: unknown[]; contents: Array<string | undefined> }>;
   modals: Array<{ message: string; options: { modal?: boolean; detail?: string }; items: string[] }>;
   applied: WorkspaceEdit[];
+  /** Open editor tabs: `vscode.diff` opens one, `tabGroups.close` closes it. */
+  tabs: Array<{ input: TabInputText | TabInputTextDiff }>;
+  closed: Array<{ input: TabInputText | TabInputTextDiff }>;
   views: Map<string, unknown>;
   contentProviders: Map<string, { provideTextDocumentContent(uri: Uri): string }>;
   output: string[];
@@ -100,8 +114,8 @@ export interface Recorded {
 export interface FakeVscodeOptions {
   workspaceFolder: string;
   settings: Record<string, unknown>;
-  /** Which button the modal permission dialog "clicks" (undefined: dismissed). */
-  answer: (message: string, items: string[]) => string | undefined;
+  /** Which button a modal dialog "clicks" (the extension should not show any). */
+  answer?: (message: string, items: string[]) => string | undefined;
 }
 
 export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<string, unknown>; recorded: Recorded } {
@@ -110,6 +124,8 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     executed: [],
     modals: [],
     applied: [],
+    tabs: [],
+    closed: [],
     views: new Map(),
     contentProviders: new Map(),
     output: [],
@@ -122,7 +138,19 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     Position,
     Range,
     WorkspaceEdit,
+    TabInputText,
+    TabInputTextDiff,
     window: {
+      tabGroups: {
+        get all() {
+          return [{ tabs: [...recorded.tabs] }];
+        },
+        close: async (tabs: Array<{ input: TabInputText | TabInputTextDiff }>) => {
+          recorded.tabs = recorded.tabs.filter((tab) => !tabs.includes(tab));
+          recorded.closed.push(...tabs);
+          return true;
+        },
+      },
       createOutputChannel: () => ({
         append: (text: string) => recorded.output.push(text),
         appendLine: (text: string) => recorded.output.push(`${text}\n`),
@@ -138,7 +166,7 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         ...items: string[]
       ) => {
         recorded.modals.push({ message, options: modalOptions, items });
-        return options.answer(message, items);
+        return options.answer?.(message, items);
       },
       showTextDocument: async () => undefined,
       showInputBox: async () => undefined,
@@ -153,6 +181,9 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
           arg instanceof Uri ? recorded.contentProviders.get(arg.scheme)?.provideTextDocumentContent(arg) : undefined,
         );
         recorded.executed.push({ command, args, contents });
+        if (command === 'vscode.diff') {
+          recorded.tabs.push({ input: new TabInputTextDiff(args[0] as Uri, args[1] as Uri) });
+        }
         return undefined;
       },
     },
