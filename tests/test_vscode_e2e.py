@@ -180,7 +180,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         {"name": "stream", "kind": "stream", "prompt": "say hello",
          "reply": STREAM.replace("**", ""), "bold": "scripted"},
         {"name": "review", "kind": "review", "prompt": "write the notes", "file": "notes.txt",
-         "command": "cat notes.txt", "reply": "The notes are on disk."},
+         "command": "cat notes.txt", "reply": "The notes are on disk.",
+         "output": NOTES.strip()},
         {"name": "withdraw", "kind": "withdraw", "prompt": "touch a file",
          "command": "touch withdrawn.txt"},
     ]
@@ -195,3 +196,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     fake.assert_script_complete()
     assert fake.requests[0]["messages"][-1]["content"] == "say hello"
     assert not (workspace / "withdrawn.txt").exists()
+    # The allowed write was saved: the agent's next bash read it from disk.
+    assert (workspace / "notes.txt").read_text() == NOTES
+    cat_result = fake.requests[3]["messages"][-1]
+    assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]

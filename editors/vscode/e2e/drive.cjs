@@ -146,6 +146,15 @@ const steps = {
     await gone(frame, commandCard);
     await seen(frame, step.reply);
     await idle(frame);
+    // The command's card shows what it printed: the file as saved on disk.
+    const output = await frame.$$eval('details.tool .output', (nodes) => nodes.map((n) => n.textContent ?? ''));
+    if (!output.some((text) => text.includes(step.output))) {
+      throw new Error(`no card shows ${JSON.stringify(step.output)}: ${JSON.stringify(output)}`);
+    }
+    const dirty = await page.$$eval('.tabs-container .tab.dirty', (tabs) => tabs.map((t) => t.getAttribute('aria-label')));
+    if (dirty.length > 0) {
+      throw new Error(`unsaved editors left behind: ${dirty}`);
+    }
     const labels = await tabLabels(page);
     if (labels.some((label) => label.includes('proposed'))) {
       throw new Error(`a diff tab stayed open: ${labels}`);

@@ -71,8 +71,17 @@ export interface ClientHandlers {
   writeTextFile(params: WriteTextFileParams, token: CancellationToken): Promise<WriteTextFileResult>;
 }
 
+/** CLIENT_CAPABILITIES, plus `fs.keepsUnsaved` when written files may stay unsaved. */
+export function clientCapabilities(options: { keepsUnsaved?: boolean } = {}): ClientCapabilities {
+  return options.keepsUnsaved
+    ? { ...CLIENT_CAPABILITIES, fs: { ...CLIENT_CAPABILITIES.fs, keepsUnsaved: true } }
+    : CLIENT_CAPABILITIES;
+}
+
 export interface ClientOptions {
   handlers: ClientHandlers;
+  /** Sent with `initialize` (default CLIENT_CAPABILITIES). */
+  capabilities?: ClientCapabilities;
   clientInfo?: { name: string; version?: string };
 }
 
@@ -123,6 +132,7 @@ export class TillerClient {
   private rejectClosed!: (error: Error) => void;
   private stderrTail = '';
   private readonly clientInfo: { name: string; version?: string };
+  private readonly capabilities: ClientCapabilities;
   private readonly disposeTimeoutMs: number;
 
   /** Every `agent/event` notification, in arrival order. */
@@ -136,6 +146,7 @@ export class TillerClient {
     options: ClientOptions & { disposeTimeoutMs?: number },
   ) {
     this.clientInfo = options.clientInfo ?? { name: 'tiller-vscode' };
+    this.capabilities = options.capabilities ?? CLIENT_CAPABILITIES;
     this.disposeTimeoutMs = options.disposeTimeoutMs ?? 3000;
     this.closed = new Promise<never>((_, reject) => {
       this.rejectClosed = reject;
@@ -196,7 +207,7 @@ export class TillerClient {
   initialize(): Promise<InitializeResult> {
     return this.request('initialize', {
       clientInfo: this.clientInfo,
-      capabilities: CLIENT_CAPABILITIES,
+      capabilities: this.capabilities,
     });
   }
 

@@ -7,7 +7,7 @@ import * as vscode from 'vscode';
 import { ApprovalQueue } from './approvals';
 import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
-import { TillerClient, isRpcError, serverArgs, type ClientHandlers } from './client';
+import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
 import { ErrorCode, type AgentEvent, type PermissionOption } from './protocol';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
 
@@ -30,6 +30,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   private flushTimer: NodeJS.Timeout | undefined;
   private promptsInFlight = 0;
   private stale = false; // settings changed: restart the server when idle
+  private saveEdits = true; // tiller.saveEdits of the running server (sent with initialize)
   readonly handlers: ClientHandlers;
   readonly approvals = new ApprovalQueue();
 
@@ -41,6 +42,7 @@ class TillerController implements ChatHost, vscode.Disposable {
     this.handlers = createHandlers({
       proposed,
       approvals: this.approvals,
+      saveEdits: () => this.saveEdits,
       sessionCwd: (id) => this.sessionCwds.get(id),
     });
     this.approvals.onChange((items) => {
@@ -173,12 +175,14 @@ class TillerController implements ChatHost, vscode.Disposable {
       cwd,
     });
     this.stale = false;
+    this.saveEdits = config.get<boolean>('saveEdits', true);
     this.output.appendLine(`[tiller-vscode] starting: ${command} ${args.join(' ')}`);
     const client = TillerClient.spawn({
       command,
       args,
       cwd,
       handlers: this.handlers,
+      capabilities: clientCapabilities({ keepsUnsaved: !this.saveEdits }),
       clientInfo: { name: 'tiller-vscode', version: this.version },
       onStderr: (text) => this.output.append(text),
     });

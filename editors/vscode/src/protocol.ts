@@ -95,7 +95,8 @@ export type Message = UserMessage | AssistantMessage | ToolResultMessage;
 
 export interface ClientCapabilities {
   permissions: boolean;
-  fs: { readTextFile: boolean; writeTextFile: boolean };
+  /** `keepsUnsaved`: written files may stay unsaved in the editor (the disk lags behind). */
+  fs: { readTextFile: boolean; writeTextFile: boolean; keepsUnsaved?: boolean };
 }
 
 export interface InitializeParams {

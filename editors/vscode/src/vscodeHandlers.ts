@@ -1,7 +1,8 @@
 // VS Code implementations of the server -> client requests (see ClientHandlers in client.ts):
 // permission requests queued for the chat view (approvals.ts) with a diff preview that closes
 // when the request is answered or withdrawn, reads that see unsaved editor content, and writes
-// through WorkspaceEdit into the buffer (undoable; not saved: saving is the user's choice).
+// through WorkspaceEdit (undoable), then saved so the disk agrees (`tiller.saveEdits`, default on;
+// off leaves them dirty and new files untitled, and initialize says so with `fs.keepsUnsaved`).
 
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
@@ -49,6 +50,8 @@ export interface HandlerContext {
   proposed: ProposedContentProvider;
   /** Where permission requests wait for an answer (the chat view shows them). */
   approvals: ApprovalQueue;
+  /** `tiller.saveEdits`: save accepted edits (and create new files on disk) at once. */
+  saveEdits(): boolean;
   /** The working directory of a session (relative paths resolve against it). */
   sessionCwd(sessionId: string): string | undefined;
 }
@@ -66,6 +69,15 @@ function openDocument(file: string): vscode.TextDocument | undefined {
 async function currentText(file: string): Promise<string> {
   const doc = openDocument(file);
   return doc ? doc.getText() : fs.readFile(file, 'utf8');
+}
+
+async function existsOnDisk(file: string): Promise<boolean> {
+  try {
+    await fs.stat(file);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function exists(file: string): Promise<boolean> {
@@ -161,18 +173,36 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
 
     async writeTextFile(params) {
       const file = resolve(params.sessionId, params.path);
-      // A file that does not exist yet becomes an untitled document with that path: nothing
-      // touches the disk until the user saves.
-      const doc =
-        openDocument(file) ??
-        (await vscode.workspace.openTextDocument(
-          (await exists(file)) ? vscode.Uri.file(file) : vscode.Uri.file(file).with({ scheme: 'untitled' }),
-        ));
+      const save = context.saveEdits();
+      const open = openDocument(file);
+      const onDisk = await existsOnDisk(file);
       const edit = new vscode.WorkspaceEdit();
-      edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), params.content);
-      // Into the buffer only (protocol.md: undoable, saving is the user's choice).
+      let target: vscode.Uri;
+      if (save && !onDisk && open?.uri.scheme !== 'file') {
+        // A new file is created on disk (one undoable workspace edit), then saved below.
+        target = vscode.Uri.file(file);
+        edit.createFile(target, { ignoreIfExists: true });
+        edit.insert(target, new vscode.Position(0, 0), params.content);
+      } else {
+        // saveEdits off: a file that does not exist yet becomes an untitled document with that
+        // path, and nothing touches the disk until the user saves.
+        const doc =
+          open ??
+          (await vscode.workspace.openTextDocument(
+            onDisk ? vscode.Uri.file(file) : vscode.Uri.file(file).with({ scheme: 'untitled' }),
+          ));
+        target = doc.uri;
+        edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), params.content);
+      }
       if (!(await vscode.workspace.applyEdit(edit))) {
         throw new Error(`VS Code did not apply the edit to ${file}`);
+      }
+      if (save) {
+        // Disk and buffer agree, so the agent's next bash/grep/ls sees the change.
+        const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === target.toString());
+        if (doc && !(await doc.save())) {
+          throw new Error(`VS Code did not save ${file}`);
+        }
       }
       return {};
     },

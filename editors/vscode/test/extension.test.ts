@@ -2,7 +2,8 @@
 // fake of fakeVscode.ts, the chat webview is a fake that records what it is posted, and the
 // server is the REAL tiller against the `extension` scenario's FakeOpenAI (tests/test_vscode.py):
 // a bash call (its approval card in the view), a write of a new file (a diff editor and an
-// approval card, answered in the view; the diff tab closes), and a final Markdown answer.
+// approval card, answered in the view; the diff tab closes; the file is created and saved), and
+// a final Markdown answer.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -132,13 +133,15 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
     assert.deepEqual(diff.contents.slice(0, 2), ['', str(s, 'content')]);
     assert.match(title, /proposed write/);
 
-    // The write went into an (untitled) buffer through a WorkspaceEdit; the disk is untouched.
+    // tiller.saveEdits (default on): the new file was created and filled through one
+    // WorkspaceEdit, then saved, so the disk agrees with the editor.
     assert.equal(recorded.applied.length, 1);
-    const [edit] = recorded.applied[0]!.edits;
-    assert.equal(edit?.uri.scheme, 'untitled');
-    assert.equal(edit?.uri.fsPath, path.join(ws, str(s, 'file')));
+    const applied = recorded.applied[0]!;
+    assert.deepEqual(applied.created.map((uri) => uri.fsPath), [path.join(ws, str(s, 'file'))]);
+    const [edit] = applied.edits;
+    assert.equal(edit?.uri.scheme, 'file');
     assert.equal(edit?.text, str(s, 'content'));
-    assert.equal(fs.existsSync(path.join(ws, str(s, 'file'))), false);
+    assert.equal(fs.readFileSync(path.join(ws, str(s, 'file')), 'utf8'), str(s, 'content'));
   } finally {
     await extension.deactivate();
   }

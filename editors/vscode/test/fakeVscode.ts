@@ -71,6 +71,17 @@ export class TextDocument {
     readonly uri: Uri,
     public text: string,
   ) {}
+  /** Writes a `file:` document to disk (an untitled one would need a Save As dialog). */
+  async save(): Promise<boolean> {
+    if (this.uri.scheme !== 'file') {
+      return false;
+    }
+    const fs = await import('node:fs');
+    fs.mkdirSync(path.dirname(this.uri.fsPath), { recursive: true });
+    fs.writeFileSync(this.uri.fsPath, this.text);
+    this.isDirty = false;
+    return true;
+  }
   getText(): string {
     return this.text;
   }
@@ -81,8 +92,16 @@ export class TextDocument {
 
 export class WorkspaceEdit {
   readonly edits: Array<{ uri: Uri; range: Range; text: string }> = [];
+  readonly created: Uri[] = [];
   replace(uri: Uri, range: Range, text: string): void {
     this.edits.push({ uri, range, text });
+  }
+  insert(uri: Uri, position: Position, text: string): void {
+    this.edits.push({ uri, range: new Range(position, position), text });
+  }
+  /** Like VS Code: an empty file on disk, opened as a document by the text edits that follow. */
+  createFile(uri: Uri): void {
+    this.created.push(uri);
   }
 }
 
@@ -212,6 +231,12 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
       },
       applyEdit: async (edit: WorkspaceEdit) => {
         recorded.applied.push(edit);
+        const fs = await import('node:fs');
+        for (const uri of edit.created) {
+          fs.mkdirSync(path.dirname(uri.fsPath), { recursive: true });
+          fs.writeFileSync(uri.fsPath, '', { flag: 'a' });
+          textDocuments.push(new TextDocument(uri, fs.readFileSync(uri.fsPath, 'utf8')));
+        }
         for (const change of edit.edits) {
           const doc = textDocuments.find((d) => d.uri.toString() === change.uri.toString());
           if (!doc) {
