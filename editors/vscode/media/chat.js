@@ -58,6 +58,12 @@
     const root = document.scrollingElement || document.documentElement;
     return root.scrollHeight - root.scrollTop - root.clientHeight < 40;
   }
+  // Decided by the user's scrolling only: expanding a card grows the page without a scroll, and
+  // must not unpin the view (it used to stop following a running card's output).
+  let pinned = true;
+  window.addEventListener('scroll', () => {
+    pinned = atBottom();
+  });
 
   /**
    * @param {string} id
@@ -201,6 +207,12 @@
       case 'state':
         setRunning(op.running);
         break;
+      case 'draft':
+        // A send failed: give the text back unless something new was typed meanwhile.
+        if (!input.value.trim()) {
+          input.value = op.text;
+        }
+        break;
       case 'approvals':
         renderApprovals(op.items);
         break;
@@ -220,7 +232,6 @@
     if (!message || message.type !== 'ops' || !Array.isArray(message.ops)) {
       return;
     }
-    const pinned = atBottom();
     for (const op of message.ops) {
       apply(op);
     }

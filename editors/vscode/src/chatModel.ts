@@ -26,6 +26,8 @@ export type ChatOp =
   | { op: 'discard'; ids: string[] }
   | { op: 'notice'; level: 'info' | 'error'; text: string }
   | { op: 'state'; running: boolean }
+  /** A send failed: put `text` back into the input. */
+  | { op: 'draft'; text: string }
   | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> }
   /** The permission requests waiting for an answer, first one first (replaces the last list). */
   | { op: 'approvals'; items: ApprovalView[] };
@@ -41,6 +43,7 @@ interface Block {
 
 interface ToolCard {
   id: string;
+  callId: string;
   name: string;
   args: string;
   parsedArgs: Record<string, unknown> | undefined;
@@ -52,8 +55,10 @@ export class ChatModel {
   private messageCount = 0;
   private assistant = 0; // number of the assistant message in progress
   private blocks = new Map<number, Block>(); // by content index, for the message in progress
-  private toolsByIndex = new Map<number, string>(); // content index -> toolCallId
-  private tools = new Map<string, ToolCard>();
+  private toolsByIndex = new Map<number, string>(); // content index -> card id
+  private tools = new Map<string, ToolCard>(); // by card id: `t<assistant message>-<toolCallId>`
+  private latestCard = new Map<string, string>(); // toolCallId -> its newest card id
+  private errorShown: string | undefined; // the error notice already shown for this run
   private dirty = new Set<string>(); // block ids and tool ids
   private pending: Array<{ kind: QueueKind; text: string }> = [];
   running = false;
@@ -66,6 +71,7 @@ export class ChatModel {
         return [];
       case 'agent_start':
         this.running = true;
+        this.errorShown = undefined;
         return [...this.flush(), { op: 'state', running: true }];
       case 'message_start':
         return [...this.flush(), ...this.messageStart(event.message)];
@@ -109,6 +115,10 @@ export class ChatModel {
         const ids = [...[...this.blocks.values()].map((b) => b.id), ...this.toolsByIndex.values()];
         for (const id of ids) {
           this.dirty.delete(id);
+          const card = this.tools.get(id);
+          if (card && this.latestCard.get(card.callId) === id) {
+            this.latestCard.delete(card.callId);
+          }
           this.tools.delete(id);
         }
         this.blocks.clear();
@@ -126,7 +136,10 @@ export class ChatModel {
       case 'agent_end': {
         const ops = this.flush();
         if (event.stopReason === 'error') {
-          ops.push({ op: 'notice', level: 'error', text: event.errorMessage ?? 'The run failed.' });
+          const text = event.errorMessage ?? 'The run failed.';
+          if (text !== this.errorShown) {
+            ops.push({ op: 'notice', level: 'error', text });
+          }
         } else if (event.stopReason === 'aborted') {
           ops.push({ op: 'notice', level: 'info', text: 'Stopped.' });
         } else if (event.stopReason === 'maxTurns') {
@@ -184,8 +197,9 @@ export class ChatModel {
         return;
       }
       case 'toolCallStart': {
-        this.toolsByIndex.set(event.index, event.toolCallId);
-        this.dirty.add(this.tool(event.toolCallId, event.toolName).id);
+        const card = this.newTool(event.toolCallId, event.toolName);
+        this.toolsByIndex.set(event.index, card.id);
+        this.dirty.add(card.id);
         return;
       }
       case 'toolCallArgs': {
@@ -237,8 +251,9 @@ export class ChatModel {
           this.dirty.add(block.id);
         }
       } else if (content.type === 'toolCall') {
-        const card = this.tool(content.id, content.name);
-        this.toolsByIndex.set(index, content.id);
+        const known = this.toolsByIndex.get(index);
+        const card = (known === undefined ? undefined : this.tools.get(known)) ?? this.newTool(content.id, content.name);
+        this.toolsByIndex.set(index, card.id);
         if (card.status === 'streaming') {
           card.args = JSON.stringify(content.arguments, null, 2);
           card.parsedArgs = content.arguments;
@@ -247,17 +262,27 @@ export class ChatModel {
       }
     });
     if (message.stopReason === 'error' && message.errorMessage) {
+      this.errorShown = message.errorMessage; // agent_end repeats it: shown once
       return [{ op: 'notice', level: 'error', text: message.errorMessage }];
     }
     return [];
   }
 
-  private tool(id: string, name: string): ToolCard {
-    let card = this.tools.get(id);
-    if (!card) {
-      card = { id, name, args: '', parsedArgs: undefined, status: 'streaming', output: '' };
-      this.tools.set(id, card);
+  /** The newest card of call `callId` (providers may reuse ids across runs), made if none. */
+  private tool(callId: string, name: string): ToolCard {
+    const id = this.latestCard.get(callId);
+    return (id === undefined ? undefined : this.tools.get(id)) ?? this.newTool(callId, name);
+  }
+
+  /** A fresh card for call `callId` of the assistant message in progress. */
+  private newTool(callId: string, name: string): ToolCard {
+    let id = `t${this.assistant}-${callId}`;
+    for (let n = 2; this.tools.has(id); n++) {
+      id = `t${this.assistant}-${callId}-${n}`;
     }
+    const card: ToolCard = { id, callId, name, args: '', parsedArgs: undefined, status: 'streaming', output: '' };
+    this.tools.set(id, card);
+    this.latestCard.set(callId, id);
     return card;
   }
 }

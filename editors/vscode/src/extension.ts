@@ -90,6 +90,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       } else {
         this.notice('error', errorText(error));
       }
+      this.ops.fire([{ op: 'draft', text }]); // not kept in the history: a one-time hand-back
     }
   }
 

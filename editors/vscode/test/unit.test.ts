@@ -105,7 +105,7 @@ test('chat model: tool card from streamed call to running, progress and an error
   model.apply(ev({ type: 'message_update', kind: 'toolCallArgs', index: 0, delta: '{"command": "ma' }));
   const streaming = model.flush();
   assert.deepEqual(streaming, [
-    { op: 'tool', id: 'c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
+    { op: 'tool', id: 't1-c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
   ]);
   const ops: ChatOp[] = [];
   ops.push(...model.apply(ev({ type: 'tool_execution_start', toolCallId: 'c1', toolName: 'bash', args: { command: 'make' } })));
@@ -123,12 +123,12 @@ test('chat model: tool card from streamed call to running, progress and an error
     ),
   );
   assert.deepEqual(ops[0], {
-    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
+    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
   });
   assert.equal(progress.length, 1);
   assert.equal(progress[0]!.op === 'tool' && progress[0]!.output.length, MAX_TOOL_OUTPUT + 1, 'output is tail-truncated');
   assert.deepEqual(ops[1], {
-    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
+    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
   });
 });
 
@@ -141,7 +141,7 @@ test('chat model: a retry discards the partial message; errors and aborts become
     ev({ type: 'retry_scheduled', attempt: 1, maxAttempts: 3, delayMs: 1500, errorMessage: 'openai: 429' }),
   );
   assert.deepEqual(retry, [
-    { op: 'discard', ids: ['a1-0', 'c9'] },
+    { op: 'discard', ids: ['a1-0', 't1-c9'] },
     { op: 'notice', level: 'info', text: 'Retrying (1/3) in 1.5s: openai: 429' },
   ]);
   assert.deepEqual(model.flush(), [], 'discarded blocks are not rendered later');
@@ -149,6 +149,50 @@ test('chat model: a retry discards the partial message; errors and aborts become
   assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401' }]);
   const aborted = model.apply(ev({ type: 'agent_end', stopReason: 'aborted', usage: {} }));
   assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.' }]);
+});
+
+test('chat model: a call id repeated in a later run gets its own card', () => {
+  const model = new ChatModel();
+  const end = (id: string) => ev({
+    type: 'tool_execution_end', toolCallId: id, toolName: 'bash', isError: false,
+    result: { role: 'toolResult', toolCallId: id, toolName: 'bash', content: [{ type: 'text', text: `out ${seq}` }], isError: false, timestamp: 0 },
+  });
+  const ids: string[] = [];
+  for (let run = 0; run < 2; run++) {
+    model.apply(ev({ type: 'agent_start' }));
+    model.apply(assistantStart);
+    model.apply(ev({ type: 'message_update', kind: 'toolCallStart', index: 0, toolCallId: 'call_0', toolName: 'bash' }));
+    const start = model.apply(ev({ type: 'tool_execution_start', toolCallId: 'call_0', toolName: 'bash', args: { command: `run ${run}` } }));
+    const done = model.apply(end('call_0'));
+    const card = [...start, ...done].filter((op) => op.op === 'tool').map((op) => op.op === 'tool' && op.id);
+    assert.equal(new Set(card).size, 1, 'start and end update one card');
+    ids.push(String(card[0]));
+    model.apply(ev({ type: 'agent_settled' }));
+  }
+  assert.notEqual(ids[0], ids[1], 'the second run did not reuse the first card');
+});
+
+test('chat model: a provider error is one notice, not two', () => {
+  const model = new ChatModel();
+  model.apply(ev({ type: 'agent_start' }));
+  model.apply(assistantStart);
+  const ops = [
+    ...model.apply(ev({ type: 'message_end', message: { role: 'assistant', content: [], stopReason: 'error', errorMessage: 'openai: 500', timestamp: 0 } })),
+    ...model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 500', usage: {} })),
+    ...model.apply(ev({ type: 'agent_settled' })),
+  ];
+  assert.deepEqual(ops.filter((op) => op.op === 'notice'), [{ op: 'notice', level: 'error', text: 'openai: 500' }]);
+});
+
+test('chat model: a card waiting for approval says so, then runs', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'tool_execution_start', toolCallId: 'w', toolName: 'write', args: { path: 'a' } }));
+  const waiting = model.apply(ev({ type: 'tool_execution_update', toolCallId: 'w', toolName: 'write', partialResult: { status: 'awaitingPermission' } }));
+  assert.equal(waiting[0]?.op === 'tool' && waiting[0].status, 'waiting');
+  model.apply(ev({ type: 'tool_execution_update', toolCallId: 'w', toolName: 'write', partialResult: { output: 'x' } }));
+  const running = model.flush();
+  assert.equal(running[0]?.op === 'tool' && running[0].status, 'running');
 });
 
 // ---------------------------------------------------------------------------------------------
