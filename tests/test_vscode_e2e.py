@@ -147,6 +147,7 @@ def drive(story: dict[str, Any], root: Path) -> list[dict[str, Any]]:
 
 
 NOTES = "written by the agent\n"
+CONTINUED = "Continued after the stop."
 STREAM = "Hello from the **scripted** model, streamed in small pieces to VS Code."
 
 
@@ -175,6 +176,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         tool_call_reply([("call_2", "bash", {"command": "cat notes.txt"})]),
         text_reply("The notes are on disk."),
         tool_call_reply([("call_1", "bash", {"command": "touch withdrawn.txt"})]),
+        text_reply(CONTINUED),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -184,6 +186,9 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "output": NOTES.strip()},
         {"name": "withdraw", "kind": "withdraw", "prompt": "touch a file",
          "command": "touch withdrawn.txt"},
+        {"name": "continue", "kind": "continue", "reply": CONTINUED},
+        {"name": "reload", "kind": "reload", "command": "cat notes.txt",
+         "texts": ["say hello", STREAM.replace("**", ""), "write the notes", CONTINUED]},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:

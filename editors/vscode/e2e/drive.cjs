@@ -171,6 +171,30 @@ const steps = {
     await seen(frame, 'Stopped.');
     await idle(frame);
   },
+
+  /** The notice of a stopped run offers Continue (agent/continue): the model is asked again. */
+  async continue(page, frame, step) {
+    const button = await frame.waitForSelector('.notice button.continue', WAIT);
+    await button.click();
+    await seen(frame, step.reply);
+    await idle(frame);
+  },
+
+  /** A window reload resumes the same session: the history is drawn again, tool cards too. */
+  async reload(page, frame, step) {
+    await page.reload({ waitUntil: 'domcontentloaded' });
+    await page.waitForSelector('.monaco-workbench', WAIT);
+    const again = await openChat(page);
+    for (const text of step.texts) {
+      await seen(again, text);
+    }
+    await again.waitForFunction(
+      (command) => [...document.querySelectorAll('details.tool.done .summary')].some((n) => n.textContent === command),
+      WAIT,
+      step.command,
+    );
+    return again;
+  },
 };
 
 async function main() {

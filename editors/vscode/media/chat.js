@@ -201,11 +201,26 @@
         const node = document.createElement('div');
         node.className = `notice ${op.level}`;
         node.textContent = op.text;
+        if (op.action === 'continue') {
+          const button = document.createElement('button');
+          button.type = 'button';
+          button.className = 'continue secondary';
+          button.textContent = op.level === 'error' ? 'Retry' : 'Continue';
+          button.title = 'Resume from where the run ended (agent/continue)';
+          button.addEventListener('click', () => vscode.postMessage({ type: 'continue' }));
+          node.append(' ', button);
+        }
         transcript.appendChild(node);
         break;
       }
       case 'state':
         setRunning(op.running);
+        if (op.running) {
+          // Retry/Continue belong to the run that ended; a new run makes them stale.
+          for (const button of transcript.querySelectorAll('.notice button.continue')) {
+            button.remove();
+          }
+        }
         break;
       case 'draft':
         // A send failed: give the text back unless something new was typed meanwhile.

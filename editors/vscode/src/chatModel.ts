@@ -24,7 +24,8 @@ export type ChatOp =
       output: string;
     }
   | { op: 'discard'; ids: string[] }
-  | { op: 'notice'; level: 'info' | 'error'; text: string }
+  /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
+  | { op: 'notice'; level: 'info' | 'error'; text: string; action?: 'continue' }
   | { op: 'state'; running: boolean }
   /** A send failed: put `text` back into the input. */
   | { op: 'draft'; text: string }
@@ -138,12 +139,12 @@ export class ChatModel {
         if (event.stopReason === 'error') {
           const text = event.errorMessage ?? 'The run failed.';
           if (text !== this.errorShown) {
-            ops.push({ op: 'notice', level: 'error', text });
+            ops.push({ op: 'notice', level: 'error', text, action: 'continue' });
           }
         } else if (event.stopReason === 'aborted') {
-          ops.push({ op: 'notice', level: 'info', text: 'Stopped.' });
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped.', action: 'continue' });
         } else if (event.stopReason === 'maxTurns') {
-          ops.push({ op: 'notice', level: 'info', text: 'Stopped at the turn limit.' });
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped at the turn limit.', action: 'continue' });
         }
         return ops;
       }
@@ -169,6 +170,23 @@ export class ChatModel {
       }
     }
     this.dirty.clear();
+    return ops;
+  }
+
+  /** The ops drawing a saved conversation (`session/load`'s messages), as the run drew it. */
+  replay(messages: readonly Message[]): ChatOp[] {
+    const ops: ChatOp[] = [];
+    for (const message of messages) {
+      if (message.role === 'toolResult') {
+        const card = this.tool(message.toolCallId, message.toolName);
+        card.status = message.isError ? 'error' : 'done';
+        card.output = tail(resultText(message));
+        this.dirty.add(card.id);
+        ops.push(...this.flush());
+      } else {
+        ops.push(...this.messageStart(message), ...this.messageEnd(message), ...this.flush());
+      }
+    }
     return ops;
   }
 
@@ -263,7 +281,7 @@ export class ChatModel {
     });
     if (message.stopReason === 'error' && message.errorMessage) {
       this.errorShown = message.errorMessage; // agent_end repeats it: shown once
-      return [{ op: 'notice', level: 'error', text: message.errorMessage }];
+      return [{ op: 'notice', level: 'error', text: message.errorMessage, action: 'continue' }];
     }
     return [];
   }

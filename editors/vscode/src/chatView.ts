@@ -17,6 +17,10 @@ export interface ChatHost {
   snapshot(): ChatOp[];
   submit(kind: SubmitKind, text: string): Promise<void>;
   abort(): Promise<void>;
+  /** Resume after an error or a stop (`agent/continue`). */
+  continueRun(): Promise<void>;
+  /** The view is ready: bring back the saved conversation. */
+  resume(): void;
   /** The user answered the permission request `key` in the view. */
   approve(key: string, option: PermissionOption): void;
 }
@@ -43,10 +47,13 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
         const message = parseFromWebview(raw);
         if (message?.type === 'ready') {
           post({ type: 'ops', ops: this.host.snapshot() });
+          this.host.resume();
         } else if (message?.type === 'submit') {
           void this.host.submit(message.kind, message.text);
         } else if (message?.type === 'abort') {
           void this.host.abort();
+        } else if (message?.type === 'continue') {
+          void this.host.continueRun();
         } else if (message?.type === 'approve') {
           this.host.approve(message.key, message.option);
         }

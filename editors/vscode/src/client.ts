@@ -41,6 +41,8 @@ import {
   type RunResult,
   type SessionNewParams,
   type SessionNewResult,
+  type SessionListResult,
+  type SessionLoadResult,
   type SessionParams,
   type WriteTextFileParams,
   type WriteTextFileResult,
@@ -213,6 +215,15 @@ export class TillerClient {
 
   newSession(params: SessionNewParams = {}): Promise<SessionNewResult> {
     return this.request('session/new', params);
+  }
+
+  listSessions(params: { cwd?: string; limit?: number; cursor?: string } = {}): Promise<SessionListResult> {
+    return this.request('session/list', params);
+  }
+
+  /** Makes a saved session live; its history to render. Unknown id: -32013. */
+  loadSession(params: { sessionId: string }): Promise<SessionLoadResult> {
+    return this.request('session/load', params);
   }
 
   /** Resolves when the run has ended. Cancelling `token` sends `$/cancelRequest` (an abort). */

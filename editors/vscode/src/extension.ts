@@ -38,6 +38,8 @@ class TillerController implements ChatHost, vscode.Disposable {
     private readonly output: vscode.OutputChannel,
     proposed: ProposedContentProvider,
     private readonly version: string,
+    /** The workspace's memory: the session to resume after a restart or a window reload. */
+    private readonly state: vscode.Memento,
   ) {
     this.handlers = createHandlers({
       proposed,
@@ -94,6 +96,46 @@ class TillerController implements ChatHost, vscode.Disposable {
     }
   }
 
+  /** Resume the conversation after an error, a stop or the turn limit (`agent/continue`). */
+  async continueRun(): Promise<void> {
+    try {
+      const { client, sessionId } = await this.connect();
+      await this.run(() => client.continueRun({ sessionId }));
+    } catch (error) {
+      this.notice('error', errorText(error));
+    }
+  }
+
+  /** The view (re)opened: bring back the saved conversation if none is shown yet. */
+  resume(): void {
+    if (!this.connected && this.state.get<string>(SESSION_KEY)) {
+      this.connect().catch((error: unknown) => this.notice('error', errorText(error)));
+    }
+  }
+
+  /** Pick a saved session of this workspace (`session/list`) and show it (`session/load`). */
+  async openHistory(): Promise<void> {
+    const { client } = await this.connect();
+    const cwd = workspaceCwd();
+    const { sessions } = await client.listSessions({ cwd, limit: 100 });
+    const picked = await vscode.window.showQuickPick(
+      sessions.map((info) => ({
+        label: info.title || '(no prompt yet)',
+        description: `${info.messageCount} messages`,
+        detail: new Date(info.updated).toLocaleString(),
+        sessionId: info.sessionId,
+      })),
+      { title: 'Tiller: Open a Conversation', matchOnDetail: true },
+    );
+    if (!picked) {
+      return;
+    }
+    if (this.busy) {
+      await this.abort();
+    }
+    await this.show(client, picked.sessionId);
+  }
+
   async abort(): Promise<void> {
     const connected = this.connected;
     if (!connected) {
@@ -123,6 +165,9 @@ class TillerController implements ChatHost, vscode.Disposable {
         this.sessionCwds.set(sessionId, cwd);
       }
       this.connected = { client: connected.client, sessionId };
+      await this.state.update(SESSION_KEY, sessionId);
+    } else {
+      await this.state.update(SESSION_KEY, undefined); // the next start makes a new one
     }
   }
 
@@ -137,10 +182,14 @@ class TillerController implements ChatHost, vscode.Disposable {
   // ------------------------------------------------------------------------------------------
 
   private async prompt(client: TillerClient, sessionId: string, text: string): Promise<void> {
+    await this.run(() => client.prompt({ sessionId, message: text }));
+  }
+
+  private async run(start: () => Promise<unknown>): Promise<void> {
     this.promptsInFlight++;
     this.post([{ op: 'state', running: true }]);
     try {
-      await client.prompt({ sessionId, message: text });
+      await start();
     } finally {
       this.promptsInFlight--;
       if (!this.busy) {
@@ -166,7 +215,7 @@ class TillerController implements ChatHost, vscode.Disposable {
 
   private async start(): Promise<Connected> {
     const config = vscode.workspace.getConfiguration('tiller');
-    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
+    const cwd = workspaceCwd();
     const command = config.get<string>('path', 'tiller') || 'tiller';
     const args = serverArgs({
       provider: config.get<string>('provider') || undefined,
@@ -203,14 +252,44 @@ class TillerController implements ChatHost, vscode.Disposable {
     });
     try {
       await client.initialize();
+      const saved = this.state.get<string>(SESSION_KEY);
+      if (saved && (await this.show(client, saved, true))) {
+        return this.connected!;
+      }
       const { sessionId } = await client.newSession({ cwd });
       this.sessionCwds.set(sessionId, cwd);
       this.connected = { client, sessionId };
+      await this.state.update(SESSION_KEY, sessionId);
       return this.connected;
     } catch (error) {
       void client.dispose();
       throw error;
     }
+  }
+
+  /**
+   * Make `sessionId` the conversation of this window (`session/load`) and draw its history.
+   * With `quiet`, a session that cannot be loaded (deleted, unreadable) is false, not an error.
+   */
+  private async show(client: TillerClient, sessionId: string, quiet = false): Promise<boolean> {
+    let loaded;
+    try {
+      loaded = await client.loadSession({ sessionId });
+    } catch (error) {
+      if (quiet) {
+        this.output.appendLine(`[tiller-vscode] could not resume ${sessionId}: ${errorText(error)}`);
+        return false;
+      }
+      throw error;
+    }
+    this.sessionCwds.set(loaded.sessionId, loaded.cwd);
+    this.connected = { client, sessionId: loaded.sessionId };
+    await this.state.update(SESSION_KEY, loaded.sessionId);
+    this.model = new ChatModel();
+    this.history = [];
+    this.ops.fire([{ op: 'clear' }]);
+    this.post([...this.model.replay(loaded.messages), { op: 'state', running: this.busy }]);
+    return true;
   }
 
   private onEvent(client: TillerClient, event: AgentEvent): void {
@@ -246,6 +325,12 @@ class TillerController implements ChatHost, vscode.Disposable {
   }
 }
 
+const SESSION_KEY = 'tiller.sessionId';
+
+function workspaceCwd(): string {
+  return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
+}
+
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
@@ -256,7 +341,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('Tiller');
   const proposed = new ProposedContentProvider();
   const version = String((context.extension.packageJSON as { version?: unknown }).version ?? '0.0.0');
-  const tiller = new TillerController(output, proposed, version);
+  const tiller = new TillerController(output, proposed, version, context.workspaceState);
   controller = tiller;
 
   const ask = async (kind: SubmitKind, prompt: string): Promise<void> => {
@@ -286,6 +371,10 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscode.commands.registerCommand('tiller.abort', () => tiller.abort()),
     vscode.commands.registerCommand('tiller.newChat', () => tiller.newChat()),
+    vscode.commands.registerCommand('tiller.history', () =>
+      tiller.openHistory().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
+    ),
+    vscode.commands.registerCommand('tiller.continue', () => tiller.continueRun()),
     vscode.commands.registerCommand('tiller.approval.allow', () => tiller.approve(undefined, 'allowOnce')),
     vscode.commands.registerCommand('tiller.approval.allowAlways', () =>
       tiller.approve(undefined, 'allowAlways'),

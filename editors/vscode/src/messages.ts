@@ -10,6 +10,7 @@ export type FromWebview =
   | { type: 'ready' }
   | { type: 'submit'; kind: SubmitKind; text: string }
   | { type: 'abort' }
+  | { type: 'continue' }
   | { type: 'approve'; key: string; option: PermissionOption };
 
 /** Messages the extension posts to the webview. */
@@ -20,7 +21,7 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
     return undefined;
   }
   const m = message as Record<string, unknown>;
-  if (m.type === 'ready' || m.type === 'abort') {
+  if (m.type === 'ready' || m.type === 'abort' || m.type === 'continue') {
     return { type: m.type };
   }
   if (

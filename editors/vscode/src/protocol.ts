@@ -134,6 +134,34 @@ export interface SessionParams {
   sessionId?: string;
 }
 
+export interface SessionInfo {
+  sessionId: string;
+  title?: string;
+  cwd: string;
+  created: number;
+  updated: number;
+  messageCount: number;
+  live: boolean;
+}
+
+export interface SessionListResult {
+  sessions: SessionInfo[];
+  nextCursor?: string;
+}
+
+export interface SessionLoadResult {
+  sessionId: string;
+  cwd: string;
+  provider: string;
+  model: string;
+  messages: Message[];
+  entryIds: string[];
+  pendingSteering: number;
+  pendingFollowUp: number;
+  /** `session/fork` with `revertFiles` only: what was put back. */
+  revert?: Record<string, unknown>;
+}
+
 export type UserInput = string | Array<TextContent | ImageContent>;
 
 export interface PromptParams extends SessionParams {

@@ -18,6 +18,14 @@ import { e2eSkip, scenario, str, tillerCommand, waitUntil, workdir } from './sup
 
 const EXTENSION_ROOT = path.resolve(__dirname, '..', '..');
 
+function memento(): { get<T>(key: string): T | undefined; update(key: string, value: unknown): Promise<void> } {
+  const values = new Map<string, unknown>();
+  return {
+    get: <T>(key: string) => values.get(key) as T | undefined,
+    update: async (key, value) => void values.set(key, value),
+  };
+}
+
 function shellQuote(word: string): string {
   return `'${word.replace(/'/g, `'\\''`)}'`;
 }
@@ -45,6 +53,7 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
     subscriptions: [] as Array<{ dispose(): unknown }>,
     extensionUri: Uri.file(EXTENSION_ROOT),
     extension: { packageJSON: { version: '0.1.0' } },
+    workspaceState: memento(),
   };
   extension.activate(context as unknown as vscodeTypes.ExtensionContext);
 
@@ -53,7 +62,7 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
       [...recorded.commands.keys()].sort(),
       [
         'tiller.abort', 'tiller.approval.allow', 'tiller.approval.allowAlways', 'tiller.approval.reject',
-        'tiller.followUp', 'tiller.newChat', 'tiller.prompt', 'tiller.steer',
+        'tiller.continue', 'tiller.followUp', 'tiller.history', 'tiller.newChat', 'tiller.prompt', 'tiller.steer',
       ],
     );
     assert.ok(recorded.contentProviders.has('tiller-proposed'));

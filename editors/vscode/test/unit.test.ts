@@ -146,9 +146,9 @@ test('chat model: a retry discards the partial message; errors and aborts become
   ]);
   assert.deepEqual(model.flush(), [], 'discarded blocks are not rendered later');
   const failed = model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 401', usage: {} }));
-  assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401' }]);
+  assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401', action: 'continue' }]);
   const aborted = model.apply(ev({ type: 'agent_end', stopReason: 'aborted', usage: {} }));
-  assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.' }]);
+  assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.', action: 'continue' }]);
 });
 
 test('chat model: a call id repeated in a later run gets its own card', () => {
@@ -181,7 +181,9 @@ test('chat model: a provider error is one notice, not two', () => {
     ...model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 500', usage: {} })),
     ...model.apply(ev({ type: 'agent_settled' })),
   ];
-  assert.deepEqual(ops.filter((op) => op.op === 'notice'), [{ op: 'notice', level: 'error', text: 'openai: 500' }]);
+  assert.deepEqual(ops.filter((op) => op.op === 'notice'), [
+    { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' },
+  ]);
 });
 
 test('chat model: a card waiting for approval says so, then runs', () => {
@@ -193,6 +195,25 @@ test('chat model: a card waiting for approval says so, then runs', () => {
   model.apply(ev({ type: 'tool_execution_update', toolCallId: 'w', toolName: 'write', partialResult: { output: 'x' } }));
   const running = model.flush();
   assert.equal(running[0]?.op === 'tool' && running[0].status, 'running');
+});
+
+test('chat model: a loaded conversation is drawn as the run drew it', () => {
+  const model = new ChatModel();
+  const ops = model.replay([
+    { role: 'user', content: 'list files', timestamp: 0 },
+    {
+      role: 'assistant', timestamp: 0, stopReason: 'toolUse',
+      content: [{ type: 'text', text: 'Looking **now**.' }, { type: 'toolCall', id: 'c1', name: 'bash', arguments: { command: 'ls' } }],
+    },
+    { role: 'toolResult', toolCallId: 'c1', toolName: 'bash', content: [{ type: 'text', text: 'a.txt' }], isError: false, timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'error', errorMessage: 'openai: 500', content: [] },
+  ] as unknown as Parameters<ChatModel['replay']>[0]);
+  const kinds = ops.map((op) => op.op);
+  assert.deepEqual(kinds, ['user', 'block', 'tool', 'tool', 'notice']);
+  const last = ops[3];
+  assert.ok(last?.op === 'tool');
+  assert.deepEqual([last.id, last.status, last.summary, last.output], ['t2-c1', 'done', 'ls', 'a.txt']);
+  assert.deepEqual(ops[4], { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' });
 });
 
 // ---------------------------------------------------------------------------------------------
