@@ -180,7 +180,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
-         "reply": STREAM.replace("**", ""), "bold": "scripted"},
+         "reply": STREAM.replace("**", ""), "bold": "scripted", "model": "fake-model"},
         {"name": "review", "kind": "review", "prompt": "write the notes", "file": "notes.txt",
          "command": "cat notes.txt", "reply": "The notes are on disk.",
          "output": NOTES.strip()},

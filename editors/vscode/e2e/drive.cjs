@@ -108,6 +108,15 @@ const steps = {
     await seen(frame, step.prompt);
     await seen(frame, step.reply);
     await idle(frame);
+    // The status bar says Tiller is idle, with the model and the tokens used.
+    await page.waitForFunction(
+      (model) => [...document.querySelectorAll('.statusbar-item')].some((item) => {
+        const text = item.textContent ?? '';
+        return text.includes('Tiller: idle') && text.includes(model) && text.includes('tok');
+      }),
+      WAIT,
+      step.model,
+    );
     const bold = await frame.$eval('#transcript', (node) => node.querySelector('strong')?.textContent ?? '');
     if (bold !== step.bold) {
       throw new Error(`expected **${step.bold}** rendered bold, got ${JSON.stringify(bold)}`);

@@ -170,6 +170,27 @@
     }
   }
 
+  /**
+   * Copy and Insert buttons on each code block of an assistant message (Insert puts the code at
+   * the cursor of the active editor).
+   * @param {HTMLElement} node
+   */
+  function codeTools(node) {
+    for (const pre of node.querySelectorAll('pre')) {
+      const bar = document.createElement('div');
+      bar.className = 'code-tools';
+      for (const [label, type] of [['Copy', 'copy'], ['Insert', 'insert']]) {
+        const button = document.createElement('button');
+        button.type = 'button';
+        button.className = `secondary ${type}`;
+        button.textContent = label;
+        button.addEventListener('click', () => vscode.postMessage({ type, text: pre.textContent ?? '' }));
+        bar.appendChild(button);
+      }
+      pre.before(bar);
+    }
+  }
+
   /** @param {any} op */
   function apply(op) {
     switch (op.op) {
@@ -186,7 +207,9 @@
           const box = /** @type {HTMLDetailsElement} */ (element(op.id, 'details', 'thinking'));
           box.innerHTML = `<summary>Thinking</summary>${op.html}`;
         } else {
-          element(op.id, 'div', 'message assistant').innerHTML = op.html;
+          const node = element(op.id, 'div', 'message assistant');
+          node.innerHTML = op.html;
+          codeTools(node);
         }
         break;
       case 'tool':
@@ -221,6 +244,11 @@
             button.remove();
           }
         }
+        break;
+      case 'input':
+        // "Add selection to Tiller": appended to what is being typed.
+        input.value = input.value ? `${input.value.replace(/\s*$/, '')}\n\n${op.text}` : op.text;
+        input.focus();
         break;
       case 'draft':
         // A send failed: give the text back unless something new was typed meanwhile.

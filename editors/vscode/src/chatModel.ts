@@ -27,6 +27,8 @@ export type ChatOp =
   /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
   | { op: 'notice'; level: 'info' | 'error'; text: string; action?: 'continue' }
   | { op: 'state'; running: boolean }
+  /** Append `text` to the input (Add selection to Tiller). */
+  | { op: 'input'; text: string }
   /** A send failed: put `text` back into the input. */
   | { op: 'draft'; text: string }
   | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> }

@@ -54,6 +54,10 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
           void this.host.abort();
         } else if (message?.type === 'continue') {
           void this.host.continueRun();
+        } else if (message?.type === 'copy') {
+          void vscode.env.clipboard.writeText(message.text);
+        } else if (message?.type === 'insert') {
+          void insertAtCursor(message.text);
         } else if (message?.type === 'approve') {
           this.host.approve(message.key, message.option);
         }
@@ -83,6 +87,9 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 </head>
 <body>
   <main id="transcript" aria-live="polite"></main>
+  <p id="welcome">Ask Tiller to read, change and run things in this workspace. File changes and
+  commands wait for your approval here. <b>Add Selection to Tiller</b> (editor context menu,
+  Ctrl+Alt+A) quotes code; the status bar shows what Tiller is doing.</p>
   <ul id="pending"></ul>
   <form id="composer">
     <section id="approvals" aria-label="Waiting for your approval"></section>
@@ -98,4 +105,18 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 </body>
 </html>`;
   }
+}
+
+/** Put `text` at the cursor (replacing the selection) of the active text editor. */
+async function insertAtCursor(text: string): Promise<void> {
+  const editor = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
+  if (!editor) {
+    void vscode.window.showInformationMessage('Open a file to insert the code into.');
+    return;
+  }
+  await editor.edit((edit) => {
+    for (const selection of editor.selections) {
+      edit.replace(selection, text);
+    }
+  });
 }

@@ -9,6 +9,8 @@ import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
 import { ErrorCode, type AgentEvent, type PermissionOption } from './protocol';
+import { pickMode, pickModel } from './pickers';
+import { StatusItem, type Activity } from './status';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
 
 const FLUSH_MS = 40; // coalesce streamed deltas into at most ~25 view updates a second
@@ -33,6 +35,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   private saveEdits = true; // tiller.saveEdits of the running server (sent with initialize)
   readonly handlers: ClientHandlers;
   readonly approvals = new ApprovalQueue();
+  private readonly status = new StatusItem();
 
   constructor(
     private readonly output: vscode.OutputChannel,
@@ -50,6 +53,7 @@ class TillerController implements ChatHost, vscode.Disposable {
     this.approvals.onChange((items) => {
       this.post([{ op: 'approvals', items }]);
       void vscode.commands.executeCommand('setContext', 'tiller.approvalPending', items.length > 0);
+      this.showActivity();
     });
   }
 
@@ -171,8 +175,32 @@ class TillerController implements ChatHost, vscode.Disposable {
     }
   }
 
+  /** Pick the conversation's model (models/list, agent/setModel). */
+  async pickModel(): Promise<void> {
+    const { client, sessionId } = await this.connect();
+    const state = await client.getState({ sessionId });
+    if (await pickModel(client, sessionId, state.model)) {
+      await this.refreshState();
+    }
+  }
+
+  /** Pick the conversation's permission mode (agent/setPermissionMode). */
+  async pickMode(): Promise<void> {
+    const { client, sessionId } = await this.connect();
+    const state = await client.getState({ sessionId });
+    if (await pickMode(client, sessionId, state.permissionMode)) {
+      await this.refreshState();
+    }
+  }
+
+  /** Append `text` to the chat input (Add selection to Tiller). */
+  addToInput(text: string): void {
+    this.ops.fire([{ op: 'input', text }]);
+  }
+
   async dispose(): Promise<void> {
     clearTimeout(this.flushTimer);
+    this.status.dispose();
     const client = this.connected?.client;
     this.connected = undefined;
     this.ops.dispose();
@@ -260,6 +288,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       this.sessionCwds.set(sessionId, cwd);
       this.connected = { client, sessionId };
       await this.state.update(SESSION_KEY, sessionId);
+      void this.refreshState();
       return this.connected;
     } catch (error) {
       void client.dispose();
@@ -289,12 +318,16 @@ class TillerController implements ChatHost, vscode.Disposable {
     this.history = [];
     this.ops.fire([{ op: 'clear' }]);
     this.post([...this.model.replay(loaded.messages), { op: 'state', running: this.busy }]);
+    void this.refreshState();
     return true;
   }
 
   private onEvent(client: TillerClient, event: AgentEvent): void {
     if (this.connected?.client !== client || event.sessionId !== this.connected.sessionId) {
       return;
+    }
+    if (event.type === 'agent_settled') {
+      void this.refreshState();
     }
     const ops = this.model.apply(event);
     if (ops.length > 0) {
@@ -309,6 +342,24 @@ class TillerController implements ChatHost, vscode.Disposable {
     }
   }
 
+  private showActivity(): void {
+    const activity: Activity = this.approvals.views().length > 0 ? 'waiting' : this.busy ? 'working' : 'idle';
+    this.status.setActivity(activity);
+  }
+
+  /** The model, mode and usage of the conversation, for the status bar (errors only logged). */
+  private async refreshState(): Promise<void> {
+    const connected = this.connected;
+    if (!connected) {
+      return;
+    }
+    try {
+      this.status.setState(await connected.client.getState({ sessionId: connected.sessionId }));
+    } catch (error) {
+      this.output.appendLine(`[tiller-vscode] agent/getState: ${errorText(error)}`);
+    }
+  }
+
   private notice(level: 'info' | 'error', text: string): void {
     this.post([{ op: 'notice', level, text }]);
   }
@@ -316,6 +367,9 @@ class TillerController implements ChatHost, vscode.Disposable {
   private post(ops: ChatOp[]): void {
     if (ops.length === 0) {
       return;
+    }
+    if (ops.some((op) => op.op === 'state')) {
+      this.showActivity();
     }
     this.history.push(...ops);
     if (this.history.length > HISTORY_LIMIT) {
@@ -326,6 +380,18 @@ class TillerController implements ChatHost, vscode.Disposable {
 }
 
 const SESSION_KEY = 'tiller.sessionId';
+
+/** The selection (or the current line) as `path:lines` and a fenced block, for the prompt. */
+function selectionSnippet(editor: vscode.TextEditor): string {
+  const doc = editor.document;
+  const selection = editor.selection;
+  const range = selection.isEmpty ? doc.lineAt(selection.active.line).range : selection;
+  const first = range.start.line + 1;
+  const last = range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
+  const lines = first === last ? `${first}` : `${first}-${last}`;
+  const fence = doc.getText(range).includes('```') ? '````' : '```';
+  return `${vscode.workspace.asRelativePath(doc.uri)}:${lines}\n${fence}${doc.languageId}\n${doc.getText(range).replace(/\n$/, '')}\n${fence}`;
+}
 
 function workspaceCwd(): string {
   return vscode.workspace.workspaceFolders?.[0]?.uri.fsPath ?? os.homedir();
@@ -375,6 +441,20 @@ export function activate(context: vscode.ExtensionContext): void {
       tiller.openHistory().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
     ),
     vscode.commands.registerCommand('tiller.continue', () => tiller.continueRun()),
+    vscode.commands.registerCommand('tiller.pickModel', () =>
+      tiller.pickModel().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
+    ),
+    vscode.commands.registerCommand('tiller.pickMode', () =>
+      tiller.pickMode().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
+    ),
+    vscode.commands.registerCommand('tiller.addSelection', async () => {
+      const editor = vscode.window.activeTextEditor;
+      if (!editor) {
+        return;
+      }
+      await vscode.commands.executeCommand(`${ChatViewProvider.viewType}.focus`);
+      tiller.addToInput(selectionSnippet(editor));
+    }),
     vscode.commands.registerCommand('tiller.approval.allow', () => tiller.approve(undefined, 'allowOnce')),
     vscode.commands.registerCommand('tiller.approval.allowAlways', () =>
       tiller.approve(undefined, 'allowAlways'),

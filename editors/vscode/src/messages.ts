@@ -11,6 +11,7 @@ export type FromWebview =
   | { type: 'submit'; kind: SubmitKind; text: string }
   | { type: 'abort' }
   | { type: 'continue' }
+  | { type: 'copy' | 'insert'; text: string }
   | { type: 'approve'; key: string; option: PermissionOption };
 
 /** Messages the extension posts to the webview. */
@@ -30,6 +31,9 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
     (m.kind === 'prompt' || m.kind === 'steer' || m.kind === 'followUp')
   ) {
     return { type: 'submit', kind: m.kind, text: m.text };
+  }
+  if ((m.type === 'copy' || m.type === 'insert') && typeof m.text === 'string') {
+    return { type: m.type, text: m.text };
   }
   if (
     m.type === 'approve' &&

@@ -61,8 +61,9 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
     assert.deepEqual(
       [...recorded.commands.keys()].sort(),
       [
-        'tiller.abort', 'tiller.approval.allow', 'tiller.approval.allowAlways', 'tiller.approval.reject',
-        'tiller.continue', 'tiller.followUp', 'tiller.history', 'tiller.newChat', 'tiller.prompt', 'tiller.steer',
+        'tiller.abort', 'tiller.addSelection', 'tiller.approval.allow', 'tiller.approval.allowAlways',
+        'tiller.approval.reject', 'tiller.continue', 'tiller.followUp', 'tiller.history', 'tiller.newChat',
+        'tiller.pickMode', 'tiller.pickModel', 'tiller.prompt', 'tiller.steer',
       ],
     );
     assert.ok(recorded.contentProviders.has('tiller-proposed'));
@@ -117,6 +118,9 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
     assert.ok(final.get('bash')?.output.includes(str(s, 'echoed')));
     assert.equal(final.get('write')?.status, 'done');
     assert.equal(final.get('write')?.summary, str(s, 'file'));
+
+    // The status bar says Tiller is idle again, with the session's tokens.
+    await waitUntil(() => /Tiller: idle · .* tok/.test(recorded.statusItems[0]?.text ?? ''), 'the status bar', 10_000);
 
     // No modal: two approval cards, the command's then the write's, each gone once answered.
     assert.equal(recorded.modals.length, 0);

@@ -124,6 +124,7 @@ export interface Recorded {
   applied: WorkspaceEdit[];
   /** Open editor tabs: `vscode.diff` opens one, `tabGroups.close` closes it. */
   tabs: Array<{ input: TabInputText | TabInputTextDiff }>;
+  statusItems: Array<{ text: string; tooltip: string }>;
   closed: Array<{ input: TabInputText | TabInputTextDiff }>;
   views: Map<string, unknown>;
   contentProviders: Map<string, { provideTextDocumentContent(uri: Uri): string }>;
@@ -144,6 +145,7 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     modals: [],
     applied: [],
     tabs: [],
+    statusItems: [],
     closed: [],
     views: new Map(),
     contentProviders: new Map(),
@@ -159,7 +161,13 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     WorkspaceEdit,
     TabInputText,
     TabInputTextDiff,
+    StatusBarAlignment: { Left: 1, Right: 2 },
     window: {
+      createStatusBarItem: () => {
+        const item = { text: '', tooltip: '', name: '', command: '', show: () => undefined, dispose: () => undefined };
+        recorded.statusItems.push(item);
+        return item;
+      },
       tabGroups: {
         get all() {
           return [{ tabs: [...recorded.tabs] }];

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 
 import { ChatModel, MAX_TOOL_OUTPUT, type ChatOp } from '../src/chatModel';
 import { parseFromWebview } from '../src/messages';
+import { compactCount, statusText } from '../src/statusText';
 import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
 import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
 import { applyEdits, applyUnifiedDiff, proposedContent } from '../src/preview';
@@ -285,4 +286,20 @@ test('webview messages are validated', () => {
   assert.deepEqual(parseFromWebview({ type: 'abort' }), { type: 'abort' });
   assert.equal(parseFromWebview({ type: 'submit', kind: 'rm', text: 'x' }), undefined);
   assert.equal(parseFromWebview('ready'), undefined);
+});
+
+test('status bar text: activity, model, tokens and cost', () => {
+  assert.equal(compactCount(999), '999');
+  assert.equal(compactCount(1234), '1.2k');
+  assert.equal(compactCount(56_789), '57k');
+  assert.equal(compactCount(2_500_000), '2.5M');
+  assert.equal(statusText('idle', undefined).text, '$(comment-discussion) Tiller: idle');
+  const state = {
+    provider: 'openai', model: 'gpt-4o-mini', permissionMode: 'ask' as const,
+    usage: { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 0, cacheWriteTokens: 0, cost: 0.0042 },
+  };
+  assert.equal(statusText('waiting', state).text, '$(bell-dot) Tiller: waiting for approval · gpt-4o-mini · 1.5k tok · $0.004');
+  assert.match(statusText('working', state).tooltip, /Permission mode: ask/);
+  const fresh = { ...state, usage: { ...state.usage, inputTokens: 0, outputTokens: 0, cost: 0 } };
+  assert.equal(statusText('idle', fresh).text, '$(comment-discussion) Tiller: idle · gpt-4o-mini');
 });
