@@ -35,6 +35,9 @@ VSCE = E2E_HOME / "node_modules" / ".bin" / "vsce"
 CHROMIUM = shutil.which("chromium")
 READY = (E2E_HOME / ".done-4.100.3").is_file() and CHROMIUM is not None
 REQUIRED = os.environ.get("TILLER_VSCODE_E2E") == "required"
+SCREENSHOTS = Path(
+    os.environ.get("TILLER_E2E_SCREENSHOTS", E2E_HOME.parent / "vscode-e2e-screenshots")
+)
 
 pytestmark = [
     pytest.mark.timeout(900),
@@ -142,19 +145,24 @@ def drive(story: dict[str, Any], root: Path) -> list[dict[str, Any]]:
     )
     reports = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0:
-        pytest.fail(f"drive.cjs failed: {reports[-1:]}\n{done.stderr[-3000:]}")
+        last = reports[-1] if reports else {}
+        pytest.fail(f"drive.cjs failed at step {last.get('step')!r}: {last.get('error', '')[:1500]}"
+                    f"\n{done.stderr[-3000:]}")
     return reports
 
 
 NOTES = "written by the agent\n"
 CONTINUED = "Continued after the stop."
+SAME = "Same conversation after the restart."
 STREAM = "Hello from the **scripted** model, streamed in small pieces to VS Code."
 
 
 def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> None:
     root = tmp_path
-    shots = root / "screenshots"
-    shots.mkdir()
+    # Not under tmp_path: pytest keeps only its last few temporary folders.
+    shots = SCREENSHOTS
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
     print(f"\nscreenshots: {shots}")
     workspace = root / "workspace"
     workspace.mkdir()
@@ -177,6 +185,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         text_reply("The notes are on disk."),
         tool_call_reply([("call_1", "bash", {"command": "touch withdrawn.txt"})]),
         text_reply(CONTINUED),
+        text_reply(SAME),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -189,6 +198,10 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         {"name": "continue", "kind": "continue", "reply": CONTINUED},
         {"name": "reload", "kind": "reload", "command": "cat notes.txt",
          "texts": ["say hello", STREAM.replace("**", ""), "write the notes", CONTINUED]},
+        {"name": "settings", "kind": "settings", "prompt": "still there?", "reply": SAME,
+         "file": str(workspace / ".vscode" / "settings.json"),
+         "change": {"tiller.extraArgs": [*settings["tiller.extraArgs"], "--max-turns", "30"]},
+         "texts": ["say hello", CONTINUED]},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -205,3 +218,6 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     assert (workspace / "notes.txt").read_text() == NOTES
     cat_result = fake.requests[3]["messages"][-1]
     assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]
+    # After the settings change the restarted server still had the whole conversation.
+    after_restart = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "user"]
+    assert after_restart[0] == "say hello" and after_restart[-1] == "still there?"

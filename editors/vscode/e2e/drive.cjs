@@ -43,9 +43,42 @@ async function chatFrame(page) {
 }
 
 async function openChat(page) {
-  const item = await page.waitForSelector('.activitybar [aria-label^="Tiller"]', WAIT);
-  await item.click();
+  // Clicking the item of the view already shown would hide it (a reload restores the view).
+  await page.waitForFunction(
+    () => {
+      const label = document.querySelector('.activitybar [aria-label^="Tiller"]');
+      if (!label) {
+        return false;
+      }
+      const item = label.closest('.action-item');
+      if (!item?.classList.contains('checked')) {
+        label.click();
+      }
+      return true;
+    },
+    WAIT,
+  );
   return chatFrame(page);
+}
+
+/**
+ * Click `selector` in `target` (page or frame) as soon as it exists, in one step inside the
+ * page: VS Code re-renders toolbars and the view re-renders cards, so a handle taken first
+ * may be detached by the time it is clicked.
+ */
+async function clickWhen(target, selector) {
+  await target.waitForFunction(
+    (wanted) => {
+      const node = document.querySelector(wanted);
+      if (!node || node.disabled) {
+        return false;
+      }
+      node.click();
+      return true;
+    },
+    WAIT,
+    selector,
+  );
 }
 
 /** Type `text` into the chat input and press Enter. */
@@ -141,8 +174,7 @@ const steps = {
       throw new Error('a modal dialog is open');
     }
     await screenshot(page, 'review-diff');
-    const allow = await page.waitForSelector('.editor-actions .action-label[aria-label^="Allow"]', WAIT);
-    await allow.click();
+    await clickWhen(page, '.editor-actions .action-label[aria-label^="Allow"]');
     await gone(frame, fileCard);
     await noTab(page, 'proposed');
     const commandCard = await approvalCard(frame, step.command);
@@ -151,7 +183,7 @@ const steps = {
       throw new Error(`"always" does not say what it covers: ${always}`);
     }
     await screenshot(page, 'review-command');
-    await frame.click(`#${commandCard} button[data-option="allowOnce"]`);
+    await clickWhen(frame, `#${commandCard} button[data-option="allowOnce"]`);
     await gone(frame, commandCard);
     await seen(frame, step.reply);
     await idle(frame);
@@ -175,7 +207,7 @@ const steps = {
     await send(frame, step.prompt);
     const card = await approvalCard(frame, step.command);
     await screenshot(page, 'withdraw-waiting');
-    await frame.click('#stop');
+    await clickWhen(frame, '#stop');
     await gone(frame, card);
     await seen(frame, 'Stopped.');
     await idle(frame);
@@ -183,10 +215,22 @@ const steps = {
 
   /** The notice of a stopped run offers Continue (agent/continue): the model is asked again. */
   async continue(page, frame, step) {
-    const button = await frame.waitForSelector('.notice button.continue', WAIT);
-    await button.click();
+    await clickWhen(frame, '.notice button.continue');
     await seen(frame, step.reply);
     await idle(frame);
+  },
+
+  /** A changed setting restarts Tiller in the same conversation (its history stays). */
+  async settings(page, frame, step) {
+    fs.mkdirSync(path.dirname(step.file), { recursive: true });
+    fs.writeFileSync(step.file, JSON.stringify(step.change, null, 2));
+    await seen(frame, 'Settings changed');
+    await send(frame, step.prompt);
+    await seen(frame, step.reply);
+    await idle(frame);
+    for (const text of step.texts) {
+      await seen(frame, text);
+    }
   },
 
   /** A window reload resumes the same session: the history is drawn again, tool cards too. */

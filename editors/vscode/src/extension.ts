@@ -68,7 +68,11 @@ class TillerController implements ChatHost, vscode.Disposable {
     return this.promptsInFlight > 0 || this.model.running;
   }
 
+  /** Tiller's settings changed: restart the server (same conversation) when next needed. */
   settingsChanged(): void {
+    if (this.connected && !this.stale) {
+      this.notice('info', 'Settings changed: Tiller restarts with them at the next prompt, in this conversation.');
+    }
     this.stale = true;
   }
 
