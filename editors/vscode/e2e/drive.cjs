@@ -187,6 +187,12 @@ const steps = {
     await gone(frame, commandCard);
     await seen(frame, step.reply);
     await idle(frame);
+    // The write's card keeps the approved change, collapsed.
+    const kept = await frame.$$eval('details.tool details.diff:not([hidden])', (nodes) =>
+      nodes.map((n) => ({ open: n.open, text: n.querySelector('pre')?.textContent ?? '' })));
+    if (!kept.some((d) => !d.open && d.text.includes(`+${step.output}`))) {
+      throw new Error(`the approved diff is not in the card: ${JSON.stringify(kept)}`);
+    }
     // The command's card shows what it printed: the file as saved on disk.
     const output = await frame.$$eval('details.tool .output', (nodes) => nodes.map((n) => n.textContent ?? ''));
     if (!output.some((text) => text.includes(step.output))) {

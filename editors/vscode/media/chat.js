@@ -88,7 +88,9 @@
     if (!card.firstChild) {
       card.innerHTML =
         '<summary><span class="name"></span> <span class="summary"></span>' +
-        '<span class="status"></span></summary><pre class="args"></pre><pre class="output"></pre>';
+        '<span class="status"></span></summary><pre class="args"></pre>' +
+        '<details class="diff" hidden><summary>Approved change</summary><pre></pre></details>' +
+        '<pre class="output"></pre>';
     }
     card.className = `tool ${op.status}`;
     /** @param {string} selector @param {string} text */
@@ -111,6 +113,11 @@
     set('.status', labels[String(op.status)] || String(op.status));
     set('.args', op.args);
     set('.output', op.output);
+    const diff = /** @type {HTMLDetailsElement | null} */ (card.querySelector('details.diff'));
+    if (diff && typeof op.diff === 'string') {
+      diff.hidden = false;
+      set('details.diff pre', op.diff);
+    }
     if (op.status === 'error') {
       card.open = true;
     }

@@ -22,6 +22,8 @@ export type ChatOp =
       args: string;
       status: ToolStatus;
       output: string;
+      /** The approved change (a unified diff), shown collapsed in the card. */
+      diff?: string;
     }
   | { op: 'discard'; ids: string[] }
   /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
@@ -47,6 +49,7 @@ interface Block {
 interface ToolCard {
   id: string;
   callId: string;
+  diff?: string;
   name: string;
   args: string;
   parsedArgs: Record<string, unknown> | undefined;
@@ -173,6 +176,18 @@ export class ChatModel {
     }
     this.dirty.clear();
     return ops;
+  }
+
+  /** The user approved call `callId`'s file change: its card keeps the diff (collapsed). */
+  approvedDiff(callId: string, diff: string): ChatOp[] {
+    const id = this.latestCard.get(callId);
+    const card = id === undefined ? undefined : this.tools.get(id);
+    if (!card) {
+      return [];
+    }
+    card.diff = diff;
+    this.dirty.add(card.id);
+    return this.flush();
   }
 
   /** The ops drawing a saved conversation (`session/load`'s messages), as the run drew it. */
@@ -316,6 +331,7 @@ function toolOp(card: ToolCard): ChatOp {
     args: card.args,
     status: card.status,
     output: card.output,
+    ...(card.diff === undefined ? {} : { diff: card.diff }),
   };
 }
 

@@ -48,6 +48,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       proposed,
       approvals: this.approvals,
       saveEdits: () => this.saveEdits,
+      approvedDiff: (callId, diff) => this.post(this.model.approvedDiff(callId, diff)),
       sessionCwd: (id) => this.sessionCwds.get(id),
     });
     this.approvals.onChange((items) => {

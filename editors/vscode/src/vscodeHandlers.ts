@@ -50,6 +50,8 @@ export interface HandlerContext {
   proposed: ProposedContentProvider;
   /** Where permission requests wait for an answer (the chat view shows them). */
   approvals: ApprovalQueue;
+  /** A file change was allowed: `diff` is what the user approved (for the chat's card). */
+  approvedDiff(toolCallId: string, diff: string): void;
   /** `tiller.saveEdits`: save accepted edits (and create new files on disk) at once. */
   saveEdits(): boolean;
   /** The working directory of a session (relative paths resolve against it). */
@@ -163,6 +165,9 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
           close();
         },
       });
+      if (preview.kind === 'diff' && (outcome === 'allowOnce' || outcome === 'allowAlways')) {
+        context.approvedDiff(params.toolCallId, preview.diff);
+      }
       return { outcome: outcome ?? dismissedOutcome(params.options) };
     },
 

@@ -198,6 +198,15 @@ test('chat model: a card waiting for approval says so, then runs', () => {
   assert.equal(running[0]?.op === 'tool' && running[0].status, 'running');
 });
 
+test('chat model: an approved change stays in its card', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'tool_execution_start', toolCallId: 'w', toolName: 'write', args: { path: 'a' } }));
+  const ops = model.approvedDiff('w', '@@ -1 +1 @@\n-a\n+b\n');
+  assert.equal(ops[0]?.op === 'tool' && ops[0].diff, '@@ -1 +1 @@\n-a\n+b\n');
+  assert.deepEqual(model.approvedDiff('unknown', 'x'), []);
+});
+
 test('chat model: a loaded conversation is drawn as the run drew it', () => {
   const model = new ChatModel();
   const ops = model.replay([
