@@ -186,6 +186,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         tool_call_reply([("call_1", "bash", {"command": "touch withdrawn.txt"})]),
         text_reply(CONTINUED),
         text_reply(SAME),
+        text_reply("The notes say they were written by the agent."),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -202,6 +203,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "file": str(workspace / ".vscode" / "settings.json"),
          "change": {"tiller.extraArgs": [*settings["tiller.extraArgs"], "--max-turns", "30"]},
          "texts": ["say hello", CONTINUED]},
+        {"name": "mention", "kind": "mention", "prompt": "what do @notes.txt say?",
+         "file": "notes.txt", "reply": "The notes say they were written by the agent."},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -219,5 +222,9 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     cat_result = fake.requests[3]["messages"][-1]
     assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]
     # After the settings change the restarted server still had the whole conversation.
-    after_restart = [m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "user"]
+    after_restart = [m["content"] for m in fake.requests[-2]["messages"] if m["role"] == "user"]
     assert after_restart[0] == "say hello" and after_restart[-1] == "still there?"
+    # The @notes.txt mention sent the file's content along with the prompt.
+    mentioned = json.dumps(fake.requests[-1]["messages"][-1]["content"])
+    assert "what do @notes.txt say?" in mentioned and '<file path=\\"notes.txt\\">' in mentioned
+    assert NOTES.strip() in mentioned

@@ -239,6 +239,14 @@ const steps = {
     }
   },
 
+  /** An `@path` mention sends the file along; the message shows its name, not its content. */
+  async mention(page, frame, step) {
+    await send(frame, step.prompt);
+    await seen(frame, step.reply);
+    await seen(frame, `📎 ${step.file}`);
+    await idle(frame);
+  },
+
   /** A window reload resumes the same session: the history is drawn again, tool cards too. */
   async reload(page, frame, step) {
     await page.reload({ waitUntil: 'domcontentloaded' });

@@ -4,6 +4,7 @@
 
 import type { ApprovalView } from './approvals';
 import { renderMarkdown } from './markdown';
+import { attachedPath } from './mentions';
 import type { AgentEvent, Message, ToolResultMessage } from './protocol';
 
 export type ToolStatus = 'streaming' | 'waiting' | 'running' | 'done' | 'error';
@@ -251,11 +252,14 @@ export class ChatModel {
 
   private messageStart(message: Message): ChatOp[] {
     if (message.role === 'user') {
-      const text =
-        typeof message.content === 'string'
-          ? message.content
-          : message.content.map((c) => (c.type === 'text' ? c.text : '[image]')).join('\n');
-      const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(text) }];
+      const blocks = typeof message.content === 'string' ? [message.content] : message.content.map(
+        (c) => (c.type === 'text' ? c.text : '[image]'),
+      );
+      // Files sent with `@path` mentions show as their names, not their contents.
+      const text = blocks.filter((b) => attachedPath(b) === undefined).join('\n');
+      const files = blocks.map(attachedPath).filter((p): p is string => p !== undefined);
+      const shown = files.length > 0 ? `${text}\n\n${files.map((f) => `📎 \`${f}\``).join(' ')}` : text;
+      const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(shown) }];
       const delivered = this.pending.findIndex((p) => p.text === text);
       if (delivered !== -1) {
         this.pending.splice(delivered, 1);

@@ -88,8 +88,8 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 <body>
   <main id="transcript" aria-live="polite"></main>
   <p id="welcome">Ask Tiller to read, change and run things in this workspace. File changes and
-  commands wait for your approval here. <b>Add Selection to Tiller</b> (editor context menu,
-  Ctrl+Alt+A) quotes code; the status bar shows what Tiller is doing.</p>
+  commands wait for your approval here. <b>@path</b> sends a file along; <b>Add Selection to
+  Tiller</b> (editor context menu, Ctrl+Alt+A) quotes code; the status bar shows what Tiller is doing.</p>
   <ul id="pending"></ul>
   <form id="composer">
     <section id="approvals" aria-label="Waiting for your approval"></section>

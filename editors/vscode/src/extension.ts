@@ -2,6 +2,7 @@
 // registers the commands. Protocol logic lives in client.ts; rendering logic in chatModel.ts.
 
 import * as os from 'node:os';
+import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import { ApprovalQueue } from './approvals';
@@ -9,6 +10,7 @@ import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
 import { ErrorCode, type AgentEvent, type PermissionOption } from './protocol';
+import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel } from './pickers';
 import { StatusItem, type Activity } from './status';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
@@ -88,11 +90,12 @@ class TillerController implements ChatHost, vscode.Disposable {
     }
     try {
       const { client, sessionId } = await this.connect();
+      const message = withFiles(text, await this.mentionedFiles(sessionId, text));
       if (kind === 'prompt' || !this.busy) {
-        await this.prompt(client, sessionId, text);
+        await this.run(() => client.prompt({ sessionId, message }));
       } else {
         const send = kind === 'steer' ? client.steer.bind(client) : client.followUp.bind(client);
-        await send({ sessionId, message: text });
+        await send({ sessionId, message });
         this.post(this.model.queued(kind, text));
       }
     } catch (error) {
@@ -214,8 +217,24 @@ class TillerController implements ChatHost, vscode.Disposable {
 
   // ------------------------------------------------------------------------------------------
 
-  private async prompt(client: TillerClient, sessionId: string, text: string): Promise<void> {
-    await this.run(() => client.prompt({ sessionId, message: text }));
+  /** The workspace files `text` mentions as `@path` (editor content, unsaved changes included). */
+  private async mentionedFiles(sessionId: string, text: string): Promise<Array<{ path: string; content: string }>> {
+    const cwd = this.sessionCwds.get(sessionId) ?? workspaceCwd();
+    const files: Array<{ path: string; content: string }> = [];
+    for (const mention of findMentions(text)) {
+      const uri = vscode.Uri.file(path.resolve(cwd, mention));
+      try {
+        const stat = await vscode.workspace.fs.stat(uri);
+        if (stat.type !== vscode.FileType.File || stat.size > MAX_MENTION_BYTES) {
+          continue;
+        }
+        const doc = await vscode.workspace.openTextDocument(uri);
+        files.push({ path: mention, content: doc.getText() });
+      } catch {
+        // not a file: the mention stays plain text
+      }
+    }
+    return files;
   }
 
   private async run(start: () => Promise<unknown>): Promise<void> {
@@ -386,11 +405,11 @@ class TillerController implements ChatHost, vscode.Disposable {
 
 const SESSION_KEY = 'tiller.sessionId';
 
-/** The selection (or the current line) as `path:lines` and a fenced block, for the prompt. */
+/** The selection as `path:lines` and a fenced block, for the prompt. */
 function selectionSnippet(editor: vscode.TextEditor): string {
   const doc = editor.document;
   const selection = editor.selection;
-  const range = selection.isEmpty ? doc.lineAt(selection.active.line).range : selection;
+  const range = selection;
   const first = range.start.line + 1;
   const last = range.end.character === 0 && range.end.line > range.start.line ? range.end.line : range.end.line + 1;
   const lines = first === last ? `${first}` : `${first}-${last}`;
@@ -458,7 +477,11 @@ export function activate(context: vscode.ExtensionContext): void {
         return;
       }
       await vscode.commands.executeCommand(`${ChatViewProvider.viewType}.focus`);
-      tiller.addToInput(selectionSnippet(editor));
+      tiller.addToInput(
+        editor.selection.isEmpty
+          ? `@${vscode.workspace.asRelativePath(editor.document.uri, false)}` // the active file
+          : selectionSnippet(editor),
+      );
     }),
     vscode.commands.registerCommand('tiller.approval.allow', () => tiller.approve(undefined, 'allowOnce')),
     vscode.commands.registerCommand('tiller.approval.allowAlways', () =>

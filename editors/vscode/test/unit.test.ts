@@ -5,6 +5,7 @@ import { test } from 'node:test';
 
 import { ChatModel, MAX_TOOL_OUTPUT, type ChatOp } from '../src/chatModel';
 import { parseFromWebview } from '../src/messages';
+import { attachedPath, findMentions, withFiles } from '../src/mentions';
 import { compactCount, statusText } from '../src/statusText';
 import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
 import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
@@ -311,4 +312,19 @@ test('status bar text: activity, model, tokens and cost', () => {
   assert.match(statusText('working', state).tooltip, /Permission mode: ask/);
   const fresh = { ...state, usage: { ...state.usage, inputTokens: 0, outputTokens: 0, cost: 0 } };
   assert.equal(statusText('idle', fresh).text, '$(comment-discussion) Tiller: idle · gpt-4o-mini');
+});
+
+test('@path mentions: found after a space or the start, sent as file blocks, shown by name', () => {
+  assert.deepEqual(findMentions('see @src/a.ts and @b.md, not me@example.com; @src/a.ts again'), ['src/a.ts', 'b.md']);
+  assert.equal(withFiles('hi', []), 'hi');
+  const message = withFiles('explain @a.py', [{ path: 'a.py', content: 'x = 1' }]);
+  assert.deepEqual(message, [
+    { type: 'text', text: 'explain @a.py' },
+    { type: 'text', text: '<file path="a.py">\nx = 1\n</file>' },
+  ]);
+  assert.equal(attachedPath('<file path="a.py">\nx = 1\n</file>'), 'a.py');
+  assert.equal(attachedPath('plain'), undefined);
+  const model = new ChatModel();
+  const ops = model.apply(ev({ type: 'message_start', message: { role: 'user', content: message, timestamp: 0 } }));
+  assert.equal(ops[0]?.op === 'user' && ops[0].html, '<p>explain @a.py</p>\n<p>📎 <code>a.py</code></p>');
 });
