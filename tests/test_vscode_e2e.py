@@ -187,6 +187,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         text_reply(CONTINUED),
         text_reply(SAME),
         text_reply("The notes say they were written by the agent."),
+        tool_call_reply([("call_9", "write", {"path": "undone.txt", "content": "to be undone\n"})]),
+        text_reply("Wrote undone.txt."),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -205,6 +207,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "texts": ["say hello", CONTINUED]},
         {"name": "mention", "kind": "mention", "prompt": "what do @notes.txt say?",
          "file": "notes.txt", "reply": "The notes say they were written by the agent."},
+        {"name": "undo", "kind": "undo", "prompt": "write undone.txt", "file": "undone.txt",
+         "reply": "Wrote undone.txt."},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -222,9 +226,12 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     cat_result = fake.requests[3]["messages"][-1]
     assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]
     # After the settings change the restarted server still had the whole conversation.
-    after_restart = [m["content"] for m in fake.requests[-2]["messages"] if m["role"] == "user"]
+    after_restart = [m["content"] for m in fake.requests[-4]["messages"] if m["role"] == "user"]
     assert after_restart[0] == "say hello" and after_restart[-1] == "still there?"
     # The @notes.txt mention sent the file's content along with the prompt.
-    mentioned = json.dumps(fake.requests[-1]["messages"][-1]["content"])
+    mentioned = json.dumps(fake.requests[-3]["messages"][-1]["content"])
     assert "what do @notes.txt say?" in mentioned and '<file path=\\"notes.txt\\">' in mentioned
     assert NOTES.strip() in mentioned
+    # Undo of the last run removed the file it created; the earlier run's file stays.
+    assert not (workspace / "undone.txt").exists()
+    assert (workspace / "notes.txt").read_text() == NOTES

@@ -247,6 +247,23 @@ const steps = {
     await idle(frame);
   },
 
+  /** A run's changed files are listed at its end; Undo puts them back (session/revert). */
+  async undo(page, frame, step) {
+    await send(frame, step.prompt);
+    const card = await approvalCard(frame, step.file);
+    await clickWhen(frame, `#${card} button[data-option="allowOnce"]`);
+    await seen(frame, step.reply);
+    await idle(frame);
+    await frame.waitForFunction(
+      (file) => [...document.querySelectorAll('.changes')].at(-1)?.textContent?.includes(file),
+      WAIT,
+      step.file,
+    );
+    await screenshot(page, 'undo-changes');
+    await clickWhen(frame, '.changes:last-of-type button.undo');
+    await seen(frame, `Undone: ${step.file}`);
+  },
+
   /** A window reload resumes the same session: the history is drawn again, tool cards too. */
   async reload(page, frame, step) {
     await page.reload({ waitUntil: 'domcontentloaded' });

@@ -252,6 +252,35 @@
           }
         }
         break;
+      case 'changes': {
+        // The files the run changed: each opens on click; Undo puts them back (session/revert).
+        const box = element(op.id, 'div', 'changes');
+        box.textContent = '';
+        const title = document.createElement('span');
+        title.textContent = 'Changed: ';
+        box.appendChild(title);
+        for (const file of op.files) {
+          const link = document.createElement('a');
+          link.href = '#';
+          link.className = 'file';
+          link.textContent = String(file);
+          link.addEventListener('click', (event) => {
+            event.preventDefault();
+            vscode.postMessage({ type: 'open', path: String(file) });
+          });
+          box.append(link, ' ');
+        }
+        const undo = document.createElement('button');
+        undo.type = 'button';
+        undo.className = 'secondary undo';
+        undo.textContent = 'Undo these changes';
+        undo.addEventListener('click', () => {
+          undo.disabled = true;
+          vscode.postMessage({ type: 'revert', entryId: String(op.entryId) });
+        });
+        box.appendChild(undo);
+        break;
+      }
       case 'input':
         // "Add selection to Tiller": appended to what is being typed.
         input.value = input.value ? `${input.value.replace(/\s*$/, '')}\n\n${op.text}` : op.text;

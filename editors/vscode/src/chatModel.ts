@@ -30,6 +30,8 @@ export type ChatOp =
   /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
   | { op: 'notice'; level: 'info' | 'error'; text: string; action?: 'continue' }
   | { op: 'state'; running: boolean }
+  /** The files a run changed (`checkpoint` events); `entryId` undoes the run (session/revert). */
+  | { op: 'changes'; id: string; entryId: string; files: string[] }
   /** Append `text` to the input (Add selection to Tiller). */
   | { op: 'input'; text: string }
   /** A send failed: put `text` back into the input. */
@@ -66,6 +68,8 @@ export class ChatModel {
   private tools = new Map<string, ToolCard>(); // by card id: `t<assistant message>-<toolCallId>`
   private latestCard = new Map<string, string>(); // toolCallId -> its newest card id
   private errorShown: string | undefined; // the error notice already shown for this run
+  private runs = 0;
+  private changes: { entryId: string; files: Set<string> } | undefined; // this run's, so far
   private dirty = new Set<string>(); // block ids and tool ids
   private pending: Array<{ kind: QueueKind; text: string }> = [];
   running = false;
@@ -79,6 +83,8 @@ export class ChatModel {
       case 'agent_start':
         this.running = true;
         this.errorShown = undefined;
+        this.runs++;
+        this.changes = undefined;
         return [...this.flush(), { op: 'state', running: true }];
       case 'message_start':
         return [...this.flush(), ...this.messageStart(event.message)];
@@ -154,9 +160,22 @@ export class ChatModel {
         }
         return ops;
       }
-      case 'agent_settled':
+      case 'checkpoint':
+        this.changes ??= { entryId: event.entryId, files: new Set() };
+        for (const file of event.files) {
+          this.changes.files.add(file);
+        }
+        return this.flush();
+      case 'agent_settled': {
         this.running = false;
-        return [...this.flush(), { op: 'state', running: false }];
+        const ops = this.flush();
+        if (this.changes && this.changes.files.size > 0) {
+          const { entryId, files } = this.changes;
+          ops.push({ op: 'changes', id: `changes-${this.runs}`, entryId, files: [...files].sort() });
+        }
+        this.changes = undefined;
+        return [...ops, { op: 'state', running: false }];
+      }
       default:
         return this.flush();
     }

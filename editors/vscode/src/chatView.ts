@@ -21,6 +21,10 @@ export interface ChatHost {
   continueRun(): Promise<void>;
   /** The view is ready: bring back the saved conversation. */
   resume(): void;
+  /** Open a file the agent changed (relative to the workspace). */
+  openFile(path: string): void;
+  /** Undo a run's changes (session/revert to `entryId`). */
+  revert(entryId: string): Promise<void>;
   /** The user answered the permission request `key` in the view. */
   approve(key: string, option: PermissionOption): void;
 }
@@ -54,6 +58,10 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
           void this.host.abort();
         } else if (message?.type === 'continue') {
           void this.host.continueRun();
+        } else if (message?.type === 'open') {
+          this.host.openFile(message.path);
+        } else if (message?.type === 'revert') {
+          void this.host.revert(message.entryId);
         } else if (message?.type === 'copy') {
           void vscode.env.clipboard.writeText(message.text);
         } else if (message?.type === 'insert') {

@@ -201,6 +201,29 @@ class TillerController implements ChatHost, vscode.Disposable {
     }
   }
 
+  openFile(file: string): void {
+    const cwd = (this.connected && this.sessionCwds.get(this.connected.sessionId)) ?? workspaceCwd();
+    void vscode.window.showTextDocument(vscode.Uri.file(path.resolve(cwd, file)), { preview: true });
+  }
+
+  /** Put back the files the agent changed since `entryId` (its changes only; conflicts stay). */
+  async revert(entryId: string): Promise<void> {
+    try {
+      const { client, sessionId } = await this.connect();
+      const result = await client.request<RevertResult>('session/revert', { sessionId, entryId });
+      const parts = [`Undone: ${result.restored.join(', ') || 'nothing'}.`];
+      if (result.conflicts.length > 0) {
+        parts.push(`Left alone (changed since by someone else): ${result.conflicts.join(', ')}.`);
+      }
+      if (result.skipped.length > 0) {
+        parts.push(`Skipped: ${result.skipped.map((s) => `${s.path} (${s.reason})`).join(', ')}.`);
+      }
+      this.notice('info', parts.join(' '));
+    } catch (error) {
+      this.notice('error', errorText(error));
+    }
+  }
+
   /** Append `text` to the chat input (Add selection to Tiller). */
   addToInput(text: string): void {
     this.ops.fire([{ op: 'input', text }]);
@@ -404,6 +427,12 @@ class TillerController implements ChatHost, vscode.Disposable {
 }
 
 const SESSION_KEY = 'tiller.sessionId';
+
+interface RevertResult {
+  restored: string[];
+  conflicts: string[];
+  skipped: Array<{ path: string; reason: string }>;
+}
 
 /** The selection as `path:lines` and a fenced block, for the prompt. */
 function selectionSnippet(editor: vscode.TextEditor): string {

@@ -12,6 +12,8 @@ export type FromWebview =
   | { type: 'abort' }
   | { type: 'continue' }
   | { type: 'copy' | 'insert'; text: string }
+  | { type: 'open'; path: string }
+  | { type: 'revert'; entryId: string }
   | { type: 'approve'; key: string; option: PermissionOption };
 
 /** Messages the extension posts to the webview. */
@@ -31,6 +33,12 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
     (m.kind === 'prompt' || m.kind === 'steer' || m.kind === 'followUp')
   ) {
     return { type: 'submit', kind: m.kind, text: m.text };
+  }
+  if (m.type === 'open' && typeof m.path === 'string') {
+    return { type: 'open', path: m.path };
+  }
+  if (m.type === 'revert' && typeof m.entryId === 'string') {
+    return { type: 'revert', entryId: m.entryId };
   }
   if ((m.type === 'copy' || m.type === 'insert') && typeof m.text === 'string') {
     return { type: m.type, text: m.text };

@@ -328,3 +328,17 @@ test('@path mentions: found after a space or the start, sent as file blocks, sho
   const ops = model.apply(ev({ type: 'message_start', message: { role: 'user', content: message, timestamp: 0 } }));
   assert.equal(ops[0]?.op === 'user' && ops[0].html, '<p>explain @a.py</p>\n<p>📎 <code>a.py</code></p>');
 });
+
+test('chat model: a run that changed files ends with their list and the first checkpoint to undo it', () => {
+  const model = new ChatModel();
+  model.apply(ev({ type: 'agent_start' }));
+  model.apply(ev({ type: 'checkpoint', entryId: 'e1', files: ['b.txt'], notCovered: [] }));
+  model.apply(ev({ type: 'checkpoint', entryId: 'e2', files: ['b.txt', 'a.txt'], notCovered: [] }));
+  const ops = model.apply(ev({ type: 'agent_settled' }));
+  assert.deepEqual(ops, [
+    { op: 'changes', id: 'changes-1', entryId: 'e1', files: ['a.txt', 'b.txt'] },
+    { op: 'state', running: false },
+  ]);
+  model.apply(ev({ type: 'agent_start' }));
+  assert.deepEqual(model.apply(ev({ type: 'agent_settled' })), [{ op: 'state', running: false }], 'no changes, no list');
+});
