@@ -11,6 +11,7 @@ below step by step and prints one JSON line per step; screenshots go to a folder
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -154,6 +155,9 @@ def drive(story: dict[str, Any], root: Path) -> list[dict[str, Any]]:
 NOTES = "written by the agent\n"
 CONTINUED = "Continued after the stop."
 SAME = "Same conversation after the restart."
+PNG = (  # a 1x1 red PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 STREAM = "Hello from the **scripted** model, streamed in small pieces to VS Code."
 
 
@@ -166,6 +170,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     print(f"\nscreenshots: {shots}")
     workspace = root / "workspace"
     workspace.mkdir()
+    png = root / "red.png"
+    png.write_bytes(base64.b64decode(PNG))
     settings = {
         "files.autoSave": "off",
         "workbench.startupEditor": "none",
@@ -189,6 +195,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         text_reply("The notes say they were written by the agent."),
         tool_call_reply([("call_9", "write", {"path": "undone.txt", "content": "to be undone\n"})]),
         text_reply("Wrote undone.txt."),
+        text_reply("A tiny red square."),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -209,6 +216,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "file": "notes.txt", "reply": "The notes say they were written by the agent."},
         {"name": "undo", "kind": "undo", "prompt": "write undone.txt", "file": "undone.txt",
          "reply": "Wrote undone.txt."},
+        {"name": "image", "kind": "image", "prompt": "what is in this image?", "png": str(png),
+         "reply": "A tiny red square."},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -226,12 +235,16 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     cat_result = fake.requests[3]["messages"][-1]
     assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]
     # After the settings change the restarted server still had the whole conversation.
-    after_restart = [m["content"] for m in fake.requests[-4]["messages"] if m["role"] == "user"]
+    after_restart = [m["content"] for m in fake.requests[-5]["messages"] if m["role"] == "user"]
     assert after_restart[0] == "say hello" and after_restart[-1] == "still there?"
     # The @notes.txt mention sent the file's content along with the prompt.
-    mentioned = json.dumps(fake.requests[-3]["messages"][-1]["content"])
+    mentioned = json.dumps(fake.requests[-4]["messages"][-1]["content"])
     assert "what do @notes.txt say?" in mentioned and '<file path=\\"notes.txt\\">' in mentioned
     assert NOTES.strip() in mentioned
+    # The attached image went to the model as an image part of the user message.
+    image_parts = fake.requests[-1]["messages"][-1]["content"]
+    image_url = {"url": f"data:image/png;base64,{PNG}"}
+    assert {"type": "image_url", "image_url": image_url} in image_parts
     # Undo of the last run removed the file it created; the earlier run's file stays.
     assert not (workspace / "undone.txt").exists()
     assert (workspace / "notes.txt").read_text() == NOTES

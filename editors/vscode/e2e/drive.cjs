@@ -243,7 +243,7 @@ const steps = {
   async mention(page, frame, step) {
     await send(frame, step.prompt);
     await seen(frame, step.reply);
-    await seen(frame, `📎 ${step.file}`);
+    await seen(frame, `Attached: ${step.file}`);
     await idle(frame);
   },
 
@@ -262,6 +262,20 @@ const steps = {
     await screenshot(page, 'undo-changes');
     await clickWhen(frame, '.changes:last-of-type button.undo');
     await seen(frame, `Undone: ${step.file}`);
+  },
+
+  /** An attached image shows as a thumbnail and goes with the prompt as an image block. */
+  async image(page, frame, step) {
+    const file = await frame.waitForSelector('#attach-file', WAIT);
+    await file.uploadFile(step.png);
+    await frame.waitForSelector('#attachments .attachment img', WAIT);
+    await screenshot(page, 'image-attached');
+    await send(frame, step.prompt);
+    await seen(frame, step.reply);
+    await idle(frame);
+    if (await frame.$('#attachments .attachment')) {
+      throw new Error('the attachment stayed after sending');
+    }
   },
 
   /** A window reload resumes the same session: the history is drawn again, tool cards too. */

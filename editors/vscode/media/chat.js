@@ -16,6 +16,65 @@
   const followUp = /** @type {HTMLButtonElement} */ (document.getElementById('followUp'));
   const stop = /** @type {HTMLButtonElement} */ (document.getElementById('stop'));
   const approvals = /** @type {HTMLElement} */ (document.getElementById('approvals'));
+  const attachments = /** @type {HTMLElement} */ (document.getElementById('attachments'));
+  const attach = /** @type {HTMLButtonElement} */ (document.getElementById('attach'));
+  const attachFile = /** @type {HTMLInputElement} */ (document.getElementById('attach-file'));
+
+  /** Images pasted or attached for the next message. @type {Array<{mimeType: string, data: string}>} */
+  let images = [];
+
+  function renderAttachments() {
+    attachments.textContent = '';
+    images.forEach((image, index) => {
+      const chip = document.createElement('span');
+      chip.className = 'attachment';
+      const img = document.createElement('img');
+      img.src = `data:${image.mimeType};base64,${image.data}`;
+      img.alt = 'attached image';
+      const remove = document.createElement('button');
+      remove.type = 'button';
+      remove.className = 'secondary';
+      remove.textContent = '×';
+      remove.title = 'Remove this image';
+      remove.addEventListener('click', () => {
+        images.splice(index, 1);
+        renderAttachments();
+      });
+      chip.append(img, remove);
+      attachments.appendChild(chip);
+    });
+  }
+
+  /** @param {Blob} file */
+  function addImage(file) {
+    if (!file.type.startsWith('image/')) {
+      return;
+    }
+    const reader = new FileReader();
+    reader.addEventListener('load', () => {
+      const url = String(reader.result);
+      images.push({ mimeType: file.type, data: url.slice(url.indexOf(',') + 1) });
+      renderAttachments();
+    });
+    reader.readAsDataURL(file);
+  }
+
+  attach.addEventListener('click', () => attachFile.click());
+  attachFile.addEventListener('change', () => {
+    for (const file of attachFile.files ?? []) {
+      addImage(file);
+    }
+    attachFile.value = '';
+  });
+  input.addEventListener('paste', (event) => {
+    for (const item of event.clipboardData?.items ?? []) {
+      const file = item.kind === 'file' ? item.getAsFile() : null;
+      if (file && file.type.startsWith('image/')) {
+        event.preventDefault();
+        addImage(file);
+      }
+    }
+  });
 
   let running = false;
 
@@ -35,8 +94,10 @@
     if (!text) {
       return;
     }
-    vscode.postMessage({ type: 'submit', kind, text });
+    vscode.postMessage(images.length > 0 ? { type: 'submit', kind, text, images } : { type: 'submit', kind, text });
     input.value = '';
+    images = [];
+    renderAttachments();
   }
 
   form.addEventListener('submit', (event) => {

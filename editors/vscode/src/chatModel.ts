@@ -277,7 +277,7 @@ export class ChatModel {
       // Files sent with `@path` mentions show as their names, not their contents.
       const text = blocks.filter((b) => attachedPath(b) === undefined).join('\n');
       const files = blocks.map(attachedPath).filter((p): p is string => p !== undefined);
-      const shown = files.length > 0 ? `${text}\n\n${files.map((f) => `📎 \`${f}\``).join(' ')}` : text;
+      const shown = files.length > 0 ? `${text}\n\nAttached: ${files.map((f) => `\`${f}\``).join(', ')}` : text;
       const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(shown) }];
       const delivered = this.pending.findIndex((p) => p.text === text);
       if (delivered !== -1) {

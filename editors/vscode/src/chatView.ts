@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 
 import type { ChatOp } from './chatModel';
-import type { PermissionOption } from './protocol';
+import type { ImageContent, PermissionOption } from './protocol';
 import { parseFromWebview, type SubmitKind, type ToWebview } from './messages';
 
 export type { SubmitKind } from './messages';
@@ -15,7 +15,7 @@ export interface ChatHost {
   readonly onOps: vscode.Event<ChatOp[]>;
   /** Everything needed to rebuild the view from scratch (starts with a `clear`). */
   snapshot(): ChatOp[];
-  submit(kind: SubmitKind, text: string): Promise<void>;
+  submit(kind: SubmitKind, text: string, images?: ImageContent[]): Promise<void>;
   abort(): Promise<void>;
   /** Resume after an error or a stop (`agent/continue`). */
   continueRun(): Promise<void>;
@@ -53,7 +53,7 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
           post({ type: 'ops', ops: this.host.snapshot() });
           this.host.resume();
         } else if (message?.type === 'submit') {
-          void this.host.submit(message.kind, message.text);
+          void this.host.submit(message.kind, message.text, message.images);
         } else if (message?.type === 'abort') {
           void this.host.abort();
         } else if (message?.type === 'continue') {
@@ -101,12 +101,15 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
   <ul id="pending"></ul>
   <form id="composer">
     <section id="approvals" aria-label="Waiting for your approval"></section>
+    <div id="attachments"></div>
     <textarea id="input" rows="3" placeholder="Ask Tiller… (Enter sends, Shift+Enter for a new line)"></textarea>
     <div class="buttons">
       <button type="submit" id="send">Send</button>
       <button type="button" id="steer" title="Change direction after the current tool calls">Steer</button>
       <button type="button" id="followUp" title="Queue for when the agent is done">Follow-up</button>
       <button type="button" id="stop" class="danger">Stop</button>
+      <button type="button" id="attach" class="secondary" title="Attach an image (or paste one into the input)">Image…</button>
+      <input type="file" id="attach-file" accept="image/*" multiple hidden>
     </div>
   </form>
   <script nonce="${nonce}" src="${script.toString()}"></script>

@@ -9,7 +9,7 @@ import { ApprovalQueue } from './approvals';
 import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
-import { ErrorCode, type AgentEvent, type PermissionOption } from './protocol';
+import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOption } from './protocol';
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel } from './pickers';
 import { StatusItem, type Activity } from './status';
@@ -83,14 +83,14 @@ class TillerController implements ChatHost, vscode.Disposable {
     return [{ op: 'clear' }, ...this.history, { op: 'state', running: this.busy }];
   }
 
-  async submit(kind: SubmitKind, raw: string): Promise<void> {
+  async submit(kind: SubmitKind, raw: string, images: ImageContent[] = []): Promise<void> {
     const text = raw.trim();
     if (!text) {
       return;
     }
     try {
       const { client, sessionId } = await this.connect();
-      const message = withFiles(text, await this.mentionedFiles(sessionId, text));
+      const message = withFiles(text, await this.mentionedFiles(sessionId, text), images);
       if (kind === 'prompt' || !this.busy) {
         await this.run(() => client.prompt({ sessionId, message }));
       } else {

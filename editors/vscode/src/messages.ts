@@ -1,14 +1,33 @@
 // Messages between the chat webview (media/chat.js) and the extension. No `vscode` import.
 
 import type { ChatOp } from './chatModel';
-import { PermissionOptions, type PermissionOption } from './protocol';
+import { PermissionOptions, type ImageContent, type PermissionOption } from './protocol';
+
+/** Pasted or attached images: `data` is base64 (no `data:` prefix). */
+function parseImages(value: unknown): ImageContent[] | undefined | false {
+  if (value === undefined) {
+    return undefined;
+  }
+  if (!Array.isArray(value)) {
+    return false;
+  }
+  const images: ImageContent[] = [];
+  for (const item of value) {
+    const { mimeType, data } = (item ?? {}) as Record<string, unknown>;
+    if (typeof mimeType !== 'string' || !/^image\/[\w.+-]+$/.test(mimeType) || typeof data !== 'string') {
+      return false;
+    }
+    images.push({ type: 'image', mimeType, data });
+  }
+  return images;
+}
 
 export type SubmitKind = 'prompt' | 'steer' | 'followUp';
 
 /** Messages the webview posts to the extension. */
 export type FromWebview =
   | { type: 'ready' }
-  | { type: 'submit'; kind: SubmitKind; text: string }
+  | { type: 'submit'; kind: SubmitKind; text: string; images?: ImageContent[] }
   | { type: 'abort' }
   | { type: 'continue' }
   | { type: 'copy' | 'insert'; text: string }
@@ -32,7 +51,13 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
     typeof m.text === 'string' &&
     (m.kind === 'prompt' || m.kind === 'steer' || m.kind === 'followUp')
   ) {
-    return { type: 'submit', kind: m.kind, text: m.text };
+    const images = parseImages(m.images);
+    if (images === false) {
+      return undefined;
+    }
+    return images && images.length > 0
+      ? { type: 'submit', kind: m.kind, text: m.text, images }
+      : { type: 'submit', kind: m.kind, text: m.text };
   }
   if (m.type === 'open' && typeof m.path === 'string') {
     return { type: 'open', path: m.path };

@@ -292,6 +292,11 @@ test('a dismissed permission prompt answers with the mildest rejection offered',
 });
 
 test('webview messages are validated', () => {
+  const png = { mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+  assert.deepEqual(parseFromWebview({ type: 'submit', kind: 'prompt', text: 'see', images: [png] }), {
+    type: 'submit', kind: 'prompt', text: 'see', images: [{ type: 'image', ...png }],
+  });
+  assert.equal(parseFromWebview({ type: 'submit', kind: 'prompt', text: 'see', images: [{ mimeType: 'text/html', data: 'x' }] }), undefined);
   assert.deepEqual(parseFromWebview({ type: 'submit', kind: 'steer', text: 'x' }), { type: 'submit', kind: 'steer', text: 'x' });
   assert.deepEqual(parseFromWebview({ type: 'abort' }), { type: 'abort' });
   assert.equal(parseFromWebview({ type: 'submit', kind: 'rm', text: 'x' }), undefined);
@@ -320,13 +325,15 @@ test('@path mentions: found after a space or the start, sent as file blocks, sho
   const message = withFiles('explain @a.py', [{ path: 'a.py', content: 'x = 1' }]);
   assert.deepEqual(message, [
     { type: 'text', text: 'explain @a.py' },
-    { type: 'text', text: '<file path="a.py">\nx = 1\n</file>' },
+    { type: 'text', text: '\n\n<file path="a.py">\nx = 1\n</file>' },
   ]);
-  assert.equal(attachedPath('<file path="a.py">\nx = 1\n</file>'), 'a.py');
+  const image = { type: 'image' as const, data: 'iVBORw0KGgo=', mimeType: 'image/png' };
+  assert.deepEqual(withFiles('look', [], [image]), [{ type: 'text', text: 'look' }, image]);
+  assert.equal(attachedPath('\n\n<file path="a.py">\nx = 1\n</file>'), 'a.py');
   assert.equal(attachedPath('plain'), undefined);
   const model = new ChatModel();
   const ops = model.apply(ev({ type: 'message_start', message: { role: 'user', content: message, timestamp: 0 } }));
-  assert.equal(ops[0]?.op === 'user' && ops[0].html, '<p>explain @a.py</p>\n<p>📎 <code>a.py</code></p>');
+  assert.equal(ops[0]?.op === 'user' && ops[0].html, '<p>explain @a.py</p>\n<p>Attached: <code>a.py</code></p>');
 });
 
 test('chat model: a run that changed files ends with their list and the first checkpoint to undo it', () => {
