@@ -218,6 +218,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "reply": "Wrote undone.txt."},
         {"name": "image", "kind": "image", "prompt": "what is in this image?", "png": str(png),
          "reply": "A tiny red square."},
+        {"name": "history", "kind": "history", "title": "say hello",
+         "texts": ["say hello", "A tiny red square."]},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:

@@ -278,6 +278,36 @@ const steps = {
     }
   },
 
+  /**
+   * New Chat (the view's + action) empties the chat; the history action lists the workspace's
+   * conversations (session/list) and picking one draws it again (session/load).
+   */
+  async history(page, frame, step) {
+    await clickWhen(page, '.pane-header .action-label[aria-label^="New Chat"]');
+    await frame.waitForFunction(() => document.getElementById('transcript')?.childElementCount === 0, WAIT);
+    await clickWhen(page, '.pane-header .action-label[aria-label^="Open a Conversation"]');
+    await page.waitForFunction(
+      (title) => [...document.querySelectorAll('.quick-input-widget .monaco-list-row')].some((row) =>
+        (row.getAttribute('aria-label') ?? row.textContent ?? '').includes(title)),
+      WAIT,
+      step.title,
+    );
+    await screenshot(page, 'history-pick');
+    await page.waitForFunction(
+      (title) => {
+        const row = [...document.querySelectorAll('.quick-input-widget .monaco-list-row')].find((r) =>
+          (r.getAttribute('aria-label') ?? r.textContent ?? '').includes(title));
+        row?.click();
+        return row !== undefined;
+      },
+      WAIT,
+      step.title,
+    );
+    for (const text of step.texts) {
+      await seen(frame, text);
+    }
+  },
+
   /** A window reload resumes the same session: the history is drawn again, tool cards too. */
   async reload(page, frame, step) {
     await page.reload({ waitUntil: 'domcontentloaded' });

@@ -133,8 +133,11 @@ class TillerController implements ChatHost, vscode.Disposable {
     const picked = await vscode.window.showQuickPick(
       sessions.map((info) => ({
         label: info.title || '(no prompt yet)',
-        description: `${info.messageCount} messages`,
-        detail: new Date(info.updated).toLocaleString(),
+        description:
+          info.sessionId === this.connected?.sessionId
+            ? `${info.messageCount} messages (this chat)`
+            : `${info.messageCount} messages`,
+        detail: info.updated > 0 ? new Date(info.updated).toLocaleString() : 'nothing saved yet',
         sessionId: info.sessionId,
       })),
       { title: 'Tiller: Open a Conversation', matchOnDetail: true },
@@ -178,6 +181,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       }
       this.connected = { client: connected.client, sessionId };
       await this.state.update(SESSION_KEY, sessionId);
+      void this.refreshState();
     } else {
       await this.state.update(SESSION_KEY, undefined); // the next start makes a new one
     }
