@@ -2,10 +2,12 @@
 // applies to its DOM. Text deltas only mark their block dirty; `flush()` re-renders the dirty
 // blocks, so the host can coalesce a burst of deltas into one update. No `vscode` import.
 
+import type { ApprovalView } from './approvals';
 import { renderMarkdown } from './markdown';
+import { attachedPath } from './mentions';
 import type { AgentEvent, Message, ToolResultMessage } from './protocol';
 
-export type ToolStatus = 'streaming' | 'running' | 'done' | 'error';
+export type ToolStatus = 'streaming' | 'waiting' | 'running' | 'done' | 'error';
 export type QueueKind = 'steer' | 'followUp';
 
 /** One change to the chat view. Every `html` field is safe to assign to innerHTML. */
@@ -21,11 +23,22 @@ export type ChatOp =
       args: string;
       status: ToolStatus;
       output: string;
+      /** The approved change (a unified diff), shown collapsed in the card. */
+      diff?: string;
     }
   | { op: 'discard'; ids: string[] }
-  | { op: 'notice'; level: 'info' | 'error'; text: string }
+  /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
+  | { op: 'notice'; level: 'info' | 'error'; text: string; action?: 'continue' }
   | { op: 'state'; running: boolean }
-  | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> };
+  /** The files a run changed (`checkpoint` events); `entryId` undoes the run (session/revert). */
+  | { op: 'changes'; id: string; entryId: string; files: string[] }
+  /** Append `text` to the input (Add selection to Tiller). */
+  | { op: 'input'; text: string }
+  /** A send failed: put `text` back into the input. */
+  | { op: 'draft'; text: string }
+  | { op: 'pending'; items: Array<{ kind: QueueKind; text: string }> }
+  /** The permission requests waiting for an answer, first one first (replaces the last list). */
+  | { op: 'approvals'; items: ApprovalView[] };
 
 /** Tool output shown in a card is the tail, at most this many characters. */
 export const MAX_TOOL_OUTPUT = 8000;
@@ -38,6 +51,8 @@ interface Block {
 
 interface ToolCard {
   id: string;
+  callId: string;
+  diff?: string;
   name: string;
   args: string;
   parsedArgs: Record<string, unknown> | undefined;
@@ -49,8 +64,12 @@ export class ChatModel {
   private messageCount = 0;
   private assistant = 0; // number of the assistant message in progress
   private blocks = new Map<number, Block>(); // by content index, for the message in progress
-  private toolsByIndex = new Map<number, string>(); // content index -> toolCallId
-  private tools = new Map<string, ToolCard>();
+  private toolsByIndex = new Map<number, string>(); // content index -> card id
+  private tools = new Map<string, ToolCard>(); // by card id: `t<assistant message>-<toolCallId>`
+  private latestCard = new Map<string, string>(); // toolCallId -> its newest card id
+  private errorShown: string | undefined; // the error notice already shown for this run
+  private runs = 0;
+  private changes: { entryId: string; files: Set<string> } | undefined; // this run's, so far
   private dirty = new Set<string>(); // block ids and tool ids
   private pending: Array<{ kind: QueueKind; text: string }> = [];
   running = false;
@@ -63,6 +82,9 @@ export class ChatModel {
         return [];
       case 'agent_start':
         this.running = true;
+        this.errorShown = undefined;
+        this.runs++;
+        this.changes = undefined;
         return [...this.flush(), { op: 'state', running: true }];
       case 'message_start':
         return [...this.flush(), ...this.messageStart(event.message)];
@@ -79,8 +101,18 @@ export class ChatModel {
       case 'tool_execution_update': {
         const card = this.tool(event.toolCallId, event.toolName);
         const partial = event.partialResult;
-        if (typeof partial === 'object' && partial !== null && 'output' in partial) {
-          card.output = tail(String((partial as { output: unknown }).output));
+        const status = isObject(partial) ? partial.status : undefined;
+        if (status === 'awaitingPermission') {
+          card.status = 'waiting';
+          this.dirty.add(card.id);
+          return this.flush();
+        }
+        if (card.status === 'waiting') {
+          card.status = 'running';
+          this.dirty.add(card.id);
+        }
+        if (isObject(partial) && 'output' in partial) {
+          card.output = tail(String(partial.output));
           this.dirty.add(card.id);
         }
         return [];
@@ -96,6 +128,10 @@ export class ChatModel {
         const ids = [...[...this.blocks.values()].map((b) => b.id), ...this.toolsByIndex.values()];
         for (const id of ids) {
           this.dirty.delete(id);
+          const card = this.tools.get(id);
+          if (card && this.latestCard.get(card.callId) === id) {
+            this.latestCard.delete(card.callId);
+          }
           this.tools.delete(id);
         }
         this.blocks.clear();
@@ -113,17 +149,33 @@ export class ChatModel {
       case 'agent_end': {
         const ops = this.flush();
         if (event.stopReason === 'error') {
-          ops.push({ op: 'notice', level: 'error', text: event.errorMessage ?? 'The run failed.' });
+          const text = event.errorMessage ?? 'The run failed.';
+          if (text !== this.errorShown) {
+            ops.push({ op: 'notice', level: 'error', text, action: 'continue' });
+          }
         } else if (event.stopReason === 'aborted') {
-          ops.push({ op: 'notice', level: 'info', text: 'Stopped.' });
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped.', action: 'continue' });
         } else if (event.stopReason === 'maxTurns') {
-          ops.push({ op: 'notice', level: 'info', text: 'Stopped at the turn limit.' });
+          ops.push({ op: 'notice', level: 'info', text: 'Stopped at the turn limit.', action: 'continue' });
         }
         return ops;
       }
-      case 'agent_settled':
+      case 'checkpoint':
+        this.changes ??= { entryId: event.entryId, files: new Set() };
+        for (const file of event.files) {
+          this.changes.files.add(file);
+        }
+        return this.flush();
+      case 'agent_settled': {
         this.running = false;
-        return [...this.flush(), { op: 'state', running: false }];
+        const ops = this.flush();
+        if (this.changes && this.changes.files.size > 0) {
+          const { entryId, files } = this.changes;
+          ops.push({ op: 'changes', id: `changes-${this.runs}`, entryId, files: [...files].sort() });
+        }
+        this.changes = undefined;
+        return [...ops, { op: 'state', running: false }];
+      }
       default:
         return this.flush();
     }
@@ -143,6 +195,35 @@ export class ChatModel {
       }
     }
     this.dirty.clear();
+    return ops;
+  }
+
+  /** The user approved call `callId`'s file change: its card keeps the diff (collapsed). */
+  approvedDiff(callId: string, diff: string): ChatOp[] {
+    const id = this.latestCard.get(callId);
+    const card = id === undefined ? undefined : this.tools.get(id);
+    if (!card) {
+      return [];
+    }
+    card.diff = diff;
+    this.dirty.add(card.id);
+    return this.flush();
+  }
+
+  /** The ops drawing a saved conversation (`session/load`'s messages), as the run drew it. */
+  replay(messages: readonly Message[]): ChatOp[] {
+    const ops: ChatOp[] = [];
+    for (const message of messages) {
+      if (message.role === 'toolResult') {
+        const card = this.tool(message.toolCallId, message.toolName);
+        card.status = message.isError ? 'error' : 'done';
+        card.output = tail(resultText(message));
+        this.dirty.add(card.id);
+        ops.push(...this.flush());
+      } else {
+        ops.push(...this.messageStart(message), ...this.messageEnd(message), ...this.flush());
+      }
+    }
     return ops;
   }
 
@@ -171,8 +252,9 @@ export class ChatModel {
         return;
       }
       case 'toolCallStart': {
-        this.toolsByIndex.set(event.index, event.toolCallId);
-        this.dirty.add(this.tool(event.toolCallId, event.toolName).id);
+        const card = this.newTool(event.toolCallId, event.toolName);
+        this.toolsByIndex.set(event.index, card.id);
+        this.dirty.add(card.id);
         return;
       }
       case 'toolCallArgs': {
@@ -189,11 +271,14 @@ export class ChatModel {
 
   private messageStart(message: Message): ChatOp[] {
     if (message.role === 'user') {
-      const text =
-        typeof message.content === 'string'
-          ? message.content
-          : message.content.map((c) => (c.type === 'text' ? c.text : '[image]')).join('\n');
-      const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(text) }];
+      const blocks = typeof message.content === 'string' ? [message.content] : message.content.map(
+        (c) => (c.type === 'text' ? c.text : '[image]'),
+      );
+      // Files sent with `@path` mentions show as their names, not their contents.
+      const text = blocks.filter((b) => attachedPath(b) === undefined).join('\n');
+      const files = blocks.map(attachedPath).filter((p): p is string => p !== undefined);
+      const shown = files.length > 0 ? `${text}\n\nAttached: ${files.map((f) => `\`${f}\``).join(', ')}` : text;
+      const ops: ChatOp[] = [{ op: 'user', id: `u${++this.messageCount}`, html: renderMarkdown(shown) }];
       const delivered = this.pending.findIndex((p) => p.text === text);
       if (delivered !== -1) {
         this.pending.splice(delivered, 1);
@@ -224,8 +309,9 @@ export class ChatModel {
           this.dirty.add(block.id);
         }
       } else if (content.type === 'toolCall') {
-        const card = this.tool(content.id, content.name);
-        this.toolsByIndex.set(index, content.id);
+        const known = this.toolsByIndex.get(index);
+        const card = (known === undefined ? undefined : this.tools.get(known)) ?? this.newTool(content.id, content.name);
+        this.toolsByIndex.set(index, card.id);
         if (card.status === 'streaming') {
           card.args = JSON.stringify(content.arguments, null, 2);
           card.parsedArgs = content.arguments;
@@ -234,17 +320,27 @@ export class ChatModel {
       }
     });
     if (message.stopReason === 'error' && message.errorMessage) {
-      return [{ op: 'notice', level: 'error', text: message.errorMessage }];
+      this.errorShown = message.errorMessage; // agent_end repeats it: shown once
+      return [{ op: 'notice', level: 'error', text: message.errorMessage, action: 'continue' }];
     }
     return [];
   }
 
-  private tool(id: string, name: string): ToolCard {
-    let card = this.tools.get(id);
-    if (!card) {
-      card = { id, name, args: '', parsedArgs: undefined, status: 'streaming', output: '' };
-      this.tools.set(id, card);
+  /** The newest card of call `callId` (providers may reuse ids across runs), made if none. */
+  private tool(callId: string, name: string): ToolCard {
+    const id = this.latestCard.get(callId);
+    return (id === undefined ? undefined : this.tools.get(id)) ?? this.newTool(callId, name);
+  }
+
+  /** A fresh card for call `callId` of the assistant message in progress. */
+  private newTool(callId: string, name: string): ToolCard {
+    let id = `t${this.assistant}-${callId}`;
+    for (let n = 2; this.tools.has(id); n++) {
+      id = `t${this.assistant}-${callId}-${n}`;
     }
+    const card: ToolCard = { id, callId, name, args: '', parsedArgs: undefined, status: 'streaming', output: '' };
+    this.tools.set(id, card);
+    this.latestCard.set(callId, id);
     return card;
   }
 }
@@ -258,6 +354,7 @@ function toolOp(card: ToolCard): ChatOp {
     args: card.args,
     status: card.status,
     output: card.output,
+    ...(card.diff === undefined ? {} : { diff: card.diff }),
   };
 }
 
@@ -275,6 +372,10 @@ export function toolSummary(name: string, args: Record<string, unknown> | undefi
 /** The text of a tool result's content blocks (images as a placeholder). */
 export function resultText(result: ToolResultMessage): string {
   return result.content.map((c) => (c.type === 'text' ? c.text : `[image ${c.mimeType}]`)).join('\n');
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function tail(text: string): string {

@@ -5,6 +5,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 
 import type { ChatOp } from './chatModel';
+import type { ImageContent, PermissionOption } from './protocol';
 import { parseFromWebview, type SubmitKind, type ToWebview } from './messages';
 
 export type { SubmitKind } from './messages';
@@ -14,8 +15,18 @@ export interface ChatHost {
   readonly onOps: vscode.Event<ChatOp[]>;
   /** Everything needed to rebuild the view from scratch (starts with a `clear`). */
   snapshot(): ChatOp[];
-  submit(kind: SubmitKind, text: string): Promise<void>;
+  submit(kind: SubmitKind, text: string, images?: ImageContent[]): Promise<void>;
   abort(): Promise<void>;
+  /** Resume after an error or a stop (`agent/continue`). */
+  continueRun(): Promise<void>;
+  /** The view is ready: bring back the saved conversation. */
+  resume(): void;
+  /** Open a file the agent changed (relative to the workspace). */
+  openFile(path: string): void;
+  /** Undo a run's changes (session/revert to `entryId`). */
+  revert(entryId: string): Promise<void>;
+  /** The user answered the permission request `key` in the view. */
+  approve(key: string, option: PermissionOption): void;
 }
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {
@@ -40,10 +51,23 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
         const message = parseFromWebview(raw);
         if (message?.type === 'ready') {
           post({ type: 'ops', ops: this.host.snapshot() });
+          this.host.resume();
         } else if (message?.type === 'submit') {
-          void this.host.submit(message.kind, message.text);
+          void this.host.submit(message.kind, message.text, message.images);
         } else if (message?.type === 'abort') {
           void this.host.abort();
+        } else if (message?.type === 'continue') {
+          void this.host.continueRun();
+        } else if (message?.type === 'open') {
+          this.host.openFile(message.path);
+        } else if (message?.type === 'revert') {
+          void this.host.revert(message.entryId);
+        } else if (message?.type === 'copy') {
+          void vscode.env.clipboard.writeText(message.text);
+        } else if (message?.type === 'insert') {
+          void insertAtCursor(message.text);
+        } else if (message?.type === 'approve') {
+          this.host.approve(message.key, message.option);
         }
       }),
     ];
@@ -71,18 +95,39 @@ export class ChatViewProvider implements vscode.WebviewViewProvider {
 </head>
 <body>
   <main id="transcript" aria-live="polite"></main>
+  <p id="welcome">Ask Tiller to read, change and run things in this workspace. File changes and
+  commands wait for your approval here. <b>@path</b> sends a file along; <b>Add Selection to
+  Tiller</b> (editor context menu, Ctrl+Alt+A) quotes code; the status bar shows what Tiller is doing.</p>
   <ul id="pending"></ul>
   <form id="composer">
+    <section id="approvals" aria-label="Waiting for your approval"></section>
+    <div id="attachments"></div>
     <textarea id="input" rows="3" placeholder="Ask Tiller… (Enter sends, Shift+Enter for a new line)"></textarea>
     <div class="buttons">
       <button type="submit" id="send">Send</button>
       <button type="button" id="steer" title="Change direction after the current tool calls">Steer</button>
       <button type="button" id="followUp" title="Queue for when the agent is done">Follow-up</button>
       <button type="button" id="stop" class="danger">Stop</button>
+      <button type="button" id="attach" class="secondary" title="Attach an image (or paste one into the input)">Image…</button>
+      <input type="file" id="attach-file" accept="image/*" multiple hidden>
     </div>
   </form>
   <script nonce="${nonce}" src="${script.toString()}"></script>
 </body>
 </html>`;
   }
+}
+
+/** Put `text` at the cursor (replacing the selection) of the active text editor. */
+async function insertAtCursor(text: string): Promise<void> {
+  const editor = vscode.window.activeTextEditor ?? vscode.window.visibleTextEditors[0];
+  if (!editor) {
+    void vscode.window.showInformationMessage('Open a file to insert the code into.');
+    return;
+  }
+  await editor.edit((edit) => {
+    for (const selection of editor.selections) {
+      edit.replace(selection, text);
+    }
+  });
 }

@@ -41,6 +41,8 @@ import {
   type RunResult,
   type SessionNewParams,
   type SessionNewResult,
+  type SessionListResult,
+  type SessionLoadResult,
   type SessionParams,
   type WriteTextFileParams,
   type WriteTextFileResult,
@@ -71,8 +73,17 @@ export interface ClientHandlers {
   writeTextFile(params: WriteTextFileParams, token: CancellationToken): Promise<WriteTextFileResult>;
 }
 
+/** CLIENT_CAPABILITIES, plus `fs.keepsUnsaved` when written files may stay unsaved. */
+export function clientCapabilities(options: { keepsUnsaved?: boolean } = {}): ClientCapabilities {
+  return options.keepsUnsaved
+    ? { ...CLIENT_CAPABILITIES, fs: { ...CLIENT_CAPABILITIES.fs, keepsUnsaved: true } }
+    : CLIENT_CAPABILITIES;
+}
+
 export interface ClientOptions {
   handlers: ClientHandlers;
+  /** Sent with `initialize` (default CLIENT_CAPABILITIES). */
+  capabilities?: ClientCapabilities;
   clientInfo?: { name: string; version?: string };
 }
 
@@ -123,6 +134,7 @@ export class TillerClient {
   private rejectClosed!: (error: Error) => void;
   private stderrTail = '';
   private readonly clientInfo: { name: string; version?: string };
+  private readonly capabilities: ClientCapabilities;
   private readonly disposeTimeoutMs: number;
 
   /** Every `agent/event` notification, in arrival order. */
@@ -136,6 +148,7 @@ export class TillerClient {
     options: ClientOptions & { disposeTimeoutMs?: number },
   ) {
     this.clientInfo = options.clientInfo ?? { name: 'tiller-vscode' };
+    this.capabilities = options.capabilities ?? CLIENT_CAPABILITIES;
     this.disposeTimeoutMs = options.disposeTimeoutMs ?? 3000;
     this.closed = new Promise<never>((_, reject) => {
       this.rejectClosed = reject;
@@ -196,12 +209,21 @@ export class TillerClient {
   initialize(): Promise<InitializeResult> {
     return this.request('initialize', {
       clientInfo: this.clientInfo,
-      capabilities: CLIENT_CAPABILITIES,
+      capabilities: this.capabilities,
     });
   }
 
   newSession(params: SessionNewParams = {}): Promise<SessionNewResult> {
     return this.request('session/new', params);
+  }
+
+  listSessions(params: { cwd?: string; limit?: number; cursor?: string } = {}): Promise<SessionListResult> {
+    return this.request('session/list', params);
+  }
+
+  /** Makes a saved session live; its history to render. Unknown id: -32013. */
+  loadSession(params: { sessionId: string }): Promise<SessionLoadResult> {
+    return this.request('session/load', params);
   }
 
   /** Resolves when the run has ended. Cancelling `token` sends `$/cancelRequest` (an abort). */

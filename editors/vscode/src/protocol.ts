@@ -95,7 +95,8 @@ export type Message = UserMessage | AssistantMessage | ToolResultMessage;
 
 export interface ClientCapabilities {
   permissions: boolean;
-  fs: { readTextFile: boolean; writeTextFile: boolean };
+  /** `keepsUnsaved`: written files may stay unsaved in the editor (the disk lags behind). */
+  fs: { readTextFile: boolean; writeTextFile: boolean; keepsUnsaved?: boolean };
 }
 
 export interface InitializeParams {
@@ -135,6 +136,34 @@ export interface SessionNewResult {
 
 export interface SessionParams {
   sessionId?: string;
+}
+
+export interface SessionInfo {
+  sessionId: string;
+  title?: string;
+  cwd: string;
+  created: number;
+  updated: number;
+  messageCount: number;
+  live: boolean;
+}
+
+export interface SessionListResult {
+  sessions: SessionInfo[];
+  nextCursor?: string;
+}
+
+export interface SessionLoadResult {
+  sessionId: string;
+  cwd: string;
+  provider: string;
+  model: string;
+  messages: Message[];
+  entryIds: string[];
+  pendingSteering: number;
+  pendingFollowUp: number;
+  /** `session/fork` with `revertFiles` only: what was put back. */
+  revert?: Record<string, unknown>;
 }
 
 export type UserInput = string | Array<TextContent | ImageContent>;

@@ -1,21 +1,17 @@
 // VS Code implementations of the server -> client requests (see ClientHandlers in client.ts):
-// permission prompts with a diff preview, reads that see unsaved editor content, and writes
-// through WorkspaceEdit into the buffer (undoable; not saved: saving is the user's choice).
+// permission requests queued for the chat view (approvals.ts) with a diff preview that closes
+// when the request is answered or withdrawn, reads that see unsaved editor content, and writes
+// through WorkspaceEdit (undoable), then saved so the disk agrees (`tiller.saveEdits`, default on;
+// off leaves them dirty and new files untitled, and initialize says so with `fs.keepsUnsaved`).
 
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 
+import { describeRequest, type ApprovalQueue } from './approvals';
 import { dismissedOutcome, sliceLines, type ClientHandlers } from './client';
 import { proposedContent } from './preview';
-import type { PermissionOption, RequestPermissionParams } from './protocol';
-
-export const OPTION_LABELS: Record<PermissionOption, string> = {
-  allowOnce: 'Allow',
-  allowAlways: 'Always Allow',
-  rejectOnce: 'Reject',
-  rejectAlways: 'Always Reject',
-};
+import type { RequestPermissionParams } from './protocol';
 
 /** Read-only virtual documents holding proposed file contents, for the diff editor. */
 export class ProposedContentProvider implements vscode.TextDocumentContentProvider, vscode.Disposable {
@@ -52,6 +48,12 @@ export class ProposedContentProvider implements vscode.TextDocumentContentProvid
 
 export interface HandlerContext {
   proposed: ProposedContentProvider;
+  /** Where permission requests wait for an answer (the chat view shows them). */
+  approvals: ApprovalQueue;
+  /** A file change was allowed: `diff` is what the user approved (for the chat's card). */
+  approvedDiff(toolCallId: string, diff: string): void;
+  /** `tiller.saveEdits`: save accepted edits (and create new files on disk) at once. */
+  saveEdits(): boolean;
   /** The working directory of a session (relative paths resolve against it). */
   sessionCwd(sessionId: string): string | undefined;
 }
@@ -71,12 +73,42 @@ async function currentText(file: string): Promise<string> {
   return doc ? doc.getText() : fs.readFile(file, 'utf8');
 }
 
+async function existsOnDisk(file: string): Promise<boolean> {
+  try {
+    await fs.stat(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 async function exists(file: string): Promise<boolean> {
   try {
     await fs.stat(file);
     return true;
   } catch {
     return openDocument(file) !== undefined;
+  }
+}
+
+/** Close the editor tabs showing any of `uris` (as a document or either side of a diff). */
+async function closeTabsShowing(uris: readonly vscode.Uri[]): Promise<void> {
+  if (uris.length === 0) {
+    return;
+  }
+  const wanted = new Set(uris.map((uri) => uri.toString()));
+  const showing = (uri: vscode.Uri | undefined): boolean => uri !== undefined && wanted.has(uri.toString());
+  const tabs = vscode.window.tabGroups.all
+    .flatMap((group) => group.tabs)
+    .filter((tab) => {
+      const input = tab.input;
+      if (input instanceof vscode.TabInputTextDiff) {
+        return showing(input.modified) || showing(input.original);
+      }
+      return input instanceof vscode.TabInputText && showing(input.uri);
+    });
+  if (tabs.length > 0) {
+    await vscode.window.tabGroups.close(tabs, true);
   }
 }
 
@@ -110,51 +142,33 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
   return {
     async requestPermission(params, token) {
       const { preview } = params;
-      let message: string;
-      let detail: string;
+      const words = describeRequest(params, (file) => vscode.workspace.asRelativePath(file));
       let shown: vscode.Uri[] = [];
-      switch (preview.kind) {
-        case 'diff': {
-          shown = await showDiff(params, resolve(params.sessionId, preview.path), preview.diff);
-          message = `Tiller wants to ${params.toolName} ${vscode.workspace.asRelativePath(preview.path)}`;
-          detail = 'The proposed change is open in the diff editor.';
-          break;
-        }
-        case 'command':
-          message = 'Tiller wants to run a command';
-          detail = `${preview.command}\n\nin ${preview.cwd}`;
-          break;
-        case 'path':
-          message = `Tiller wants to ${params.toolName} ${preview.path}`;
-          detail = 'The path is outside the workspace.';
-          break;
-        case 'none':
-          message = `Tiller wants to run ${params.toolName}`;
-          detail = '';
-          break;
-      }
-      if (params.reason) {
-        detail = detail ? `${params.reason}\n\n${detail}` : params.reason;
-      }
-      try {
-        const labels = params.options.map((option) => OPTION_LABELS[option]);
-        const asked = vscode.window.showInformationMessage(message, { modal: true, detail }, ...labels);
-        // Tiller sends $/cancelRequest when it stops waiting (abort, timeout): stop waiting too;
-        // a late answer would be ignored anyway.
-        const cancelled = new Promise<undefined>((done) => {
-          if (token.isCancellationRequested) {
-            done(undefined);
-          }
-          token.onCancellationRequested(() => done(undefined));
-        });
-        const choice = await Promise.race([asked, cancelled]);
-        const outcome = params.options.find((option) => OPTION_LABELS[option] === choice);
-        return { outcome: outcome ?? dismissedOutcome(params.options) };
-      } finally {
+      let settled = false;
+      const close = (): void => {
         for (const uri of shown) {
           context.proposed.forget(uri);
         }
+        void closeTabsShowing(shown);
+      };
+      const outcome = await context.approvals.ask(params, words, token, {
+        async shown() {
+          if (preview.kind === 'diff') {
+            shown = await showDiff(params, resolve(params.sessionId, preview.path), preview.diff);
+            if (settled) {
+              close(); // answered or withdrawn while the diff was opening
+            }
+          }
+        },
+        settled() {
+          settled = true;
+          close();
+        },
+      });
+      if (preview.kind === 'diff' && (outcome === 'allowOnce' || outcome === 'allowAlways')) {
+        context.approvedDiff(params.toolCallId, preview.diff);
       }
+      return { outcome: outcome ?? dismissedOutcome(params.options) };
     },
 
     async readTextFile(params) {
@@ -164,18 +178,36 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
 
     async writeTextFile(params) {
       const file = resolve(params.sessionId, params.path);
-      // A file that does not exist yet becomes an untitled document with that path: nothing
-      // touches the disk until the user saves.
-      const doc =
-        openDocument(file) ??
-        (await vscode.workspace.openTextDocument(
-          (await exists(file)) ? vscode.Uri.file(file) : vscode.Uri.file(file).with({ scheme: 'untitled' }),
-        ));
+      const save = context.saveEdits();
+      const open = openDocument(file);
+      const onDisk = await existsOnDisk(file);
       const edit = new vscode.WorkspaceEdit();
-      edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), params.content);
-      // Into the buffer only (protocol.md: undoable, saving is the user's choice).
+      let target: vscode.Uri;
+      if (save && !onDisk && open?.uri.scheme !== 'file') {
+        // A new file is created on disk (one undoable workspace edit), then saved below.
+        target = vscode.Uri.file(file);
+        edit.createFile(target, { ignoreIfExists: true });
+        edit.insert(target, new vscode.Position(0, 0), params.content);
+      } else {
+        // saveEdits off: a file that does not exist yet becomes an untitled document with that
+        // path, and nothing touches the disk until the user saves.
+        const doc =
+          open ??
+          (await vscode.workspace.openTextDocument(
+            onDisk ? vscode.Uri.file(file) : vscode.Uri.file(file).with({ scheme: 'untitled' }),
+          ));
+        target = doc.uri;
+        edit.replace(doc.uri, new vscode.Range(doc.positionAt(0), doc.positionAt(doc.getText().length)), params.content);
+      }
       if (!(await vscode.workspace.applyEdit(edit))) {
         throw new Error(`VS Code did not apply the edit to ${file}`);
+      }
+      if (save) {
+        // Disk and buffer agree, so the agent's next bash/grep/ls sees the change.
+        const doc = vscode.workspace.textDocuments.find((d) => d.uri.toString() === target.toString());
+        if (doc && !(await doc.save())) {
+          throw new Error(`VS Code did not save ${file}`);
+        }
       }
       return {};
     },

@@ -179,7 +179,7 @@ test('a bash tool round emits tool_execution_start and tool_execution_end', opti
 
     // The chat view shows a finished card for the call.
     const cards = modelOps(events).filter((op): op is Extract<ChatOp, { op: 'tool' }> => op.op === 'tool');
-    const last = cards.filter((c) => c.id === id).at(-1)!;
+    const last = cards.filter((c) => c.id.endsWith(`-${id}`)).at(-1)!; // keyed by message and call id
     assert.equal(last.status, 'done');
     assert.equal(last.name, 'bash');
     assert.equal(last.summary, str(s, 'command'));

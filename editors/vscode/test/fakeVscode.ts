@@ -71,6 +71,17 @@ export class TextDocument {
     readonly uri: Uri,
     public text: string,
   ) {}
+  /** Writes a `file:` document to disk (an untitled one would need a Save As dialog). */
+  async save(): Promise<boolean> {
+    if (this.uri.scheme !== 'file') {
+      return false;
+    }
+    const fs = await import('node:fs');
+    fs.mkdirSync(path.dirname(this.uri.fsPath), { recursive: true });
+    fs.writeFileSync(this.uri.fsPath, this.text);
+    this.isDirty = false;
+    return true;
+  }
   getText(): string {
     return this.text;
   }
@@ -81,9 +92,28 @@ export class TextDocument {
 
 export class WorkspaceEdit {
   readonly edits: Array<{ uri: Uri; range: Range; text: string }> = [];
+  readonly created: Uri[] = [];
   replace(uri: Uri, range: Range, text: string): void {
     this.edits.push({ uri, range, text });
   }
+  insert(uri: Uri, position: Position, text: string): void {
+    this.edits.push({ uri, range: new Range(position, position), text });
+  }
+  /** Like VS Code: an empty file on disk, opened as a document by the text edits that follow. */
+  createFile(uri: Uri): void {
+    this.created.push(uri);
+  }
+}
+
+export class TabInputText {
+  constructor(readonly uri: Uri) {}
+}
+
+export class TabInputTextDiff {
+  constructor(
+    readonly original: Uri,
+    readonly modified: Uri,
+  ) {}
 }
 
 export interface Recorded {
@@ -92,6 +122,10 @@ export interface Recorded {
   executed: Array<{ command: string; args: unknown[]; contents: Array<string | undefined> }>;
   modals: Array<{ message: string; options: { modal?: boolean; detail?: string }; items: string[] }>;
   applied: WorkspaceEdit[];
+  /** Open editor tabs: `vscode.diff` opens one, `tabGroups.close` closes it. */
+  tabs: Array<{ input: TabInputText | TabInputTextDiff }>;
+  statusItems: Array<{ text: string; tooltip: string }>;
+  closed: Array<{ input: TabInputText | TabInputTextDiff }>;
   views: Map<string, unknown>;
   contentProviders: Map<string, { provideTextDocumentContent(uri: Uri): string }>;
   output: string[];
@@ -100,8 +134,8 @@ export interface Recorded {
 export interface FakeVscodeOptions {
   workspaceFolder: string;
   settings: Record<string, unknown>;
-  /** Which button the modal permission dialog "clicks" (undefined: dismissed). */
-  answer: (message: string, items: string[]) => string | undefined;
+  /** Which button a modal dialog "clicks" (the extension should not show any). */
+  answer?: (message: string, items: string[]) => string | undefined;
 }
 
 export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<string, unknown>; recorded: Recorded } {
@@ -110,6 +144,9 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     executed: [],
     modals: [],
     applied: [],
+    tabs: [],
+    statusItems: [],
+    closed: [],
     views: new Map(),
     contentProviders: new Map(),
     output: [],
@@ -122,7 +159,25 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     Position,
     Range,
     WorkspaceEdit,
+    TabInputText,
+    TabInputTextDiff,
+    StatusBarAlignment: { Left: 1, Right: 2 },
     window: {
+      createStatusBarItem: () => {
+        const item = { text: '', tooltip: '', name: '', command: '', show: () => undefined, dispose: () => undefined };
+        recorded.statusItems.push(item);
+        return item;
+      },
+      tabGroups: {
+        get all() {
+          return [{ tabs: [...recorded.tabs] }];
+        },
+        close: async (tabs: Array<{ input: TabInputText | TabInputTextDiff }>) => {
+          recorded.tabs = recorded.tabs.filter((tab) => !tabs.includes(tab));
+          recorded.closed.push(...tabs);
+          return true;
+        },
+      },
       createOutputChannel: () => ({
         append: (text: string) => recorded.output.push(text),
         appendLine: (text: string) => recorded.output.push(`${text}\n`),
@@ -138,7 +193,7 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         ...items: string[]
       ) => {
         recorded.modals.push({ message, options: modalOptions, items });
-        return options.answer(message, items);
+        return options.answer?.(message, items);
       },
       showTextDocument: async () => undefined,
       showInputBox: async () => undefined,
@@ -153,6 +208,9 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
           arg instanceof Uri ? recorded.contentProviders.get(arg.scheme)?.provideTextDocumentContent(arg) : undefined,
         );
         recorded.executed.push({ command, args, contents });
+        if (command === 'vscode.diff') {
+          recorded.tabs.push({ input: new TabInputTextDiff(args[0] as Uri, args[1] as Uri) });
+        }
         return undefined;
       },
     },
@@ -181,6 +239,12 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
       },
       applyEdit: async (edit: WorkspaceEdit) => {
         recorded.applied.push(edit);
+        const fs = await import('node:fs');
+        for (const uri of edit.created) {
+          fs.mkdirSync(path.dirname(uri.fsPath), { recursive: true });
+          fs.writeFileSync(uri.fsPath, '', { flag: 'a' });
+          textDocuments.push(new TextDocument(uri, fs.readFileSync(uri.fsPath, 'utf8')));
+        }
         for (const change of edit.edits) {
           const doc = textDocuments.find((d) => d.uri.toString() === change.uri.toString());
           if (!doc) {

@@ -24,6 +24,7 @@ import {
   CLIENT_CAPABILITIES,
   ServerExitedError,
   TillerClient,
+  clientCapabilities,
   isRpcError,
   sliceLines,
   type ClientHandlers,
@@ -130,6 +131,33 @@ test('initialize advertises permissions and fs capabilities', async () => {
     capabilities: { permissions: true, fs: { readTextFile: true, writeTextFile: true } },
   });
   assert.deepEqual(CLIENT_CAPABILITIES, { permissions: true, fs: { readTextFile: true, writeTextFile: true } });
+});
+
+test('initialize says fs.keepsUnsaved when written files may stay unsaved (tiller.saveEdits off)', async () => {
+  const toClient = new PassThrough();
+  const toServer = new PassThrough();
+  const keeping = TillerClient.connect(toClient, toServer, {
+    handlers: fakeHandlers(),
+    capabilities: clientCapabilities({ keepsUnsaved: true }),
+  });
+  const other = createMessageConnection(new StreamMessageReader(toServer), new StreamMessageWriter(toClient));
+  let received: unknown;
+  other.onRequest('initialize', (params: unknown) => {
+    received = params;
+    return { serverInfo: { name: 'fake', version: '0' }, protocolVersion: 1, capabilities: {} };
+  });
+  other.listen();
+  try {
+    await keeping.initialize();
+    assert.deepEqual((received as { capabilities: unknown }).capabilities, {
+      permissions: true,
+      fs: { readTextFile: true, writeTextFile: true, keepsUnsaved: true },
+    });
+    assert.equal(clientCapabilities({ keepsUnsaved: false }), CLIENT_CAPABILITIES);
+  } finally {
+    other.dispose();
+    await keeping.dispose();
+  }
 });
 
 test('agent/event notifications reach onEvent in order', async () => {

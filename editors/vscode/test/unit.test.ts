@@ -5,6 +5,8 @@ import { test } from 'node:test';
 
 import { ChatModel, MAX_TOOL_OUTPUT, type ChatOp } from '../src/chatModel';
 import { parseFromWebview } from '../src/messages';
+import { attachedPath, findMentions, withFiles } from '../src/mentions';
+import { compactCount, statusText } from '../src/statusText';
 import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
 import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
 import { applyEdits, applyUnifiedDiff, proposedContent } from '../src/preview';
@@ -105,7 +107,7 @@ test('chat model: tool card from streamed call to running, progress and an error
   model.apply(ev({ type: 'message_update', kind: 'toolCallArgs', index: 0, delta: '{"command": "ma' }));
   const streaming = model.flush();
   assert.deepEqual(streaming, [
-    { op: 'tool', id: 'c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
+    { op: 'tool', id: 't1-c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
   ]);
   const ops: ChatOp[] = [];
   ops.push(...model.apply(ev({ type: 'tool_execution_start', toolCallId: 'c1', toolName: 'bash', args: { command: 'make' } })));
@@ -123,12 +125,12 @@ test('chat model: tool card from streamed call to running, progress and an error
     ),
   );
   assert.deepEqual(ops[0], {
-    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
+    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
   });
   assert.equal(progress.length, 1);
   assert.equal(progress[0]!.op === 'tool' && progress[0]!.output.length, MAX_TOOL_OUTPUT + 1, 'output is tail-truncated');
   assert.deepEqual(ops[1], {
-    op: 'tool', id: 'c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
+    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
   });
 });
 
@@ -141,14 +143,88 @@ test('chat model: a retry discards the partial message; errors and aborts become
     ev({ type: 'retry_scheduled', attempt: 1, maxAttempts: 3, delayMs: 1500, errorMessage: 'openai: 429' }),
   );
   assert.deepEqual(retry, [
-    { op: 'discard', ids: ['a1-0', 'c9'] },
+    { op: 'discard', ids: ['a1-0', 't1-c9'] },
     { op: 'notice', level: 'info', text: 'Retrying (1/3) in 1.5s: openai: 429' },
   ]);
   assert.deepEqual(model.flush(), [], 'discarded blocks are not rendered later');
   const failed = model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 401', usage: {} }));
-  assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401' }]);
+  assert.deepEqual(failed, [{ op: 'notice', level: 'error', text: 'openai: 401', action: 'continue' }]);
   const aborted = model.apply(ev({ type: 'agent_end', stopReason: 'aborted', usage: {} }));
-  assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.' }]);
+  assert.deepEqual(aborted, [{ op: 'notice', level: 'info', text: 'Stopped.', action: 'continue' }]);
+});
+
+test('chat model: a call id repeated in a later run gets its own card', () => {
+  const model = new ChatModel();
+  const end = (id: string) => ev({
+    type: 'tool_execution_end', toolCallId: id, toolName: 'bash', isError: false,
+    result: { role: 'toolResult', toolCallId: id, toolName: 'bash', content: [{ type: 'text', text: `out ${seq}` }], isError: false, timestamp: 0 },
+  });
+  const ids: string[] = [];
+  for (let run = 0; run < 2; run++) {
+    model.apply(ev({ type: 'agent_start' }));
+    model.apply(assistantStart);
+    model.apply(ev({ type: 'message_update', kind: 'toolCallStart', index: 0, toolCallId: 'call_0', toolName: 'bash' }));
+    const start = model.apply(ev({ type: 'tool_execution_start', toolCallId: 'call_0', toolName: 'bash', args: { command: `run ${run}` } }));
+    const done = model.apply(end('call_0'));
+    const card = [...start, ...done].filter((op) => op.op === 'tool').map((op) => op.op === 'tool' && op.id);
+    assert.equal(new Set(card).size, 1, 'start and end update one card');
+    ids.push(String(card[0]));
+    model.apply(ev({ type: 'agent_settled' }));
+  }
+  assert.notEqual(ids[0], ids[1], 'the second run did not reuse the first card');
+});
+
+test('chat model: a provider error is one notice, not two', () => {
+  const model = new ChatModel();
+  model.apply(ev({ type: 'agent_start' }));
+  model.apply(assistantStart);
+  const ops = [
+    ...model.apply(ev({ type: 'message_end', message: { role: 'assistant', content: [], stopReason: 'error', errorMessage: 'openai: 500', timestamp: 0 } })),
+    ...model.apply(ev({ type: 'agent_end', stopReason: 'error', errorMessage: 'openai: 500', usage: {} })),
+    ...model.apply(ev({ type: 'agent_settled' })),
+  ];
+  assert.deepEqual(ops.filter((op) => op.op === 'notice'), [
+    { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' },
+  ]);
+});
+
+test('chat model: a card waiting for approval says so, then runs', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'tool_execution_start', toolCallId: 'w', toolName: 'write', args: { path: 'a' } }));
+  const waiting = model.apply(ev({ type: 'tool_execution_update', toolCallId: 'w', toolName: 'write', partialResult: { status: 'awaitingPermission' } }));
+  assert.equal(waiting[0]?.op === 'tool' && waiting[0].status, 'waiting');
+  model.apply(ev({ type: 'tool_execution_update', toolCallId: 'w', toolName: 'write', partialResult: { output: 'x' } }));
+  const running = model.flush();
+  assert.equal(running[0]?.op === 'tool' && running[0].status, 'running');
+});
+
+test('chat model: an approved change stays in its card', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'tool_execution_start', toolCallId: 'w', toolName: 'write', args: { path: 'a' } }));
+  const ops = model.approvedDiff('w', '@@ -1 +1 @@\n-a\n+b\n');
+  assert.equal(ops[0]?.op === 'tool' && ops[0].diff, '@@ -1 +1 @@\n-a\n+b\n');
+  assert.deepEqual(model.approvedDiff('unknown', 'x'), []);
+});
+
+test('chat model: a loaded conversation is drawn as the run drew it', () => {
+  const model = new ChatModel();
+  const ops = model.replay([
+    { role: 'user', content: 'list files', timestamp: 0 },
+    {
+      role: 'assistant', timestamp: 0, stopReason: 'toolUse',
+      content: [{ type: 'text', text: 'Looking **now**.' }, { type: 'toolCall', id: 'c1', name: 'bash', arguments: { command: 'ls' } }],
+    },
+    { role: 'toolResult', toolCallId: 'c1', toolName: 'bash', content: [{ type: 'text', text: 'a.txt' }], isError: false, timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'error', errorMessage: 'openai: 500', content: [] },
+  ] as unknown as Parameters<ChatModel['replay']>[0]);
+  const kinds = ops.map((op) => op.op);
+  assert.deepEqual(kinds, ['user', 'block', 'tool', 'tool', 'notice']);
+  const last = ops[3];
+  assert.ok(last?.op === 'tool');
+  assert.deepEqual([last.id, last.status, last.summary, last.output], ['t2-c1', 'done', 'ls', 'a.txt']);
+  assert.deepEqual(ops[4], { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' });
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -216,8 +292,60 @@ test('a dismissed permission prompt answers with the mildest rejection offered',
 });
 
 test('webview messages are validated', () => {
+  const png = { mimeType: 'image/png', data: 'iVBORw0KGgo=' };
+  assert.deepEqual(parseFromWebview({ type: 'submit', kind: 'prompt', text: 'see', images: [png] }), {
+    type: 'submit', kind: 'prompt', text: 'see', images: [{ type: 'image', ...png }],
+  });
+  assert.equal(parseFromWebview({ type: 'submit', kind: 'prompt', text: 'see', images: [{ mimeType: 'text/html', data: 'x' }] }), undefined);
   assert.deepEqual(parseFromWebview({ type: 'submit', kind: 'steer', text: 'x' }), { type: 'submit', kind: 'steer', text: 'x' });
   assert.deepEqual(parseFromWebview({ type: 'abort' }), { type: 'abort' });
   assert.equal(parseFromWebview({ type: 'submit', kind: 'rm', text: 'x' }), undefined);
   assert.equal(parseFromWebview('ready'), undefined);
+});
+
+test('status bar text: activity, model, tokens and cost', () => {
+  assert.equal(compactCount(999), '999');
+  assert.equal(compactCount(1234), '1.2k');
+  assert.equal(compactCount(56_789), '57k');
+  assert.equal(compactCount(2_500_000), '2.5M');
+  assert.equal(statusText('idle', undefined).text, '$(comment-discussion) Tiller: idle');
+  const state = {
+    provider: 'openai', model: 'gpt-4o-mini', permissionMode: 'ask' as const,
+    usage: { inputTokens: 1200, outputTokens: 300, cacheReadTokens: 0, cacheWriteTokens: 0, cost: 0.0042 },
+  };
+  assert.equal(statusText('waiting', state).text, '$(bell-dot) Tiller: waiting for approval · gpt-4o-mini · 1.5k tok · $0.004');
+  assert.match(statusText('working', state).tooltip, /Permission mode: ask/);
+  const fresh = { ...state, usage: { ...state.usage, inputTokens: 0, outputTokens: 0, cost: 0 } };
+  assert.equal(statusText('idle', fresh).text, '$(comment-discussion) Tiller: idle · gpt-4o-mini');
+});
+
+test('@path mentions: found after a space or the start, sent as file blocks, shown by name', () => {
+  assert.deepEqual(findMentions('see @src/a.ts and @b.md, not me@example.com; @src/a.ts again'), ['src/a.ts', 'b.md']);
+  assert.equal(withFiles('hi', []), 'hi');
+  const message = withFiles('explain @a.py', [{ path: 'a.py', content: 'x = 1' }]);
+  assert.deepEqual(message, [
+    { type: 'text', text: 'explain @a.py' },
+    { type: 'text', text: '\n\n<file path="a.py">\nx = 1\n</file>' },
+  ]);
+  const image = { type: 'image' as const, data: 'iVBORw0KGgo=', mimeType: 'image/png' };
+  assert.deepEqual(withFiles('look', [], [image]), [{ type: 'text', text: 'look' }, image]);
+  assert.equal(attachedPath('\n\n<file path="a.py">\nx = 1\n</file>'), 'a.py');
+  assert.equal(attachedPath('plain'), undefined);
+  const model = new ChatModel();
+  const ops = model.apply(ev({ type: 'message_start', message: { role: 'user', content: message, timestamp: 0 } }));
+  assert.equal(ops[0]?.op === 'user' && ops[0].html, '<p>explain @a.py</p>\n<p>Attached: <code>a.py</code></p>');
+});
+
+test('chat model: a run that changed files ends with their list and the first checkpoint to undo it', () => {
+  const model = new ChatModel();
+  model.apply(ev({ type: 'agent_start' }));
+  model.apply(ev({ type: 'checkpoint', entryId: 'e1', files: ['b.txt'], notCovered: [] }));
+  model.apply(ev({ type: 'checkpoint', entryId: 'e2', files: ['b.txt', 'a.txt'], notCovered: [] }));
+  const ops = model.apply(ev({ type: 'agent_settled' }));
+  assert.deepEqual(ops, [
+    { op: 'changes', id: 'changes-1', entryId: 'e1', files: ['a.txt', 'b.txt'] },
+    { op: 'state', running: false },
+  ]);
+  model.apply(ev({ type: 'agent_start' }));
+  assert.deepEqual(model.apply(ev({ type: 'agent_settled' })), [{ op: 'state', running: false }], 'no changes, no list');
 });
