@@ -13,6 +13,12 @@ from helpers import clean_env
 
 LAZY = ("openai", "anthropic", "mcp", "httpx2", "tiller.acp", "tiller.providers.openai",
         "tiller.providers.anthropic")
+SESSION_ONLY = ("tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "tiller.tools.grep",
+                "tiller.tools.ls", "tiller.tools.read", "tiller.tools.todo", "tiller.tools.write",
+                "tiller.compaction", "tiller.model_call", "tiller.retry", "tiller.permissions",
+                "tiller.tools.execute", "tree_sitter", "tree_sitter_bash")
+"""Modules only a session needs (the tools' engines, the run's machinery, the bash parser):
+answering ``initialize`` never loads them."""
 
 
 def imported_while_serving(cwd: Path, *messages: dict[str, object]) -> set[str]:
@@ -35,3 +41,12 @@ def test_initialize_imports_no_sdk_and_no_acp(tmp_path: Path) -> None:
     })
     assert "tiller.rpc" in modules  # the listing is real
     assert sorted(name for name in modules if name.split(".")[0] in LAZY or name in LAZY) == []
+
+
+def test_initialize_imports_no_tool_engine_nor_run_machinery(tmp_path: Path) -> None:
+    modules = imported_while_serving(tmp_path, {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"clientInfo": {"name": "test"}, "capabilities": {}},
+    })
+    assert "tiller.config" in modules  # the listing is real
+    assert sorted(modules & set(SESSION_ONLY)) == []

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from tiller.abort import AbortSignal
 from tiller.model_call import Emit, ModelCall, StreamFn, model_context
+from tiller.policies import CompactionSettings
 from tiller.providers.base import ModelRequest
 from tiller.types import (
     AssistantMessage,
@@ -56,16 +57,6 @@ _OVERFLOW = re.compile(
     r"context[^.]{0,40}(too long|length|exceed|window)|prompt is too long|maximum context",
     re.IGNORECASE,
 )
-
-
-@dataclass(frozen=True)
-class CompactionSettings:
-    """``reserve_tokens`` of the window stay free for the reply; ``keep_recent_tokens`` of the
-    newest messages are kept verbatim."""
-
-    enabled: bool = True
-    reserve_tokens: int = 16_384
-    keep_recent_tokens: int = 20_000
 
 
 @dataclass

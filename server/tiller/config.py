@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiller import __version__
-from tiller.compaction import CompactionSettings
 from tiller.errors import ConfigError
 from tiller.mcp.config import McpServerConfig, parse_server_table
-from tiller.permissions import PermissionRule
+from tiller.policies import CompactionSettings, PermissionRule, RetryPolicy
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
-from tiller.retry import RetryPolicy
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
 
 __all__ = [

@@ -42,6 +42,7 @@ import anyio
 
 from tiller.errors import ToolError
 from tiller.permissions_command import CommandMemory, Verdict, decide_command
+from tiller.policies import PermissionRule
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
@@ -59,18 +60,6 @@ __all__ = [
 
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
-
-
-@dataclass(frozen=True)
-class PermissionRule:
-    """A config-file rule; the first that matches decides. ``path`` is a glob against the
-    resolved path (relative globs are taken from the workspace root); ``command`` the first words
-    of a command tool's (``bash``'s) command (see tiller.permissions_command)."""
-
-    action: Verdict
-    tool: str | None = None
-    path: str | None = None
-    command: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,39 +8,14 @@ whether a retry got through.
 
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass
-
 import anyio
 
 from tiller.abort import AbortSignal
 from tiller.model_call import Emit, ModelCall, aborted_message
+from tiller.policies import RetryPolicy
 from tiller.types import AssistantMessage, Message, MessageStart, RetryEnd, RetryScheduled
 
 __all__ = ["RetryPolicy", "with_retry"]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retries of one model call: exponential backoff with jitter, bounded in count and delay.
-
-    ``delay(n)`` for retry n is ``base_delay * 2**(n-1)`` (±``jitter``), or the provider's
-    ``Retry-After`` when it gave one; None when that exceeds ``max_delay`` (then give up).
-    ``idle_timeout`` is how long a stream may stay silent before it counts as failed.
-    """
-
-    max_retries: int = 3
-    base_delay: float = 1.0
-    max_delay: float = 60.0
-    jitter: float = 0.2
-    idle_timeout: float = 120.0
-
-    def delay(self, retry: int, retry_after: float | None = None) -> float | None:
-        if retry_after is not None:
-            return retry_after if retry_after <= self.max_delay else None
-        backoff: float = self.base_delay * 2.0 ** (retry - 1)
-        backoff *= 1 + random.uniform(-self.jitter, self.jitter)
-        return min(backoff, self.max_delay)
 
 
 def with_retry(

@@ -16,12 +16,10 @@ import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
-from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
 from tiller.config import ServerConfig
 from tiller.errors import AgentBusyError
 from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
 from tiller.front import Front
-from tiller.model_call import model_context
 from tiller.protocol import (
     ChangesParams,
     ChangesResult,
@@ -287,6 +285,9 @@ class TillerFront:
         return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
 
     async def compact(self, params: CompactParams) -> CompactResult:
+        from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
+        from tiller.model_call import model_context
+
         session = self.sessions.get(params.session_id)
         agent = session.agent
         before = estimate_tokens(model_context(agent.messages))
