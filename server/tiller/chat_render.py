@@ -18,7 +18,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tiller.chat_status import Status, money, remembered, tool_line
+from tiller.chat_status import InputArea, Status, money, remembered, text_of, tool_line
 
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
@@ -67,6 +67,7 @@ class Renderer:
         self.status_shown = False
         self.prompt_open = False  # "> " or a question waits for a typed line
         self.status = Status()
+        self.area: InputArea | None = None  # the input line (tiller.chat_input) while it reads
 
     def handle(self, event: Event) -> None:
         self.status.observe(event)
@@ -80,12 +81,10 @@ class Renderer:
         """Redraw the activity line (spinner, retry countdown, compaction) on a terminal, when
         no streamed line or typed answer would be overwritten."""
         activity = self.status.activity()
-        if not self.live or not activity or self.prompt_open or not self.at_line_start:
-            return
-        self._clear_status()
-        self.out.write(self.style(_clip(activity, _columns() - 1), "dim"))
-        self.out.flush()
-        self.status_shown = True
+        if self.live and activity and self.at_line_start and not self.prompt_open:
+            self._show_status(activity)
+        elif self.area is not None and self.area.activity and not activity:
+            self._clear_status()
 
     def result(self, fields: Mapping[str, Any]) -> None:
         """Nothing to add: ``agent_end`` was rendered already."""
@@ -94,16 +93,11 @@ class Renderer:
         """The status line, then ``> `` waiting for a typed line."""
         if line := self.status.line():
             self._report(line, "dim")
-        self._end_line()
-        self.out.write(self.style("> ", "bold"))
-        self.out.flush()
-        self.at_line_start = self.prompt_open = True
+        self._ask(self.style("> ", "bold"))
 
     def continuation(self) -> None:
         """``… ``: the typed message goes on (its line ended with a backslash)."""
-        self.out.write(self.style("… ", "bold"))
-        self.out.flush()
-        self.at_line_start = self.prompt_open = True
+        self._ask(self.style("… ", "bold"))
 
     def echo_prompt(self, text: str) -> None:
         self._line(self.style("> ", "bold") + text)
@@ -111,6 +105,7 @@ class Renderer:
     def input_received(self) -> None:
         """The person pressed Enter: the terminal's cursor is at the start of a line."""
         self.at_line_start, self.prompt_open = True, False
+        self._ask(self.style("> ", "bold"), typed=False)
 
     def notice(self, text: str) -> None:
         self._report(text, "dim")
@@ -119,7 +114,7 @@ class Renderer:
         self._report(f"✗ {message}", "red")
 
     def close(self) -> None:
-        if self.prompt_open:
+        if self.prompt_open and self.area is None:
             self.out.write("\n")
         self._clear_status()
         self.out.flush()
@@ -138,14 +133,27 @@ class Renderer:
     def ask(self, question: str) -> None:
         """Show ``question`` with the cursor after it, waiting for a typed line."""
         self._clear_status()
+        self._ask(self.style(question, "bold"))
+
+    def _ask(self, prompt: str, typed: bool = True) -> None:
+        """Wait for a typed line after ``prompt``: on the input line's prompt if there is one
+        (``typed`` False: a line is no longer awaited), else written with the cursor after it."""
+        if self.area is not None:
+            self.area.prompt = prompt
+            self.area.invalidate()
+            self.prompt_open = typed
+            return
+        if not typed:
+            return
         self._end_line()
-        self.out.write(self.style(question, "bold"))
+        self.out.write(prompt)
         self.out.flush()
-        self.at_line_start, self.prompt_open = False, True
+        self.at_line_start = self.prompt_open = True
 
     def question_dropped(self) -> None:
         """The question on screen will get no typed answer: the next output starts a line."""
         self.prompt_open = False
+        self._ask(self.style("> ", "bold"), typed=False)
 
     def resumed(self, loaded: Mapping[str, Any]) -> None:
         """A resumed session (a session/load result): its history, then a summary line."""
@@ -162,7 +170,7 @@ class Renderer:
         for message in messages:
             role, content = message.get("role"), message.get("content")
             if role == "user":
-                lines = _text_of({"content": content}).strip().splitlines() or [""]
+                lines = text_of({"content": content}).strip().splitlines() or [""]
                 self._line(self.style("> ", "bold") + _clip(lines[0], width - 2))
                 self._more(lines, 1, width)
             elif role == "assistant":
@@ -227,21 +235,17 @@ class Renderer:
         return self.style("⚙ " + head, "bold") + (": " + rest if rest else "")
 
     def _on_tool_execution_update(self, event: Event) -> None:
-        lines = _text_of(event.get("partialResult")).rstrip().splitlines()
-        if not self.live or not lines or self.prompt_open:
+        lines = text_of(event.get("partialResult")).rstrip().splitlines()
+        if not self.live or not lines or (self.prompt_open and self.area is None):
             return  # (a status line would land in the middle of the answer being typed)
-        self._clear_status()
         self._end_line()
-        status = _clip(f"  … {lines[-1].strip()}", _columns() - 1)
-        self.out.write(self.style(status, "dim"))
-        self.out.flush()
-        self.status_shown = True
+        self._show_status(f"  … {lines[-1].strip()}")
 
     def _on_tool_execution_end(self, event: Event) -> None:
         failed = bool(event.get("isError"))
         mark = self.style("✗", "red") if failed else self.style("✓", "green")
         self._line(f"{mark} {event['toolName']}")
-        lines = _text_of(event.get("result") or {}).rstrip().splitlines()
+        lines = text_of(event.get("result") or {}).rstrip().splitlines()
         width = _columns() - 1
         for line in lines[:RESULT_LINES]:
             self._line(self.style(_clip("  " + line, width), "dim"))
@@ -273,8 +277,16 @@ class Renderer:
     # ------------------------------------------------------------------ writing
 
     def _write(self, styled: str, plain: str) -> None:
+        """Write to ``out``; with an input line, what follows the last newline is drawn with
+        it until its line is finished."""
         self._clear_status()
-        self.out.write(styled)
+        if self.area is not None:
+            done, newline, self.area.partial = (self.area.partial + styled).rpartition("\n")
+            if newline:
+                self.out.write(done + newline)
+            self.area.invalidate()
+        else:
+            self.out.write(styled)
         self.out.flush()
         if plain:
             self.at_line_start = plain.endswith("\n")
@@ -287,7 +299,22 @@ class Renderer:
         if not self.at_line_start:
             self._write("\n", "\n")
 
+    def _show_status(self, text: str) -> None:
+        """The one-line status (activity, a running tool's output) below the transcript."""
+        self._clear_status()
+        line = self.style(_clip(text, _columns() - 1), "dim")
+        if self.area is not None:
+            self.area.activity = line
+            self.area.invalidate()
+            return
+        self.out.write(line)
+        self.out.flush()
+        self.status_shown = True
+
     def _clear_status(self) -> None:
+        if self.area is not None and self.area.activity:
+            self.area.activity = ""
+            self.area.invalidate()
         if self.status_shown:
             self.status_shown = False
             self.out.write("\r\x1b[2K")
@@ -415,16 +442,3 @@ def _clip(text: str, width: int) -> str:
 
 def _columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
-
-
-def _text_of(result: Any) -> str:
-    """The text of a tool result (``content`` blocks), or of a partial one (bash sends
-    ``{"output": ...}``); a message's ``content`` string is its text."""
-    if not isinstance(result, dict):
-        return result if isinstance(result, str) else ""
-    if isinstance(result.get("output"), str):
-        return str(result["output"])
-    blocks = result.get("content") or []
-    if isinstance(blocks, str):
-        return blocks
-    return "".join(b.get("text", "") if b.get("type") == "text" else "[image]" for b in blocks)
