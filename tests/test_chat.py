@@ -695,6 +695,7 @@ class FakeTerminal(io.StringIO):
 
 THINKING = {"type": "message_update", "kind": "thinking", "index": 0, "delta": "hmm"}
 TEXT = {"type": "message_update", "kind": "text", "index": 1, "delta": "Answer."}
+REPLY_END = {"type": "message_end", "message": {"role": "assistant", "content": []}}
 
 
 @pytest.mark.parametrize(
@@ -708,9 +709,39 @@ def test_thinking_is_dim_only_on_a_color_terminal(
     renderer = Renderer(out, io.StringIO(), env)
     renderer.handle(THINKING)
     renderer.handle(TEXT)
+    renderer.handle(REPLY_END)
 
-    expected = "\x1b[2mhmm\x1b[0m\nAnswer." if dimmed else "hmm\nAnswer."
+    expected = "\x1b[2mhmm\x1b[0m\nAnswer.\n" if dimmed else "hmm\nAnswer.\n"
     assert out.getvalue() == expected
+
+
+MARKDOWN = "# Plan\n\nSome *stress* here.\n\n- one\n- two\n\n```python\nx = 1\n\ny = 2\n```\n"
+
+
+@pytest.mark.parametrize(
+    ("stream", "env"), [(FakeTerminal, {}), (FakeTerminal, {"NO_COLOR": "1"}), (io.StringIO, {})]
+)
+def test_a_reply_is_rendered_as_markdown_only_on_a_color_terminal(
+    stream: type[io.StringIO], env: dict[str, str]
+) -> None:
+    out = stream()
+    renderer = Renderer(out, io.StringIO(), env)
+    for start in range(0, len(MARKDOWN), 5):  # streamed in pieces that cut through the blocks
+        renderer.handle({**TEXT, "delta": MARKDOWN[start:start + 5]})
+    shown_before_the_end = out.getvalue()
+    renderer.handle(REPLY_END)
+
+    if stream is io.StringIO or env:
+        assert out.getvalue() == MARKDOWN  # plain: the text as the model wrote it
+        return
+    lines = out.getvalue().splitlines()
+    assert "\x1b[1;4mPlan\x1b[0m" in lines[0] and "#" not in lines[0]  # a heading, styled
+    assert "Some \x1b[3mstress\x1b[0m here." in lines  # emphasis
+    assert "\x1b[1m • \x1b[0mone" in lines and "\x1b[1m • \x1b[0mtwo" in lines  # a list
+    code = [line for line in lines if "x = " in line or "y = " in line]
+    assert len(code) == 2 and all("\x1b[" in line for line in code)  # highlighted code
+    assert "```" not in out.getvalue()  # the fence is not shown: blank lines inside it did
+    assert "two" in shown_before_the_end  # not end blocks; finished blocks show as they come
 
 
 def test_a_failing_tool_and_the_usage_line() -> None:
@@ -725,6 +756,24 @@ def test_a_failing_tool_and_the_usage_line() -> None:
 
     assert out.getvalue() == "⚙ read: x\n✗ read\n  no such file: x\n"
     assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"
+
+
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
+def test_a_finished_edit_shows_its_diff_coloured(env: dict[str, str]) -> None:
+    out = FakeTerminal()
+    renderer = Renderer(out, io.StringIO(), env)
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n"
+    result = {"content": [{"type": "text", "text": "Edited x."}], "details": {"diff": diff}}
+    renderer.handle({"type": "tool_execution_end", "toolName": "edit", "isError": False,
+                     "result": result})
+
+    lines = out.getvalue().splitlines()
+    if env:
+        assert lines == ["✓ edit", "  Edited x."]
+        return
+    assert lines[1:] == ["\x1b[1m  --- a/x\x1b[0m", "\x1b[1m  +++ b/x\x1b[0m",
+                         "\x1b[36m  @@ -1 +1 @@\x1b[0m", "\x1b[31m  -old\x1b[0m",
+                         "\x1b[32m  +new\x1b[0m"]
 
 
 def test_a_permission_question_colours_its_diff() -> None:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from tiller.chat_markdown import MarkdownBlocks, diff_style
 from tiller.chat_status import InputArea, Status, money, remembered, text_of, tool_line
 
 __all__ = [
@@ -62,9 +63,9 @@ class Renderer:
         self.out, self.err = out, err
         self.style, self.err_style = Style(out, env), Style(err, env)
         self.live = out.isatty() and env.get("TERM") != "dumb"
+        self.markdown = MarkdownBlocks(_columns() - 1) if self.style.enabled else None
         self.block: str | None = None  # "text" or "thinking" while one streams
-        self.at_line_start = True
-        self.status_shown = False
+        self.at_line_start, self.status_shown = True, False
         self.prompt_open = False  # "> " or a question waits for a typed line
         self.status = Status()
         self.area: InputArea | None = None  # the input line (tiller.chat_input) while it reads
@@ -199,7 +200,7 @@ class Renderer:
         if kind == "diff":
             lines = str(preview.get("diff", "")).rstrip("\n").splitlines()
             for line in lines[:DIFF_LINES]:
-                yield "  " + self.style(line, *_diff_style(line))
+                yield "  " + self.style(line, *diff_style(line))
             if len(lines) > DIFF_LINES:
                 yield self.style(f"  … {len(lines) - DIFF_LINES} more lines", "dim")
         elif kind == "command":
@@ -217,13 +218,22 @@ class Renderer:
         if kind not in ("text", "thinking") or not delta:
             return
         if self.block != kind:
-            self._end_line()
+            self._end_block()
             self.block = kind
+        if kind == "text" and self.markdown is not None:  # rendered a finished block at a time
+            for block in self.markdown.feed(delta):
+                self._write(block, block)
+            return
         self._write(self.style(delta, "dim") if kind == "thinking" else delta, delta)
+
+    def _end_block(self) -> None:
+        for block in self.markdown.flush() if self.markdown is not None else []:
+            self._write(block, block)
+        self._end_line()
 
     def _on_message_end(self, event: Event) -> None:
         if event.get("message", {}).get("role") == "assistant":
-            self._end_line()
+            self._end_block()
             self.block = None
 
     def _on_tool_execution_start(self, event: Event) -> None:
@@ -246,9 +256,12 @@ class Renderer:
         mark = self.style("✗", "red") if failed else self.style("✓", "green")
         self._line(f"{mark} {event['toolName']}")
         lines = text_of(event.get("result") or {}).rstrip().splitlines()
-        width = _columns() - 1
+        diff = ((event.get("result") or {}).get("details") or {}).get("diff")
+        diff = diff if self.style.enabled and isinstance(diff, str) and not failed else ""
+        lines, width = diff.rstrip("\n").splitlines() or lines, _columns() - 1  # edits: a diff
         for line in lines[:RESULT_LINES]:
-            self._line(self.style(_clip("  " + line, width), "dim"))
+            styles = diff_style(line) if diff else ("dim",)
+            self._line(self.style(_clip("  " + line, width), *styles))
         if len(lines) > RESULT_LINES:
             self._line(self.style(f"  … {len(lines) - RESULT_LINES} more lines", "dim"))
 
@@ -425,14 +438,6 @@ class PermissionPrompt:
         self._line = line
         typed.set()
         return True
-
-
-def _diff_style(line: str) -> tuple[str, ...]:
-    if line.startswith(("+++", "---")):
-        return ("bold",)
-    if line.startswith("@@"):
-        return ("cyan",)
-    return {"+": ("green",), "-": ("red",)}.get(line[:1], ())
 
 
 def _clip(text: str, width: int) -> str:
