@@ -442,6 +442,27 @@ def test_multi_line_messages_and_history_across_chats(
     assert second["messages"][-1]["content"] == "second line"
 
 
+def test_esc_enter_starts_a_new_line_in_the_message(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(text_reply("Both lines."))
+    terminal = terminal_factory(fake_openai)
+    terminal.idle()
+    terminal.type("line one\x1b\rline two")  # Esc Enter: a new line in the message, not sent
+    terminal.expect_screen(
+        lambda lines: "> line one\nline two" in "\n".join(lines),
+        "both lines on the input line",
+    )
+    terminal.type("\r")
+    terminal.expect("Both lines.")
+    terminal.idle()
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    [request] = fake_openai.requests
+    assert request["messages"][-1]["content"] == "line one\nline two"
+
+
 def test_double_angle_queues_a_follow_up(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:
