@@ -9,27 +9,39 @@ the test's directory. The renderer's styling rules are checked in-process at the
 from __future__ import annotations
 
 import codecs
+import fcntl
 import io
 import json
 import os
 import pty
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyte
 import pytest
 
-from fake_openai import FakeOpenAI, Reply, error_reply, text_reply, tool_call_reply
+from fake_openai import (
+    FakeOpenAI,
+    Reply,
+    error_reply,
+    stall_reply,
+    text_reply,
+    tool_call_reply,
+)
 from helpers import clean_env, roles
 from tiller.chat import Renderer, build_parser, server_args
 from tiller.chat_checkpoints import CONFIRM_UNDO
 from tiller.chat_render import ASK_PROMPT
 
+COLUMNS, ROWS = 140, 40
 DEADLINE = 30.0
 """Seconds before a test gives up waiting for output; only ever reached by a failing test."""
 
@@ -65,12 +77,15 @@ exec the command, so that typing Ctrl-C signals its foreground process group as 
 
 
 class Terminal:
-    """``tiller chat`` on a pseudo-terminal: ``type`` sends keys, ``expect`` reads the screen
-    output until a marker appears after the previous one (failing at a deadline)."""
+    """``tiller chat`` on a pseudo-terminal: ``type`` sends keys, ``expect`` reads the
+    output until a marker appears after the previous one (failing at a deadline). The output
+    also drives a screen emulator (``screen``, ``expect_screen``: what a person sees; it
+    answers the program's cursor position requests as a terminal does)."""
 
     def __init__(self, argv: list[str], cwd: Path) -> None:
         self.master, slave = pty.openpty()
         env = clean_env(NO_COLOR="1", TERM="xterm")
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.process = subprocess.Popen(
             [sys.executable, "-c", CONTROLLING_TERMINAL, *argv], stdin=slave, stdout=slave,
             stderr=slave, env=env, cwd=cwd, close_fds=True, start_new_session=True,
@@ -79,17 +94,56 @@ class Terminal:
         self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.output = ""
         self.seen = 0
+        self.screen = pyte.HistoryScreen(COLUMNS, ROWS, history=100_000)
+        self.screen.write_process_input = self.type
+        self.stream = pyte.Stream(self.screen)
 
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
 
     def expect(self, marker: str) -> None:
+        """Read until ``marker`` is on screen (or scrolled off it) after the previous one; a
+        marker found in the input area (the input line and the two lines above it) counts
+        from the start of its line, which may be overwritten by the transcript's next line."""
         deadline = time.monotonic() + DEADLINE
-        while (found := self.output.find(marker, self.seen)) < 0:
+        while (found := self.text().find(marker, self.seen)) < 0:
             remaining = deadline - time.monotonic()
-            assert remaining > 0, f"{marker!r} never appeared in:\n{self.output}"
-            assert self._read(remaining), f"exited before {marker!r} appeared in:\n{self.output}"
+            assert remaining > 0, f"{marker!r} never appeared in:\n{self.shown()}"
+            assert self._read(remaining), f"exited before {marker!r} appeared in:\n{self.shown()}"
         self.seen = found + len(marker)
+        scrolled = len(self.screen.history.top)
+        input_area = (scrolled + max(self.screen.cursor.y - 2, 0)) * (COLUMNS + 1)
+        if found >= input_area:  # redrawn as the input line and what is drawn above it change
+            self.seen = found - found % (COLUMNS + 1)
+
+    def idle(self) -> None:
+        """Wait for the status line, then the input line's ``> ``: no run is active."""
+        self.expect(" tokens · $")
+        self.expect("> ")
+
+    def text(self) -> str:
+        """Every line shown so far: those scrolled off the screen, then the screen's."""
+        scrolled = [
+            "".join(line[x].data for x in range(COLUMNS)) for line in self.screen.history.top
+        ]
+        return "\n".join([*scrolled, *self.screen.display])
+
+    def shown(self) -> str:
+        return "\n".join(line.rstrip() for line in self.text().splitlines())
+
+    def lines(self) -> list[str]:
+        """The screen's lines as shown, trailing blanks removed."""
+        return [line.rstrip() for line in self.screen.display]
+
+    def expect_screen(self, check: Callable[[list[str]], bool], what: str) -> list[str]:
+        """Read until ``check(lines)`` holds for the screen; return those lines."""
+        deadline = time.monotonic() + DEADLINE
+        while not check(self.lines()):
+            remaining = deadline - time.monotonic()
+            screen = "\n".join(self.lines())
+            assert remaining > 0, f"never on screen: {what}; screen:\n{screen}"
+            assert self._read(remaining), f"exited before {what}; screen:\n{screen}"
+        return self.lines()
 
     def wait(self) -> int:
         """Read to the end of output, then return the exit status."""
@@ -113,7 +167,9 @@ class Terminal:
             data = os.read(self.master, 4096)
         except OSError:  # EIO: every process holding the terminal has exited
             data = b""
-        self.output += self.decoder.decode(data)
+        text = self.decoder.decode(data)
+        self.output += text
+        self.stream.feed(text)
         return bool(data)
 
 
@@ -281,7 +337,7 @@ def test_typing_while_a_tool_runs_steers(
         text_reply("Steered answer."),
     )
     terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("do the work\n")
     terminal.expect("⚙ bash: cat release")
     terminal.type("use tabs instead\n")
@@ -289,7 +345,7 @@ def test_typing_while_a_tool_runs_steers(
     (tmp_path / "release").write_text("released\n")  # blocks until cat has it open
     terminal.expect("✓ bash")
     terminal.expect("Steered answer.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")  # Ctrl-D at the prompt
 
     assert terminal.wait() == 0
@@ -297,6 +353,38 @@ def test_typing_while_a_tool_runs_steers(
     assert roles(second) == ["system", "user", "assistant", "tool", "user"]
     assert second["messages"][3]["content"].strip() == "released"
     assert second["messages"][4]["content"] == "use tabs instead"
+
+
+def test_text_typed_while_a_reply_streams_stays_on_the_input_line(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    until = threading.Event()
+    fake_openai.enqueue(
+        stall_reply("First line done.\nSecond li", until=until),  # then the connection drops
+        text_reply("Whole reply."),  # the retry
+        text_reply("Got it."),
+    )
+    terminal = terminal_factory(fake_openai)
+    terminal.idle()
+    terminal.type("tell me\n")
+    terminal.expect("Second li")  # a streamed line not finished yet
+    terminal.type("abc")
+    lines = terminal.expect_screen(lambda lines: "> abc" in lines, "'> abc' on the input line")
+    assert "First line done." in lines and "Second li" in lines
+    assert [line for line in lines if "abc" in line] == ["> abc"]
+    until.set()
+    terminal.expect("Whole reply.")
+    terminal.idle()
+    lines = terminal.expect_screen(lambda lines: "> abc" in lines, "'> abc' still typed")
+    assert [line for line in lines if "abc" in line] == ["> abc"]  # never in the transcript
+    terminal.type("\n")  # sent now, as the next prompt
+    terminal.expect("Got it.")
+    terminal.idle()
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    assert fake_openai.requests[-1]["messages"][-1] == {"role": "user", "content": "abc"}
+    assert len(fake_openai.requests) == 3
 
 
 def test_the_status_line_and_a_retry_countdown(
@@ -309,7 +397,7 @@ def test_the_status_line_and_a_retry_countdown(
     terminal = terminal_factory(fake_openai)
     terminal.expect("openai/gpt-4o-mini · ask · session ")
     terminal.expect("0 tokens · $0.0000")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("hi\n")
     terminal.expect("overloaded")
     terminal.expect("retry 1 of 3 in 2s")
@@ -319,7 +407,7 @@ def test_the_status_line_and_a_retry_countdown(
     terminal.expect("↳ 10 in · 5 out · $0.000005")
     terminal.expect("openai/gpt-4o-mini · ask · session ")
     terminal.expect("15 tokens · $0.0000")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0
@@ -330,22 +418,22 @@ def test_multi_line_messages_and_history_across_chats(
 ) -> None:
     fake_openai.enqueue(text_reply("Two lines."), text_reply("Again."))
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("first line\\\n")
     terminal.expect("… ")
     terminal.type("second line\n")
     terminal.expect("Two lines.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
     assert terminal.wait() == 0
 
     again = terminal_factory(fake_openai)
-    again.expect("> ")
+    again.idle()
     again.type("\x1b[A")  # Up: the last line typed in the previous chat
     again.expect("second line")
     again.type("\n")
     again.expect("Again.")
-    again.expect("> ")
+    again.idle()
     again.type("\x04")
     assert again.wait() == 0
 
@@ -354,13 +442,34 @@ def test_multi_line_messages_and_history_across_chats(
     assert second["messages"][-1]["content"] == "second line"
 
 
+def test_esc_enter_starts_a_new_line_in_the_message(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(text_reply("Both lines."))
+    terminal = terminal_factory(fake_openai)
+    terminal.idle()
+    terminal.type("line one\x1b\rline two")  # Esc Enter: a new line in the message, not sent
+    terminal.expect_screen(
+        lambda lines: "> line one\nline two" in "\n".join(lines),
+        "both lines on the input line",
+    )
+    terminal.type("\r")
+    terminal.expect("Both lines.")
+    terminal.idle()
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    [request] = fake_openai.requests
+    assert request["messages"][-1]["content"] == "line one\nline two"
+
+
 def test_double_angle_queues_a_follow_up(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:
     gate = threading.Event()
     fake_openai.enqueue(text_reply("First answer.", gate=gate), text_reply("Second answer."))
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("one\n")
     fake_openai.wait_for_requests(1, timeout=DEADLINE)
     terminal.type(">> and two\n")
@@ -368,7 +477,7 @@ def test_double_angle_queues_a_follow_up(
     gate.set()
     terminal.expect("First answer.")
     terminal.expect("Second answer.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("/quit\n")
 
     assert terminal.wait() == 0
@@ -386,7 +495,7 @@ def test_mcp_server_status_is_shown_at_start(
         "[mcp_servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n"
     )
     terminal = terminal_factory(fake_openai, "--config", str(config))
-    terminal.expect("> ")
+    terminal.idle()
     screen = terminal.output
     terminal.type("/quit\n")
 
@@ -401,15 +510,15 @@ def test_ctrl_c_aborts_the_run_then_quits_at_the_prompt(
     gate = threading.Event()
     fake_openai.enqueue(text_reply("never shown", gate=gate), text_reply("Still here."))
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("hang\n")
     fake_openai.wait_for_requests(1, timeout=DEADLINE)
     terminal.type("\x03")  # Ctrl-C: the terminal signals chat, not its server
     terminal.expect("✗ aborted")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("again\n")  # the server survived and the session is still usable
     terminal.expect("Still here.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x03")  # at the prompt: quit
 
     assert terminal.wait() == 0
@@ -435,7 +544,7 @@ def test_yes_at_the_question_lets_the_write_run(
     (tmp_path / "notes.txt").write_text("old line\n")
     fake_openai.enqueue(write_call("notes.txt", "new line\n"), text_reply("Written."))
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("edit the notes\n")
     terminal.expect("⚙ write")  # the events before the question are shown before it
     terminal.expect(f"? 'write' changes {(tmp_path / 'notes.txt').resolve()}")
@@ -448,7 +557,7 @@ def test_yes_at_the_question_lets_the_write_run(
     terminal.type("y\n")
     terminal.expect("✓ write")
     terminal.expect("Written.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0
@@ -464,7 +573,7 @@ def test_no_at_the_question_rejects_with_a_reason(
         text_reply("Left it alone."),
     )
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("do it\n")
     terminal.expect("? 'bash' runs a command")
     terminal.expect("  $ touch hacked")
@@ -478,7 +587,7 @@ def test_no_at_the_question_rejects_with_a_reason(
     terminal.type("not in my repo\n")
     terminal.expect("✗ bash")
     terminal.expect("Left it alone.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("/quit\n")
 
     assert terminal.wait() == 0
@@ -492,13 +601,13 @@ def test_ctrl_c_at_the_question_rejects_and_aborts(
 ) -> None:
     fake_openai.enqueue(write_call("new.txt", "data\n"))
     terminal = terminal_factory(fake_openai)
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("write it\n")
     terminal.expect(ASK_PROMPT)
     terminal.type("\x03")
     terminal.expect("✗ rejected; aborting")
     terminal.expect("✗ aborted")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0
@@ -513,16 +622,16 @@ def test_a_question_the_server_stops_waiting_for_is_dropped(
     config.write_text("[permissions]\ntimeout = 1\n")  # passed through with --config
     fake_openai.enqueue(write_call("new.txt", "data\n"), text_reply("No answer, then."))
     terminal = terminal_factory(fake_openai, "--config", str(config))
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("write it\n")
     terminal.expect(ASK_PROMPT)
     terminal.expect("✗ the server stopped waiting for an answer")
     terminal.expect("No answer, then.")
-    terminal.expect("> ")
+    terminal.idle()
     fake_openai.enqueue(text_reply("A new run."))
     terminal.type("y\n")  # too late for the question: an ordinary prompt now
     terminal.expect("A new run.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0
@@ -566,10 +675,10 @@ def test_resume_shows_the_history_and_continues_it(
     terminal.expect("over two lines.")
     terminal.expect("↻ resumed session")
     terminal.expect("2 messages")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("which word?\n")
     terminal.expect("The word was kiwi.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0
@@ -607,6 +716,7 @@ class FakeTerminal(io.StringIO):
 
 THINKING = {"type": "message_update", "kind": "thinking", "index": 0, "delta": "hmm"}
 TEXT = {"type": "message_update", "kind": "text", "index": 1, "delta": "Answer."}
+REPLY_END = {"type": "message_end", "message": {"role": "assistant", "content": []}}
 
 
 @pytest.mark.parametrize(
@@ -620,9 +730,39 @@ def test_thinking_is_dim_only_on_a_color_terminal(
     renderer = Renderer(out, io.StringIO(), env)
     renderer.handle(THINKING)
     renderer.handle(TEXT)
+    renderer.handle(REPLY_END)
 
-    expected = "\x1b[2mhmm\x1b[0m\nAnswer." if dimmed else "hmm\nAnswer."
+    expected = "\x1b[2mhmm\x1b[0m\nAnswer.\n" if dimmed else "hmm\nAnswer.\n"
     assert out.getvalue() == expected
+
+
+MARKDOWN = "# Plan\n\nSome *stress* here.\n\n- one\n- two\n\n```python\nx = 1\n\ny = 2\n```\n"
+
+
+@pytest.mark.parametrize(
+    ("stream", "env"), [(FakeTerminal, {}), (FakeTerminal, {"NO_COLOR": "1"}), (io.StringIO, {})]
+)
+def test_a_reply_is_rendered_as_markdown_only_on_a_color_terminal(
+    stream: type[io.StringIO], env: dict[str, str]
+) -> None:
+    out = stream()
+    renderer = Renderer(out, io.StringIO(), env)
+    for start in range(0, len(MARKDOWN), 5):  # streamed in pieces that cut through the blocks
+        renderer.handle({**TEXT, "delta": MARKDOWN[start:start + 5]})
+    shown_before_the_end = out.getvalue()
+    renderer.handle(REPLY_END)
+
+    if stream is io.StringIO or env:
+        assert out.getvalue() == MARKDOWN  # plain: the text as the model wrote it
+        return
+    lines = out.getvalue().splitlines()
+    assert "\x1b[1;4mPlan\x1b[0m" in lines[0] and "#" not in lines[0]  # a heading, styled
+    assert "Some \x1b[3mstress\x1b[0m here." in lines  # emphasis
+    assert "\x1b[1m • \x1b[0mone" in lines and "\x1b[1m • \x1b[0mtwo" in lines  # a list
+    code = [line for line in lines if "x = " in line or "y = " in line]
+    assert len(code) == 2 and all("\x1b[" in line for line in code)  # highlighted code
+    assert "```" not in out.getvalue()  # the fence is not shown: blank lines inside it did
+    assert "two" in shown_before_the_end  # not end blocks; finished blocks show as they come
 
 
 def test_a_failing_tool_and_the_usage_line() -> None:
@@ -637,6 +777,24 @@ def test_a_failing_tool_and_the_usage_line() -> None:
 
     assert out.getvalue() == "⚙ read: x\n✗ read\n  no such file: x\n"
     assert err.getvalue() == "✗ stopped at the turn limit\n↳ 1,200 in · 34 out · 1,000 cached\n"
+
+
+@pytest.mark.parametrize("env", [{}, {"NO_COLOR": "1"}])
+def test_a_finished_edit_shows_its_diff_coloured(env: dict[str, str]) -> None:
+    out = FakeTerminal()
+    renderer = Renderer(out, io.StringIO(), env)
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n"
+    result = {"content": [{"type": "text", "text": "Edited x."}], "details": {"diff": diff}}
+    renderer.handle({"type": "tool_execution_end", "toolName": "edit", "isError": False,
+                     "result": result})
+
+    lines = out.getvalue().splitlines()
+    if env:
+        assert lines == ["✓ edit", "  Edited x."]
+        return
+    assert lines[1:] == ["\x1b[1m  --- a/x\x1b[0m", "\x1b[1m  +++ b/x\x1b[0m",
+                         "\x1b[36m  @@ -1 +1 @@\x1b[0m", "\x1b[31m  -old\x1b[0m",
+                         "\x1b[32m  +new\x1b[0m"]
 
 
 def test_a_permission_question_colours_its_diff() -> None:
@@ -670,25 +828,25 @@ def test_changes_and_undo_with_a_confirmation(
     (tmp_path / "notes.txt").write_text("old line\n")
     fake_openai.enqueue(write_call("notes.txt", "new line\n"), text_reply("Written."))
     terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("edit the notes\n")
     terminal.expect("Written.")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("/changes\n")
     terminal.expect("modified notes.txt (+1 -1)")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("/undo\n")
     terminal.expect("modified notes.txt (+1 -1)")
     terminal.expect(CONFIRM_UNDO)
     terminal.type("n\n")
     terminal.expect("kept the changes")
     assert (tmp_path / "notes.txt").read_text() == "new line\n"
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("/undo\n")
     terminal.expect(CONFIRM_UNDO)
     terminal.type("y\n")
     terminal.expect("↺ restored notes.txt")
-    terminal.expect("> ")
+    terminal.idle()
     terminal.type("\x04")
 
     assert terminal.wait() == 0

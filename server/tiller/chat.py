@@ -13,7 +13,9 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
   It declares the ``permissions`` capability, so the server's default mode is ``ask``: a tool
   call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
-  ``/`` + Tab completes the session's slash commands (``tiller.chat_complete``).
+  On a terminal, lines are typed on an input line kept below the transcript, with history,
+  editing and ``/`` + Tab completing the session's slash commands (``tiller.chat_input``);
+  else they are read as they come (``tiller.chat_complete.terminal_lines``).
   ``/changes`` lists the files the agent changed; ``/undo`` puts back what its last run changed,
   after a y/N confirmation (tiller.chat_checkpoints); ``/help``, ``/model``, ``/mode``... are
   ``tiller.chat_slash``'s. The status line and activity line are ``tiller.chat_status``'s.
@@ -51,8 +53,9 @@ from tiller.chat_cli import (
     server_args,
     workspace,
 )
-from tiller.chat_complete import CommandNames, completing_lines
+from tiller.chat_complete import CommandNames, terminal_lines
 from tiller.chat_connection import Connection, ServerExited
+from tiller.chat_input import input_lines
 from tiller.chat_render import (
     OK_STOPS,
     JsonRenderer,
@@ -318,7 +321,11 @@ async def _interactive(
     renderer.status.set_models((await connection.call("models/list"))["models"])
     renderer.status.set_state(await connection.call("agent/getState"))
     history = history_file(options, os.environ)
-    async with completing_lines(names, history=history) as lines, anyio.create_task_group() as tg:
+    reader = (
+        input_lines(names, renderer, history) if sys.stdin.isatty() and sys.stdout.isatty()
+        else terminal_lines()
+    )
+    async with reader as lines, anyio.create_task_group() as tg:
         if renderer.live:
             tg.start_soon(_tick, renderer)
         repl = Repl(connection, renderer, lines, permissions)

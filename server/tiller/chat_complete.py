@@ -1,23 +1,17 @@
-"""``tiller chat``'s line input, with Tab completion of slash commands.
+"""``tiller chat``'s line input when stdin is not a terminal, and the slash commands to complete.
 
-``terminal_lines`` reads typed lines from a file descriptor; ``CommandNames`` keeps the session's
-command names (from ``commands/list``, then each ``commands_changed`` event);
-``completing_lines`` reads lines with GNU readline when stdin is a terminal and readline is
-available, so ``/`` + Tab completes (Tab twice lists) the commands; else it falls back to
-``terminal_lines``. Both read in a daemon thread (``lines_from_thread``).
+``terminal_lines`` reads lines from a file descriptor in a daemon thread (``lines_from_thread``);
+``CommandNames`` keeps the session's command names (from ``commands/list``, then each
+``commands_changed`` event) that ``tiller.chat_input`` completes on Tab.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import math
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -26,7 +20,7 @@ import anyio.lowlevel
 
 from tiller.chat_render import Lines
 
-__all__ = ["CommandNames", "Deliver", "completing_lines", "lines_from_thread", "terminal_lines"]
+__all__ = ["CommandNames", "Deliver", "lines_from_thread", "terminal_lines"]
 
 
 class CommandNames:
@@ -53,13 +47,6 @@ class CommandNames:
             return []
         every = sorted({*self.names, *self.local})
         return ["/" + name for name in every if name.startswith(word[1:])]
-
-
-def _readline() -> ModuleType | None:
-    try:
-        return importlib.import_module("readline")
-    except ImportError:
-        return None
 
 
 Deliver = Callable[[str | None], bool]
@@ -107,50 +94,3 @@ async def terminal_lines(fd: int = 0) -> AsyncIterator[Lines]:
 
     async with lines_from_thread(read_lines) as lines:
         yield lines
-
-
-@asynccontextmanager
-async def completing_lines(
-    names: CommandNames, fd: int = 0, history: Path | None = None
-) -> AsyncIterator[Lines]:
-    """Typed lines (then None at end of input), completing commands on Tab when ``fd`` is a
-    terminal with readline; a daemon thread reads them, so a blocked read holds nothing up.
-    With readline, the typed lines are kept in ``history`` (read first, appended to)."""
-    readline = _readline()
-    if readline is None or fd != 0 or not _is_tty(fd):
-        async with terminal_lines(fd) as lines:
-            yield lines
-        return
-    if history is not None:
-        with contextlib.suppress(OSError):
-            readline.read_history_file(history)
-    readline.parse_and_bind("set enable-bracketed-paste off")
-    readline.parse_and_bind("tab: complete")
-    readline.set_completer_delims(" \t\n")
-
-    def complete(word: str, state: int) -> str | None:
-        found = names.matches(readline.get_line_buffer(), word)
-        return found[state] + " " if state < len(found) else None  # a space, as shells do
-
-    readline.set_completer(complete)
-
-    def read_lines(deliver: Deliver) -> None:
-        while True:
-            try:
-                line: str | None = input()
-            except (EOFError, OSError):
-                line = None
-            if line and history is not None:
-                with contextlib.suppress(OSError):
-                    history.parent.mkdir(parents=True, exist_ok=True)
-                    history.touch()  # readline appends only to a file that exists
-                    readline.append_history_file(1, history)
-            if not deliver(line) or line is None:
-                return
-
-    async with lines_from_thread(read_lines) as lines:
-        yield lines
-
-
-def _is_tty(fd: int) -> bool:
-    return os.isatty(fd)

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tiller.chat_status import Status, money, remembered, tool_line
+from tiller.chat_markdown import MarkdownBlocks, diff_style
+from tiller.chat_status import InputArea, Status, money, remembered, text_of, tool_line
 
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
@@ -62,11 +63,12 @@ class Renderer:
         self.out, self.err = out, err
         self.style, self.err_style = Style(out, env), Style(err, env)
         self.live = out.isatty() and env.get("TERM") != "dumb"
+        self.markdown = MarkdownBlocks(_columns() - 1) if self.style.enabled else None
         self.block: str | None = None  # "text" or "thinking" while one streams
-        self.at_line_start = True
-        self.status_shown = False
+        self.at_line_start, self.status_shown = True, False
         self.prompt_open = False  # "> " or a question waits for a typed line
         self.status = Status()
+        self.area: InputArea | None = None  # the input line (tiller.chat_input) while it reads
 
     def handle(self, event: Event) -> None:
         self.status.observe(event)
@@ -80,12 +82,10 @@ class Renderer:
         """Redraw the activity line (spinner, retry countdown, compaction) on a terminal, when
         no streamed line or typed answer would be overwritten."""
         activity = self.status.activity()
-        if not self.live or not activity or self.prompt_open or not self.at_line_start:
-            return
-        self._clear_status()
-        self.out.write(self.style(_clip(activity, _columns() - 1), "dim"))
-        self.out.flush()
-        self.status_shown = True
+        if self.live and activity and self.at_line_start and not self.prompt_open:
+            self._show_status(activity)
+        elif self.area is not None and self.area.activity and not activity:
+            self._clear_status()
 
     def result(self, fields: Mapping[str, Any]) -> None:
         """Nothing to add: ``agent_end`` was rendered already."""
@@ -94,16 +94,11 @@ class Renderer:
         """The status line, then ``> `` waiting for a typed line."""
         if line := self.status.line():
             self._report(line, "dim")
-        self._end_line()
-        self.out.write(self.style("> ", "bold"))
-        self.out.flush()
-        self.at_line_start = self.prompt_open = True
+        self._ask(self.style("> ", "bold"))
 
     def continuation(self) -> None:
         """``… ``: the typed message goes on (its line ended with a backslash)."""
-        self.out.write(self.style("… ", "bold"))
-        self.out.flush()
-        self.at_line_start = self.prompt_open = True
+        self._ask(self.style("… ", "bold"))
 
     def echo_prompt(self, text: str) -> None:
         self._line(self.style("> ", "bold") + text)
@@ -111,6 +106,7 @@ class Renderer:
     def input_received(self) -> None:
         """The person pressed Enter: the terminal's cursor is at the start of a line."""
         self.at_line_start, self.prompt_open = True, False
+        self._ask(self.style("> ", "bold"), typed=False)
 
     def notice(self, text: str) -> None:
         self._report(text, "dim")
@@ -119,7 +115,7 @@ class Renderer:
         self._report(f"✗ {message}", "red")
 
     def close(self) -> None:
-        if self.prompt_open:
+        if self.prompt_open and self.area is None:
             self.out.write("\n")
         self._clear_status()
         self.out.flush()
@@ -138,14 +134,27 @@ class Renderer:
     def ask(self, question: str) -> None:
         """Show ``question`` with the cursor after it, waiting for a typed line."""
         self._clear_status()
+        self._ask(self.style(question, "bold"))
+
+    def _ask(self, prompt: str, typed: bool = True) -> None:
+        """Wait for a typed line after ``prompt``: on the input line's prompt if there is one
+        (``typed`` False: a line is no longer awaited), else written with the cursor after it."""
+        if self.area is not None:
+            self.area.prompt = prompt
+            self.area.invalidate()
+            self.prompt_open = typed
+            return
+        if not typed:
+            return
         self._end_line()
-        self.out.write(self.style(question, "bold"))
+        self.out.write(prompt)
         self.out.flush()
-        self.at_line_start, self.prompt_open = False, True
+        self.at_line_start = self.prompt_open = True
 
     def question_dropped(self) -> None:
         """The question on screen will get no typed answer: the next output starts a line."""
         self.prompt_open = False
+        self._ask(self.style("> ", "bold"), typed=False)
 
     def resumed(self, loaded: Mapping[str, Any]) -> None:
         """A resumed session (a session/load result): its history, then a summary line."""
@@ -162,7 +171,7 @@ class Renderer:
         for message in messages:
             role, content = message.get("role"), message.get("content")
             if role == "user":
-                lines = _text_of({"content": content}).strip().splitlines() or [""]
+                lines = text_of({"content": content}).strip().splitlines() or [""]
                 self._line(self.style("> ", "bold") + _clip(lines[0], width - 2))
                 self._more(lines, 1, width)
             elif role == "assistant":
@@ -191,7 +200,7 @@ class Renderer:
         if kind == "diff":
             lines = str(preview.get("diff", "")).rstrip("\n").splitlines()
             for line in lines[:DIFF_LINES]:
-                yield "  " + self.style(line, *_diff_style(line))
+                yield "  " + self.style(line, *diff_style(line))
             if len(lines) > DIFF_LINES:
                 yield self.style(f"  … {len(lines) - DIFF_LINES} more lines", "dim")
         elif kind == "command":
@@ -209,13 +218,22 @@ class Renderer:
         if kind not in ("text", "thinking") or not delta:
             return
         if self.block != kind:
-            self._end_line()
+            self._end_block()
             self.block = kind
+        if kind == "text" and self.markdown is not None:  # rendered a finished block at a time
+            for block in self.markdown.feed(delta):
+                self._write(block, block)
+            return
         self._write(self.style(delta, "dim") if kind == "thinking" else delta, delta)
+
+    def _end_block(self) -> None:
+        for block in self.markdown.flush() if self.markdown is not None else []:
+            self._write(block, block)
+        self._end_line()
 
     def _on_message_end(self, event: Event) -> None:
         if event.get("message", {}).get("role") == "assistant":
-            self._end_line()
+            self._end_block()
             self.block = None
 
     def _on_tool_execution_start(self, event: Event) -> None:
@@ -227,24 +245,23 @@ class Renderer:
         return self.style("⚙ " + head, "bold") + (": " + rest if rest else "")
 
     def _on_tool_execution_update(self, event: Event) -> None:
-        lines = _text_of(event.get("partialResult")).rstrip().splitlines()
-        if not self.live or not lines or self.prompt_open:
+        lines = text_of(event.get("partialResult")).rstrip().splitlines()
+        if not self.live or not lines or (self.prompt_open and self.area is None):
             return  # (a status line would land in the middle of the answer being typed)
-        self._clear_status()
         self._end_line()
-        status = _clip(f"  … {lines[-1].strip()}", _columns() - 1)
-        self.out.write(self.style(status, "dim"))
-        self.out.flush()
-        self.status_shown = True
+        self._show_status(f"  … {lines[-1].strip()}")
 
     def _on_tool_execution_end(self, event: Event) -> None:
         failed = bool(event.get("isError"))
         mark = self.style("✗", "red") if failed else self.style("✓", "green")
         self._line(f"{mark} {event['toolName']}")
-        lines = _text_of(event.get("result") or {}).rstrip().splitlines()
-        width = _columns() - 1
+        lines = text_of(event.get("result") or {}).rstrip().splitlines()
+        diff = ((event.get("result") or {}).get("details") or {}).get("diff")
+        diff = diff if self.style.enabled and isinstance(diff, str) and not failed else ""
+        lines, width = diff.rstrip("\n").splitlines() or lines, _columns() - 1  # edits: a diff
         for line in lines[:RESULT_LINES]:
-            self._line(self.style(_clip("  " + line, width), "dim"))
+            styles = diff_style(line) if diff else ("dim",)
+            self._line(self.style(_clip("  " + line, width), *styles))
         if len(lines) > RESULT_LINES:
             self._line(self.style(f"  … {len(lines) - RESULT_LINES} more lines", "dim"))
 
@@ -273,8 +290,16 @@ class Renderer:
     # ------------------------------------------------------------------ writing
 
     def _write(self, styled: str, plain: str) -> None:
+        """Write to ``out``; with an input line, what follows the last newline is drawn with
+        it until its line is finished."""
         self._clear_status()
-        self.out.write(styled)
+        if self.area is not None:
+            done, newline, self.area.partial = (self.area.partial + styled).rpartition("\n")
+            if newline:
+                self.out.write(done + newline)
+            self.area.invalidate()
+        else:
+            self.out.write(styled)
         self.out.flush()
         if plain:
             self.at_line_start = plain.endswith("\n")
@@ -287,7 +312,22 @@ class Renderer:
         if not self.at_line_start:
             self._write("\n", "\n")
 
+    def _show_status(self, text: str) -> None:
+        """The one-line status (activity, a running tool's output) below the transcript."""
+        self._clear_status()
+        line = self.style(_clip(text, _columns() - 1), "dim")
+        if self.area is not None:
+            self.area.activity = line
+            self.area.invalidate()
+            return
+        self.out.write(line)
+        self.out.flush()
+        self.status_shown = True
+
     def _clear_status(self) -> None:
+        if self.area is not None and self.area.activity:
+            self.area.activity = ""
+            self.area.invalidate()
         if self.status_shown:
             self.status_shown = False
             self.out.write("\r\x1b[2K")
@@ -400,14 +440,6 @@ class PermissionPrompt:
         return True
 
 
-def _diff_style(line: str) -> tuple[str, ...]:
-    if line.startswith(("+++", "---")):
-        return ("bold",)
-    if line.startswith("@@"):
-        return ("cyan",)
-    return {"+": ("green",), "-": ("red",)}.get(line[:1], ())
-
-
 def _clip(text: str, width: int) -> str:
     width = max(width, 8)
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -415,16 +447,3 @@ def _clip(text: str, width: int) -> str:
 
 def _columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
-
-
-def _text_of(result: Any) -> str:
-    """The text of a tool result (``content`` blocks), or of a partial one (bash sends
-    ``{"output": ...}``); a message's ``content`` string is its text."""
-    if not isinstance(result, dict):
-        return result if isinstance(result, str) else ""
-    if isinstance(result.get("output"), str):
-        return str(result["output"])
-    blocks = result.get("content") or []
-    if isinstance(blocks, str):
-        return blocks
-    return "".join(b.get("text", "") if b.get("type") == "text" else "[image]" for b in blocks)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["SPINNER", "Status", "money", "remembered", "tool_line"]
+__all__ = ["SPINNER", "Status", "money", "remembered", "text_of", "tool_line", "InputArea"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -170,3 +170,27 @@ def tool_line(name: str, args: Mapping[str, Any]) -> str:
     pairs = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}"
                       for key, value in args.items())
     return f"{name}: {pairs}"
+
+
+def text_of(result: Any) -> str:
+    """The text of a tool result (``content`` blocks), or of a partial one (bash sends
+    ``{"output": ...}``); a message's ``content`` string is its text."""
+    if not isinstance(result, dict):
+        return result if isinstance(result, str) else ""
+    if isinstance(result.get("output"), str):
+        return str(result["output"])
+    blocks = result.get("content") or []
+    if isinstance(blocks, str):
+        return blocks
+    return "".join(b.get("text", "") if b.get("type") == "text" else "[image]" for b in blocks)
+
+
+class InputArea:
+    """What is drawn with the input line (tiller.chat_input), above it: the streamed line not
+    finished yet (``partial``) and the activity line (``activity``); then ``prompt`` (``> ``,
+    ``… `` or a question). Changes show at the next ``invalidate()``."""
+
+    def __init__(self, invalidate: Callable[[], None] = lambda: None) -> None:
+        self.partial = self.activity = ""
+        self.prompt = "> "
+        self.invalidate = invalidate
