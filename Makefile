@@ -29,8 +29,10 @@ lint: install
 	$(BIN)/ruff check server tests bench
 	$(BIN)/mypy
 
+# Three workers on two cores: most tests wait on the processes they drive (the server, Neovim,
+# VS Code, MCP servers), so the suite takes about half the time of one worker.
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 3
 
 # The VS Code extension in a real VS Code (code-server + headless Chromium); the set-up script
 # installs them once (~10 min) under ~/.cache/tiller/code-server. Prints the screenshots folder.

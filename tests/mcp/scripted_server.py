@@ -19,6 +19,16 @@ import os
 import sys
 import time
 
+# The start-up failures come before the SDK's import (about a second on a loaded machine), so
+# what they write reaches stderr well within a short start-up timeout.
+if __name__ == "__main__" and "--exit-at-start" in sys.argv:
+    sys.stderr.write("scripted server: refusing to start\n")
+    sys.exit(2)
+if __name__ == "__main__" and "--hang" in sys.argv:
+    sys.stderr.write("scripted server: hanging\n")
+    sys.stderr.flush()
+    time.sleep(3600)
+
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts import Prompt
@@ -89,13 +99,6 @@ def flood(lines: int = 5000) -> str:
 
 
 if __name__ == "__main__":
-    if "--exit-at-start" in sys.argv:
-        sys.stderr.write("scripted server: refusing to start\n")
-        sys.exit(2)
-    if "--hang" in sys.argv:
-        sys.stderr.write("scripted server: hanging\n")
-        sys.stderr.flush()
-        time.sleep(3600)
     if "--wait-fifo" in sys.argv:
         with open(sys.argv[sys.argv.index("--wait-fifo") + 1]):
             pass
