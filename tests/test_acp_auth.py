@@ -24,7 +24,8 @@ async def test_a_missing_key_is_an_auth_method_and_authenticate_rechecks(
     fake_openai.enqueue(text_reply("hello with a key"))
     config_home = tmp_path / "config"
     env = clean_env(XDG_CONFIG_HOME=str(config_home), FAKE_PROVIDER_KEY="sk-test-123")
-    argv = ["-m", "tiller", "--acp", "--cwd", str(tmp_path),
+    # --provider: without it, an installed embedded model (the `local` extra) would be chosen.
+    argv = ["-m", "tiller", "--acp", "--provider", "openai", "--cwd", str(tmp_path),
             "--session-dir", str(tmp_path / ".sessions")]
     recorder = Recorder()
     async with spawn_agent_process(
