@@ -29,14 +29,14 @@ def current(options: list[Any]) -> dict[str, str]:
 async def test_config_options_round_trip_and_announce_every_change(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake_openai.enqueue(text_reply("from 4o"), text_reply("after restart"))
+    fake_openai.enqueue(text_reply("from o4-mini"), text_reply("after restart"))
     recorder = Recorder()
     async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
         await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         sid = session.session_id
         model = await conn.set_config_option(config_id="model", session_id=sid,
-                                             value="openai/gpt-4o")
+                                             value="openai/o4-mini")
         thought = await conn.set_config_option(config_id="thought_level", session_id=sid,
                                                value="high")
         mode = await conn.set_config_option(config_id="mode", session_id=sid, value="auto")
@@ -63,7 +63,7 @@ async def test_config_options_round_trip_and_announce_every_change(
     assert [c["value"] for c in options[1]["options"]] == ["off", "low", "medium", "high"]
     assert [c["value"] for c in options[2]["options"]] == ["ask", "acceptEdits", "auto",
                                                           "readonly"]
-    assert current(model.config_options)["model"] == "openai/gpt-4o"
+    assert current(model.config_options)["model"] == "openai/o4-mini"
     assert current(thought.config_options)["thought_level"] == "high"
     assert current(mode.config_options)["mode"] == "auto"
     updates = [u for u in recorder.session_updates()
@@ -75,11 +75,11 @@ async def test_config_options_round_trip_and_announce_every_change(
     assert updates[3]["currentModeId"] == "auto"
     assert current(updates[4]["configOptions"])["mode"] == "readonly"
     assert errors == [-32602, -32602, -32602]
-    assert fake_openai.requests[0]["model"] == "gpt-4o"
+    assert fake_openai.requests[0]["model"] == "o4-mini"  # the catalog's reasoning model
     assert fake_openai.requests[0]["reasoning_effort"] == "high"
     assert current(loaded.config_options or []) == {  # the mode is not saved with a session
-        "model": "openai/gpt-4o", "thought_level": "high", "mode": "ask"}
-    assert fake_openai.requests[1]["model"] == "gpt-4o"
+        "model": "openai/o4-mini", "thought_level": "high", "mode": "ask"}
+    assert fake_openai.requests[1]["model"] == "o4-mini"
 
 
 def test_model_choices_are_the_usable_providers_models() -> None:

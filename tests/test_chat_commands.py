@@ -49,7 +49,8 @@ def test_only_a_leading_slash_word_completes() -> None:
 
 def test_the_chats_own_slash_commands(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     fake_openai.enqueue(text_reply("First."), text_reply("Second."))
-    terminal = Terminal(chat_argv(fake_openai, tmp_path), tmp_path)
+    # o4-mini: the catalog's reasoning model (others get no reasoning_effort)
+    terminal = Terminal(chat_argv(fake_openai, tmp_path, "--model", "o4-mini"), tmp_path)
 
     def prompt() -> None:
         terminal.expect(" tokens · $")  # the status line, then the prompt

@@ -28,6 +28,21 @@ def config_with_second_server(tmp_path: Path, url: str) -> str:
     return str(path)
 
 
+async def test_thinking_reaches_only_models_that_reason(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """gpt-4o-mini is in the catalog as not reasoning (OpenAI refuses the knob there); a model
+    the catalog does not know gets what the user chose."""
+    fake_openai.enqueue(text_reply("mini"), text_reply("unknown"))
+    async with spawn_tiller(fake_openai, tmp_path, "--thinking", "high") as tiller:
+        await tiller.request("agent/prompt", {"message": "one"})
+        await tiller.request("agent/setModel", {"provider": "openai", "model": "my-finetune"})
+        await tiller.request("agent/prompt", {"message": "two"})
+    mini, unknown = fake_openai.requests
+    assert mini["model"] == "gpt-4o-mini" and "reasoning_effort" not in mini
+    assert unknown["model"] == "my-finetune" and unknown["reasoning_effort"] == "high"
+
+
 async def test_models_list_shows_providers_and_models_without_secrets(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -207,7 +207,8 @@ class Agent:
             model=provider.model,
             system_prompt=settings.system_prompt,
             tools=settings.tools,
-            thinking=self.thinking,
+            # A catalog model known not to reason gets no thinking knob (OpenAI answers 400).
+            thinking=self.thinking if model is None or model.reasoning else "off",
             idle_timeout=settings.retry.idle_timeout,
         )
         call = streaming_call(spec, self._emit, abort)
