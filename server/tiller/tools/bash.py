@@ -46,6 +46,7 @@ from tiller.tools.truncate import (
     DEFAULT_MAX_LINES,
     format_size,
     truncate_tail,
+    with_note,
 )
 
 __all__ = ["BACKGROUND_GRACE", "BashParams", "BashTool"]
@@ -321,7 +322,7 @@ class BashTool(Tool[BashParams]):
                 await reap_orphans()
         text, truncated = output.render()
         if exit_code is None or deadline.cancelled_caught:
-            raise ToolError(_with_note(text, f"Command timed out after {params.timeout:g} seconds"))
+            raise ToolError(with_note(text, f"Command timed out after {params.timeout:g} seconds"))
         return self._result(text, truncated, exit_code, killed_background, output)
 
     def _result(
@@ -329,7 +330,7 @@ class BashTool(Tool[BashParams]):
     ) -> ToolResult:
         """The success result, or ToolError with the output for a nonzero exit."""
         if killed:
-            text = _with_note(
+            text = with_note(
                 text,
                 "[The command exited but background processes kept its output open: its process "
                 "group was killed and reading stopped. Redirect their output (cmd > log 2>&1 &) "
@@ -337,20 +338,14 @@ class BashTool(Tool[BashParams]):
             )
         if exit_code < 0:
             raise ToolError(
-                _with_note(text, f"Command was killed by signal {_signal_name(-exit_code)}")
+                with_note(text, f"Command was killed by signal {_signal_name(-exit_code)}")
             )
         if exit_code != 0:
-            raise ToolError(_with_note(text, f"Command exited with code {exit_code}"))
+            raise ToolError(with_note(text, f"Command exited with code {exit_code}"))
         details: dict[str, Any] = {"exitCode": exit_code, "truncated": truncated}
         if output.full_output_path is not None:
             details["fullOutputPath"] = output.full_output_path
         return ToolResult.text(text or "(no output)", details=details)
-
-
-def _with_note(text: str, note: str) -> str:
-    """``note`` after the output, separated by a blank line (just ``note`` if no output)."""
-    body = text.rstrip("\n")
-    return f"{body}\n\n{note}" if body else note
 
 
 def _signal_name(number: int) -> str:

@@ -24,7 +24,7 @@ import anyio
 
 from tiller.errors import ToolError
 from tiller.tools.base import Terminal, TerminalOutput, ToolContext, ToolResult
-from tiller.tools.truncate import DEFAULT_MAX_BYTES, truncate_tail
+from tiller.tools.truncate import DEFAULT_MAX_BYTES, truncate_tail, with_note
 
 __all__ = ["POLL_INTERVAL", "run_in_terminal"]
 
@@ -48,17 +48,12 @@ async def _poll(terminal: Terminal, terminal_id: str, ctx: ToolContext) -> None:
             ctx.update({"terminalId": terminal_id, "output": truncate_tail(last).content})
 
 
-def _note(text: str, note: str) -> str:
-    body = text.rstrip("\n")
-    return f"{body}\n\n{note}" if body else note
-
-
 def _text(final: TerminalOutput) -> tuple[str, bool]:
     """The output for the model, tail-truncated, and whether anything was cut."""
     cut = truncate_tail(final.output)
     text = cut.content
     if cut.truncated or final.truncated:
-        text = _note(text, "[Output truncated: showing its end; the editor's terminal shows "
+        text = with_note(text, "[Output truncated: showing its end; the editor's terminal shows "
                            "what it kept]")
     return text, cut.truncated or final.truncated
 
@@ -101,11 +96,11 @@ async def run_in_terminal(
             await terminal.release(terminal_id)
     text, truncated = _text(final)
     if deadline.cancelled_caught:
-        raise ToolError(_note(text, f"Command timed out after {timeout:g} seconds"))
+        raise ToolError(with_note(text, f"Command timed out after {timeout:g} seconds"))
     if status.signal:
-        raise ToolError(_note(text, f"Command was killed by signal {status.signal}"))
+        raise ToolError(with_note(text, f"Command was killed by signal {status.signal}"))
     if status.exit_code:
-        raise ToolError(_note(text, f"Command exited with code {status.exit_code}"))
+        raise ToolError(with_note(text, f"Command exited with code {status.exit_code}"))
     details: dict[str, Any] = {"exitCode": status.exit_code or 0, "truncated": truncated,
                                "terminalId": terminal_id}
     return ToolResult.text(text or "(no output)", details=details)

@@ -22,6 +22,7 @@ __all__ = [
     "truncate_tail",
     "utf8_prefix",
     "utf8_suffix",
+    "with_note",
 ]
 
 DEFAULT_MAX_LINES = 2000
@@ -128,3 +129,9 @@ def _truncate(text: str, max_lines: int, max_bytes: int, *, from_end: bool) -> T
     return Truncation(
         "\n".join(kept), True, truncated_by, total_lines, total_bytes, kept_lines, kept_bytes
     )
+
+
+def with_note(text: str, note: str) -> str:
+    """``note`` after the output, separated by a blank line (just ``note`` if no output)."""
+    body = text.rstrip("\n")
+    return f"{body}\n\n{note}" if body else note
