@@ -309,13 +309,18 @@ class McpServer:
 
     # ------------------------------------------------------------------ calls
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """Call ``tool`` within ``tool_timeout``; raises ToolError naming the server when the
-        server is not running, too slow, or gone mid-call (it is then ``failed``)."""
+    def _live_session(self) -> ClientSession:
+        """The connected session; ToolError naming the server and why when it is not ready."""
         session = self._session
         if session is None or self.status != "ready":
             why = f": {self.error}" if self.error else ""
             raise ToolError(f"MCP server {self.name} is not running ({self.status}{why})")
+        return session
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call ``tool`` within ``tool_timeout``; raises ToolError naming the server when the
+        server is not running, too slow, or gone mid-call (it is then ``failed``)."""
+        session = self._live_session()
         timeout = self.config.tool_timeout
         try:
             with anyio.fail_after(timeout):
@@ -340,10 +345,7 @@ class McpServer:
     async def get_prompt(self, prompt: str, arguments: dict[str, str]) -> mcp_types.GetPromptResult:
         """``prompts/get`` within ``tool_timeout``; raises ToolError naming the server when the
         server is not running, too slow, or answers with an error."""
-        session = self._session
-        if session is None or self.status != "ready":
-            why = f": {self.error}" if self.error else ""
-            raise ToolError(f"MCP server {self.name} is not running ({self.status}{why})")
+        session = self._live_session()
         timeout = self.config.tool_timeout
         try:
             with anyio.fail_after(timeout):
