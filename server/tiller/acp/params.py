@@ -103,11 +103,8 @@ class AcpListParams(WireModel):
     cursor: str | None = None
 
 
-class AcpResumeParams(WireModel):
-    session_id: str
-    cwd: str | None = None
-    mcp_servers: list[Any] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+class AcpResumeParams(AcpLoadSessionParams):
+    """``session/resume`` takes what ``session/load`` takes."""
 
 
 class AcpSetConfigParams(WireModel):

@@ -219,7 +219,7 @@ class AcpFront:
             self.send_update(session.id, {"sessionUpdate": "current_mode_update",
                                           "currentModeId": session.gate.mode})
 
-    async def _went_live(self, session: Session, params: AcpLoadSessionParams | AcpResumeParams,
+    async def _went_live(self, session: Session, params: AcpLoadSessionParams,
                          where: str) -> None:
         """A saved session made live by load/resume: its roots, MCP servers, title and cost."""
         session.set_extra_roots(_roots(params.additional_directories))
