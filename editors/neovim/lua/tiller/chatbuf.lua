@@ -223,17 +223,22 @@ function M.buffer()
   return S.buf
 end
 
---- The window showing the chat buffer in the current tab page, or nil.
-function M.window()
-  if not valid() then
+--- The window showing buffer `buf` in the current tab page, or nil.
+function M.window_of(buf)
+  if not (buf and api.nvim_buf_is_valid(buf)) then
     return nil
   end
   for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
-    if api.nvim_win_get_buf(win) == S.buf then
+    if api.nvim_win_get_buf(win) == buf then
       return win
     end
   end
   return nil
+end
+
+--- The window showing the chat buffer in the current tab page, or nil.
+function M.window()
+  return M.window_of(S.buf)
 end
 
 --- Show the chat buffer and focus its window: an existing one in this tab page, else a new

@@ -137,15 +137,7 @@ end
 
 --- The window showing the input buffer in this tab page, or nil.
 function M.window()
-  if not (S.buf and api.nvim_buf_is_valid(S.buf)) then
-    return nil
-  end
-  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
-    if api.nvim_win_get_buf(win) == S.buf then
-      return win
-    end
-  end
-  return nil
+  return require('tiller.chatbuf').window_of(S.buf)
 end
 
 --- Show the input area under `chat_win` (unless it is shown) and return its window. `lines`
