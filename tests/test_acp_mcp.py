@@ -3,9 +3,12 @@ says which transports Tiller speaks, end to end with the ACP SDK as the client."
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from acp import text_block
 from acp.schema import EnvVariable, McpServerStdio
@@ -80,3 +83,40 @@ async def test_an_mcp_prompt_is_an_acp_command_and_expands_before_the_turn(
                  if u["sessionUpdate"] == "available_commands_update"]
     names = {c["name"] for c in announced[-1]["availableCommands"]}
     assert "mcp__everything__args-prompt" in names
+
+
+async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``session/cancel`` while a ``session/prompt`` still waits for the session's MCP servers
+    answers that prompt ``cancelled``: the model is never called for it."""
+    fifo = tmp_path / "start-gate"
+    os.mkfifo(fifo)
+    gated = McpServerStdio(name="gated", command=sys.executable,
+                           args=[str(SCRIPTED), "--wait-fifo", str(fifo)], env=[])
+    fake_openai.enqueue(text_reply("the second prompt's reply"))
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[gated])).session_id
+        async with anyio.create_task_group() as group:
+            answers: list[Any] = []
+
+            async def first() -> None:
+                answers.append(await conn.prompt(session_id=sid, prompt=[text_block("first")]))
+
+            group.start_soon(first)
+            await recorder.wait_for(lambda m: m.get("method") == "session/prompt", sent=True)
+            await conn.cancel(session_id=sid)
+            # Handled in order: once this is answered, the cancel has been seen, and the
+            # prompt still waits for the gated server.
+            await conn.list_sessions(cwd=str(tmp_path))
+            with fifo.open("w"):  # let the MCP server start
+                pass
+        second = await conn.prompt(session_id=sid, prompt=[text_block("second")])
+
+    assert answers[0].stop_reason == "cancelled"
+    assert second.stop_reason == "end_turn"
+    assert len(fake_openai.requests) == 1
+    assert [m["content"] for m in fake_openai.requests[0]["messages"]
+            if m["role"] == "user"] == ["second"]

@@ -238,9 +238,12 @@ class AcpFront:
 
     async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
-        with self.front.cancellable(functools.partial(self.cancel, session.id)):
+        with self.turns.preparing(session) as ready, \
+                self.front.cancellable(functools.partial(self.cancel, session.id)):
             await session.mcp.ensure_started()  # an MCP prompt's command needs its server
             message = await session.expand_prompt(content)
+            if ready.cancelled:  # cancelled while getting ready: the turn never starts
+                return AcpPromptResult(stop_reason="cancelled")
             return await self.turns.prompt(session, message)
 
     # -------------------------------------------------------------------------- methods

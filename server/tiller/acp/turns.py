@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,10 +51,28 @@ class Turns:
 
     def __init__(self) -> None:
         self.running: dict[str, Turn] = {}
+        self._preparing: dict[str, list[Turn]] = {}
         self._detached: set[asyncio.Task[Any]] = set()
 
+    @contextmanager
+    def preparing(self, session: Session) -> Iterator[Turn]:
+        """While a ``session/prompt`` gets ready (MCP servers, its slash command), a ``cancel``
+        of the session marks the yielded token ``cancelled``: that prompt must not run."""
+        token = Turn()
+        waiting = self._preparing.setdefault(session.id, [])
+        waiting.append(token)
+        try:
+            yield token
+        finally:
+            waiting.remove(token)
+            if not waiting:
+                del self._preparing[session.id]
+
     def cancel(self, session: Session) -> None:
-        """Abort the session's run (if a turn runs); its prompts are answered ``cancelled``."""
+        """Abort the session's run (if a turn runs) and stop the prompts still getting ready;
+        they are all answered ``cancelled``."""
+        for token in self._preparing.get(session.id, ()):
+            token.cancelled = True
         turn = self.running.get(session.id)
         if turn is None:
             return
