@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import socket
 import threading
 from collections.abc import AsyncIterator
@@ -380,10 +381,19 @@ async def test_move_on_after_ends_a_stream_that_never_sends_a_byte(
 ) -> None:
     fake_openai.enqueue(stall_reply().released_when(threading.Event()))
     received: list[object] = []
+
+    async def consume() -> None:
+        async for item in provider.stream(HELLO):
+            received.append(item)
+
     with anyio.fail_after(SAFETY_BOUND):
-        with anyio.move_on_after(0.2) as scope:
-            async for item in provider.stream(HELLO):
-                received.append(item)
+        with anyio.move_on_after(math.inf) as scope:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(consume)
+                # The 0.2 s count from the request's arrival: on a loaded machine the request
+                # itself can take longer, and the scripted stall would never be asked for.
+                await anyio.to_thread.run_sync(fake_openai.wait_for_requests, 1)
+                scope.deadline = anyio.current_time() + 0.2
     assert scope.cancelled_caught and received == []
 
 
