@@ -19,10 +19,10 @@ from typing import Any, Literal
 from tiller import __version__
 from tiller.errors import ConfigError
 from tiller.mcp.config import McpServerConfig, parse_server_table
+from tiller.modes import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
 from tiller.policies import CompactionSettings, PermissionRule, RetryPolicy
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
 
 __all__ = [
     "ServerConfig",

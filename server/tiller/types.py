@@ -1,7 +1,8 @@
 """Core data types: content blocks, messages, usage, and the agent event union.
 
 Everything here is a pydantic model that goes on the wire (events, session logs, results) as
-camelCase JSON via ``dump()``. This module imports nothing of Tiller's own.
+camelCase JSON via ``dump()``. Of Tiller's own it imports only ``tiller.modes`` (plain
+``Literal``s, re-exported here, that start-up reads without pydantic).
 """
 
 from __future__ import annotations
@@ -12,6 +13,15 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+from tiller.modes import (
+    PERMISSION_MODES,
+    QUEUE_MODES,
+    THINKING_LEVELS,
+    PermissionMode,
+    QueueMode,
+    ThinkingLevel,
+)
 
 __all__ = [
     "AgentEnd",
@@ -127,22 +137,11 @@ RunStopReason = Literal[StopReason, "maxTurns", "maxTokens"]
 
 
 # ---------------------------------------------------------------------------------------------
-# Enumerations: each spelled once, here; the tuples list the values in documentation order.
-
-ThinkingLevel = Literal["off", "low", "medium", "high"]
-"""How hard a reasoning model should think; each provider maps it to its own knob."""
-THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
-
-PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
-"""A session's permission policy (protocol.md, "Permissions"; ``tiller.permissions``)."""
-PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+# Enumerations: each spelled once, here (or in tiller.modes); tuples list them in documentation
+# order.
 
 PlanStatus = Literal["pending", "in_progress", "completed"]
 """Where a step of the agent's plan is (the ``todo`` tool; ACP's plan entry statuses)."""
-
-QueueMode = Literal["one-at-a-time", "all"]
-"""How a steering or follow-up queue is polled: one message per poll, or drained."""
-QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 
 CompactionReason = Literal["threshold", "overflow", "manual"]
 """Why a compaction ran: the context neared the window, the provider said it was too long, or

@@ -11,15 +11,15 @@ library's cancellation; the loop turns it into ``"aborted"``.
 
 from __future__ import annotations
 
-import email.utils
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
+if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without pydantic
+    from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
 
 __all__ = [
     "ModelCost",
@@ -55,7 +55,7 @@ class ModelRequest:
     thinking: ThinkingLevel = "off"
 
 
-StreamItem = MessageUpdate | AssistantMessage
+StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,8 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         try:
             return max(float(value), 0.0)
         except ValueError:
+            import email.utils  # an HTTP date: rare, and the module is not needed at start-up
+
             when = email.utils.parsedate_to_datetime(value)
             return max(when.timestamp() - time.time(), 0.0)
     except (TypeError, ValueError):

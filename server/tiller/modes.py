@@ -1,0 +1,27 @@
+"""The closed word lists a session is configured with, as plain ``Literal``s and tuples.
+
+Each is spelled once, here, with its values in documentation order; ``tiller.types`` re-exports
+them. This module imports nothing, so start-up (``tiller.config``, answering ``initialize``)
+reads them without loading pydantic or the models.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "PERMISSION_MODES", "QUEUE_MODES", "THINKING_LEVELS", "PermissionMode", "QueueMode",
+    "ThinkingLevel",
+]
+
+ThinkingLevel = Literal["off", "low", "medium", "high"]
+"""How hard a reasoning model should think; each provider maps it to its own knob."""
+THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
+
+PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
+"""A session's permission policy (protocol.md, "Permissions"; ``tiller.permissions``)."""
+PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+
+QueueMode = Literal["one-at-a-time", "all"]
+"""How a steering or follow-up queue is polled: one message per poll, or drained."""
+QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
