@@ -60,3 +60,24 @@ async def test_an_integer_version_alone_is_acp_and_tiller_methods_say_why(tmp_pa
     assert "agentCapabilities" in acp
     assert refused.value.code == -32601
     assert "speaks ACP" in refused.value.message and "capabilities" in refused.value.message
+
+
+async def test_unusual_params_are_read_as_the_model_reads_them(tmp_path: Path) -> None:
+    """snake_case names and a version as a string take pydantic's reading; errors name the field
+    (the usual shape is read without pydantic: tests/test_initialize_params.py)."""
+    async with spawn_tiller(None, tmp_path) as tiller:
+        loose = await tiller.request("initialize", {
+            "protocol_version": "1", "capabilities": {"fs": {"keeps_unsaved": True}},
+            "delta_window_ms": 0})
+        with pytest.raises(RpcError) as too_long:
+            await tiller.request("initialize", {"capabilities": {}, "deltaWindowMs": 5000})
+        with pytest.raises(RpcError) as nameless:
+            await tiller.request("initialize", {"capabilities": {}, "clientInfo": {}})
+        with pytest.raises(RpcError) as no_object:
+            await tiller.request("initialize", {"capabilities": None})
+        models = await tiller.request("models/list")
+
+    assert loose["protocolVersion"] == 1 and models["models"]
+    assert too_long.value.code == -32602 and "deltaWindowMs" in too_long.value.message
+    assert nameless.value.code == -32602 and "clientInfo.name" in nameless.value.message
+    assert no_object.value.code == -32602 and "capabilities" in no_object.value.message

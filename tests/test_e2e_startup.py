@@ -19,6 +19,9 @@ SESSION_ONLY = ("tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "
                 "tiller.tools.execute", "tree_sitter", "tree_sitter_bash")
 """Modules only a session needs (the tools' engines, the run's machinery, the bash parser):
 answering ``initialize`` never loads them."""
+MODELS = ("pydantic", "pydantic_core", "tiller.types", "tiller.protocol", "tiller.rpc_methods",
+          "tiller.event_wire", "tiller.session", "tiller.sessions")
+"""The models and the handlers of every other method: ``initialize`` is answered without them."""
 
 
 def imported_while_serving(cwd: Path, *messages: dict[str, object]) -> set[str]:
@@ -50,3 +53,22 @@ def test_initialize_imports_no_tool_engine_nor_run_machinery(tmp_path: Path) -> 
     })
     assert "tiller.config" in modules  # the listing is real
     assert sorted(modules & set(SESSION_ONLY)) == []
+
+
+def test_initialize_needs_no_model(tmp_path: Path) -> None:
+    modules = imported_while_serving(tmp_path, {
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"clientInfo": {"name": "test"}, "protocolVersion": 1,
+                   "capabilities": {"permissions": True, "fs": {"readTextFile": True}}},
+    })
+    assert "tiller.rpc" in modules  # the listing is real
+    assert sorted(modules & set(MODELS)) == []
+
+
+def test_the_next_method_loads_them(tmp_path: Path) -> None:
+    modules = imported_while_serving(
+        tmp_path,
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "models/list", "params": {}},
+    )
+    assert {"pydantic", "tiller.protocol", "tiller.rpc_methods"} <= modules

@@ -65,15 +65,6 @@ def serve(argv: Sequence[str]) -> int:
     return 0
 
 
-TILLER_ONLY_METHODS = (
-    "agent/prompt", "agent/continue", "agent/steer", "agent/followUp", "agent/abort",
-    "agent/getState", "agent/getMessages", "agent/setQueueModes", "agent/compact",
-    "agent/setPermissionMode", "agent/setModel", "agent/setThinkingLevel", "models/list",
-    "commands/list", "mcp/list", "session/list", "session/fork", "session/close",
-    "session/delete", "session/changes", "session/revert",
-)
-"""Tiller's methods an ACP connection lacks: there they get a -32601 that says why."""
-
 ACP_HINT = (
     "this connection speaks ACP: its first initialize had an integer protocolVersion without "
     "Tiller's capabilities object. A Tiller client sends capabilities (even {}) with "
@@ -92,12 +83,11 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
         params = first.get("params")
         if not (isinstance(params, dict) and "protocolVersion" in params):
             return None  # not ACP's initialize: tiller.acp is never imported
+        if "capabilities" in params and "clientCapabilities" not in params:
+            return None  # a Tiller client stating its version: neither
         from tiller.acp import AcpFront, is_acp_initialize
 
-        params = first.get("params")
-        tiller_client = (isinstance(params, dict) and "capabilities" in params
-                         and "clientCapabilities" not in params)
-        if not is_acp_initialize(first) or tiller_client:
+        if not is_acp_initialize(first):
             return None
         front = AcpFront(config, tuple(argv)).front
         _hint_tiller_methods(front)
@@ -107,8 +97,11 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
 
 
 def _hint_tiller_methods(front: Front) -> None:
-    """Answer Tiller's methods on an ACP connection with a -32601 that says why."""
+    """Answer Tiller's methods that ACP lacks, on an ACP connection, with a -32601 that says
+    why."""
     from pygls.exceptions import JsonRpcMethodNotFound
+
+    from tiller.rpc import METHODS
 
     def hint(name: str) -> Any:
         async def handle(_params: Any = None) -> Any:
@@ -116,7 +109,7 @@ def _hint_tiller_methods(front: Front) -> None:
 
         return handle
 
-    for name in TILLER_ONLY_METHODS:
+    for name in METHODS:
         if name not in front.server.protocol.fm.features:
             front.server.feature(name)(hint(name))
 

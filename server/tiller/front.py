@@ -7,6 +7,9 @@ the field), turns ``RequestError``s into their documented codes, and never leaks
 unexpected failures are logged and answered -32603 with a one-line message. Results go out
 as the JSON pydantic serializes (``SerializedResult``), never through cattrs. pygls dispatches;
 the stdio framing and message validation live in ``transport``.
+
+Nothing here imports pydantic: ``register_lazy`` names methods whose params models and handlers
+are imported on their first call, so a front can answer ``initialize`` before any model exists.
 """
 
 from __future__ import annotations
@@ -16,12 +19,11 @@ import itertools
 import json
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
-from pydantic import BaseModel, ValidationError
 from pygls.exceptions import (
     JsonRpcException,
     JsonRpcInternalError,
@@ -35,15 +37,30 @@ from tiller.config import ServerConfig
 from tiller.errors import ConfigError, RequestError
 from tiller.procs import kill_descendants
 from tiller.transport import CancelFn, Framing, serve_stdio
-from tiller.types import WireModel
 
-__all__ = ["Front", "Handler", "SerializedResult", "Switch", "serve"]
+if TYPE_CHECKING:
+    from tiller.types import WireModel
+
+__all__ = ["Front", "Handler", "Method", "ParamsModel", "SerializedResult", "Switch", "serve"]
 
 log = logging.getLogger(__name__)
 
-P = TypeVar("P", bound=BaseModel)
-Handler = Callable[[P], Awaitable[WireModel | None]]
-"""A wire method: validated params in, a result model (or None for ``null``) out."""
+P = TypeVar("P")
+P_co = TypeVar("P_co", covariant=True)
+
+
+class ParamsModel(Protocol[P_co]):
+    """What validates a method's params: a pydantic model class, or anything with its
+    ``model_validate`` (raising pydantic's ValidationError, or a JsonRpcException)."""
+
+    def model_validate(self, obj: Any, /) -> P_co: ...
+
+
+Handler = Callable[[P], Awaitable["WireModel | dict[str, Any] | None"]]
+"""A wire method: validated params in, a result model, a JSON-ready dict, or None (``null``)
+out."""
+Method = tuple[ParamsModel[Any], Handler[Any]]
+"""A method as ``register_lazy``'s loader hands it over: (params model, handler)."""
 
 Switch = Callable[[dict[str, Any]], "Front | None"]
 """Given the first valid message, another front to serve the whole connection, or None."""
@@ -70,9 +87,12 @@ class _Protocol(JsonRPCProtocol):
         super()._send_response(msg_id, result, error)
 
 
-def _invalid_params(error: ValidationError) -> JsonRpcInvalidParams:
+def _invalid_params(error: ValueError) -> JsonRpcInvalidParams:
+    """-32602 naming each field pydantic's ValidationError (a ValueError) lists."""
+    errors = getattr(error, "errors", None)
+    items = errors() if callable(errors) else [{"loc": (), "msg": str(error)}]
     problems = []
-    for item in error.errors():
+    for item in items:
         where = ".".join(str(part) for part in item["loc"]) or "params"
         problems.append(f"{where}: {item['msg']}")
     return JsonRpcInvalidParams("Invalid params: " + "; ".join(problems))
@@ -111,40 +131,63 @@ class Front:
         if writer is not None:
             writer.write(body)
 
-    def register(self, name: str, params_model: type[P], fn: Handler[P]) -> None:
+    def register(self, name: str, params_model: ParamsModel[P], fn: Handler[P]) -> None:
         """Serve JSON-RPC method ``name`` with ``fn``, its params validated as ``params_model``."""
 
         async def handle(raw: Any) -> Any:
-            if raw is None:
-                raw = {}
-            if not isinstance(raw, dict):
-                raise JsonRpcInvalidParams("Invalid params: params must be an object")
-            try:
-                params = params_model.model_validate(raw)
-            except ValidationError as exc:
-                raise _invalid_params(exc) from None
-            try:
-                result = await fn(params)
-            except RequestError as exc:
-                error = self.translate(exc)
-                raise JsonRpcServerError(  # type: ignore[no-untyped-call]
-                    error.message, error.code, error.data
-                ) from None
-            except JsonRpcException:
-                raise
-            except ConfigError as exc:  # a malformed entry in the params (mcpServers)
-                raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
-            except Exception as exc:
-                log.exception("%s failed", name)
-                raise JsonRpcInternalError(
-                    f"internal error in {name}: {type(exc).__name__}: {exc}"
-                ) from None
-            if result is None:
-                return None
-            return SerializedResult(result.model_dump_json(by_alias=True, exclude_none=True)
-                                    .encode())
+            return await self._call(name, params_model, fn, raw)
 
         self.server.feature(name)(handle)
+
+    def register_lazy(self, names: Iterable[str], load: Callable[[], Mapping[str, Method]]) -> None:
+        """Serve each of ``names`` with what ``load()`` maps it to; ``load`` runs once, on the
+        first call of any of them (it imports the models and handlers)."""
+        loaded: list[Mapping[str, Method]] = []
+
+        def method(name: str) -> Any:
+            async def handle(raw: Any) -> Any:
+                if not loaded:
+                    loaded.append(load())
+                params_model, fn = loaded[0][name]
+                return await self._call(name, params_model, fn, raw)
+
+            return handle
+
+        for name in names:
+            self.server.feature(name)(method(name))
+
+    async def _call(self, name: str, params_model: ParamsModel[P], fn: Handler[P],
+                    raw: Any) -> Any:
+        """Validate ``raw`` params, await ``fn``, and shape its result or error for pygls."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise JsonRpcInvalidParams("Invalid params: params must be an object")
+        try:
+            params = params_model.model_validate(raw)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise _invalid_params(exc) from None
+        try:
+            result = await fn(params)
+        except RequestError as exc:
+            error = self.translate(exc)
+            raise JsonRpcServerError(  # type: ignore[no-untyped-call]
+                error.message, error.code, error.data
+            ) from None
+        except JsonRpcException:
+            raise
+        except ConfigError as exc:  # a malformed entry in the params (mcpServers)
+            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+        except Exception as exc:
+            log.exception("%s failed", name)
+            raise JsonRpcInternalError(
+                f"internal error in {name}: {type(exc).__name__}: {exc}"
+            ) from None
+        if result is None:
+            return None
+        if isinstance(result, dict):
+            return SerializedResult(json.dumps(result, separators=(",", ":")).encode())
+        return SerializedResult(result.model_dump_json(by_alias=True, exclude_none=True).encode())
 
     async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Send a server-to-client request and await the answer. An error answer raises its

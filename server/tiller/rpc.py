@@ -1,91 +1,101 @@
-"""Tiller's front: the methods of protocol.md as thin handlers over the session registry.
+"""Tiller's front: protocol.md's methods, served on a ``tiller.front.Front``.
 
-One method per wire method, registered on a ``tiller.front.Front`` (which validates params,
-maps errors to their codes and serves stdio); each reads its params, calls the session or
-its agent, and shapes the result. A session's events go out as ``agent/event`` notifications
-(``tiller.event_wire.EventNotifier``, its deltas coalesced within the ``initialize``
-``deltaWindowMs``).
+``initialize`` is answered here without pydantic, the protocol's models or the session
+machinery; every other method is registered lazily, its handler in ``tiller.rpc_methods``
+(imported, with the models, on the first such call). A session's events go out as
+``agent/event`` notifications (``tiller.event_wire.EventNotifier``, its deltas coalesced within
+the ``initialize`` ``deltaWindowMs``).
 """
 
 from __future__ import annotations
 
-import logging
-from typing import TYPE_CHECKING, Any, get_args
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError
-from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
-from tiller.front import Front
-from tiller.protocol import (
-    ChangesParams,
-    ChangesResult,
-    CheckpointsInfo,
-    CommandsListResult,
-    CompactParams,
-    CompactResult,
-    ContextFileEntry,
-    GetMessagesResult,
-    GetStateResult,
-    InitializeParams,
-    InitializeResult,
-    McpListResult,
-    ModelCostModel,
-    ModelEntry,
-    ModelsListResult,
-    PromptParams,
-    ProviderEntry,
-    QueueParams,
-    QueueResult,
-    RevertParams,
-    RevertResult,
-    RunResultModel,
-    ServerInfo,
-    SessionForkParams,
-    SessionIdParams,
-    SessionInfo,
-    SessionListParams,
-    SessionListResult,
-    SessionLoadResult,
-    SessionNewParams,
-    SessionNewResult,
-    SessionParams,
-    SetModelParams,
-    SetModelResult,
-    SetPermissionModeParams,
-    SetPermissionModeResult,
-    SetQueueModesParams,
-    SetQueueModesResult,
-    SetThinkingLevelParams,
-    SetThinkingLevelResult,
-)
+from tiller.front import Front, Method
+from tiller.modes import PERMISSION_MODES, QUEUE_MODES
 from tiller.shadow import git_available
-from tiller.types import (
-    PERMISSION_MODES,
-    QUEUE_MODES,
-    AgentEvent,
-    RunResult,
-    UserContent,
-    WireModel,
-)
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
     from tiller.session import Session
     from tiller.sessions import SessionRegistry
 
-__all__ = ["EventNotifier", "TillerFront"]
+__all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "TillerFront"]
 
-log = logging.getLogger(__name__)
-
-EVENT_TYPES = [
-    member.model_fields["type"].default for member in get_args(get_args(AgentEvent)[0])
-]
-"""Every ``agent/event`` type, as ``initialize`` lists them."""
+METHODS = (
+    "session/new", "session/list", "session/load", "session/fork", "session/close",
+    "session/delete", "session/changes", "session/revert", "agent/prompt", "agent/continue",
+    "agent/steer", "agent/followUp", "agent/abort", "agent/getState", "agent/getMessages",
+    "agent/setQueueModes", "agent/compact", "agent/setPermissionMode", "models/list",
+    "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
+)
+"""Every method but ``initialize`` (``tiller.rpc_methods.Methods.table`` serves them)."""
+EVENT_TYPES = (
+    "agent_start", "turn_start", "message_start", "message_update", "message_end",
+    "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
+    "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
+    "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan",
+)
+"""Every ``agent/event`` type, as ``initialize`` lists them (``tiller.types.AgentEvent``'s
+members; a test keeps the two equal)."""
 SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile")
 """The server-to-client requests (each sent only if the client declared it can answer)."""
+
+@dataclass(frozen=True)
+class Initialize:
+    """``initialize``'s params as the handler uses them. ``model_validate`` reads plain JSON of
+    the usual shape itself; anything else (snake_case names, numbers as strings, a wrong type
+    ...) goes through pydantic's ``tiller.protocol.InitializeParams``, which coerces it or
+    answers -32602 as for every method. Both read the same: a test holds them to it."""
+
+    capabilities: dict[str, Any]
+    """As the client sent them, camelCase, nulls dropped."""
+    protocol_version: int | None = None
+    delta_window_ms: float | None = None
+
+    @classmethod
+    def model_validate(cls, raw: dict[str, Any]) -> Initialize:
+        plain = cls._plain(raw)
+        if plain is not None:
+            return plain
+        from tiller.protocol import InitializeParams
+
+        params = InitializeParams.model_validate(raw)
+        return cls(params.capabilities.dump(), params.protocol_version, params.delta_window_ms)
+
+    @classmethod
+    def _plain(cls, raw: dict[str, Any]) -> Initialize | None:
+        """The params if they hold only known camelCase names with exactly JSON's types."""
+        version, window = raw.get("protocolVersion"), raw.get("deltaWindowMs")
+        info, capabilities = raw.get("clientInfo"), raw.get("capabilities", {})
+        fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
+        if not (
+            raw.keys() <= {"clientInfo", "capabilities", "protocolVersion", "deltaWindowMs"}
+            and (version is None or type(version) is int)
+            and (window is None or (type(window) in (int, float) and 0 <= window <= 1000))
+            and (info is None or (_only(info, {"name", "version"}, str)
+                                  and type(info.get("name")) is str))
+            and _only(capabilities, {"permissions", "fs"}, bool)
+            and (fs is None or _only(fs, {"readTextFile", "writeTextFile", "keepsUnsaved"}, bool))
+        ):
+            return None
+        dumped = {key: value for key, value in capabilities.items() if value is not None}
+        if fs is not None:
+            dumped["fs"] = {key: value for key, value in fs.items() if value is not None}
+        return cls(dumped, version, window)
+
+
+def _only(value: Any, names: set[str], kind: type) -> bool:
+    """``value`` is an object of only ``names``, each None or exactly a ``kind`` (a member
+    ``fs`` excepted: the caller checks it)."""
+    return isinstance(value, dict) and value.keys() <= names and all(
+        item is None or type(item) is kind or key == "fs" for key, item in value.items()
+    )
 
 
 class TillerFront:
@@ -93,11 +103,12 @@ class TillerFront:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.delta_window = DEFAULT_DELTA_WINDOW
+        self.delta_window_ms: float | None = None
         self._sessions: SessionRegistry | None = None
         self._capabilities: dict[str, Any] | None = None
         self.front = Front(self._shutdown)
-        self._register()
+        self.front.register("initialize", Initialize, self.initialize)
+        self.front.register_lazy(METHODS, self._methods)
 
     @property
     def sessions(self) -> SessionRegistry:
@@ -108,6 +119,11 @@ class TillerFront:
             self._sessions = SessionRegistry(self.config, self._attach)
             self._connect_client()
         return self._sessions
+
+    def _methods(self) -> Mapping[str, Method]:
+        from tiller.rpc_methods import Methods
+
+        return Methods(self.front, self.config, lambda: self.sessions).table()
 
     def _connect_client(self) -> None:
         """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
@@ -122,54 +138,29 @@ class TillerFront:
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
-        session.subscribe(
-            EventNotifier(session.id, self.front.write_message, lambda: self.delta_window)
-        )
+        from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
 
-    def _register(self) -> None:
-        add = self.front.register
-        add("initialize", InitializeParams, self.initialize)
-        add("session/new", SessionNewParams, self.session_new)
-        add("session/list", SessionListParams, self.session_list)
-        add("session/load", SessionIdParams, self.session_load)
-        add("session/fork", SessionForkParams, self.session_fork)
-        add("session/close", SessionIdParams, self.session_close)
-        add("session/delete", SessionIdParams, self.session_delete)
-        add("session/changes", ChangesParams, self.session_changes)
-        add("session/revert", RevertParams, self.session_revert)
-        add("agent/prompt", PromptParams, self.prompt)
-        add("agent/continue", SessionParams, self.continue_)
-        add("agent/steer", QueueParams, self.steer)
-        add("agent/followUp", QueueParams, self.follow_up)
-        add("agent/abort", SessionParams, self.abort)
-        add("agent/getState", SessionParams, self.get_state)
-        add("agent/getMessages", SessionParams, self.get_messages)
-        add("agent/setQueueModes", SetQueueModesParams, self.set_queue_modes)
-        add("agent/compact", CompactParams, self.compact)
-        add("agent/setPermissionMode", SetPermissionModeParams, self.set_permission_mode)
-        add("models/list", SessionParams, self.models_list)
-        add("agent/setModel", SetModelParams, self.set_model)
-        add("agent/setThinkingLevel", SetThinkingLevelParams, self.set_thinking_level)
-        add("commands/list", SessionParams, self.commands_list)
-        add("mcp/list", SessionParams, self.mcp_list)
+        def window() -> float:
+            ms = self.delta_window_ms
+            return DEFAULT_DELTA_WINDOW if ms is None else ms / 1000
 
-    # ------------------------------------------------------------------ the methods
+        session.subscribe(EventNotifier(session.id, self.front.write_message, window))
 
-    async def initialize(self, params: InitializeParams) -> InitializeResult:
+    async def initialize(self, params: Initialize) -> dict[str, Any]:
         """Take the client's capabilities; a ``protocolVersion`` other than ours is refused."""
         if params.protocol_version not in (None, PROTOCOL_VERSION):
             raise JsonRpcInvalidParams(
                 f"Invalid params: protocolVersion: this server speaks Tiller protocol version "
                 f"{PROTOCOL_VERSION}, not {params.protocol_version}"
             )
-        self._capabilities = params.capabilities.dump()
+        self._capabilities = params.capabilities
         self._connect_client()
         if params.delta_window_ms is not None:
-            self.delta_window = params.delta_window_ms / 1000
-        return InitializeResult(
-            server_info=ServerInfo(name="tiller", version=__version__),
-            protocol_version=PROTOCOL_VERSION,
-            capabilities={
+            self.delta_window_ms = params.delta_window_ms
+        return {
+            "serverInfo": {"name": "tiller", "version": __version__},
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {
                 "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
                 "queueModes": list(QUEUE_MODES),
                 "permissionModes": list(PERMISSION_MODES),
@@ -177,231 +168,17 @@ class TillerFront:
                     "new": True, "list": True, "load": True, "fork": True,
                     "persistent": self.config.session_dir is not None,
                 },
-                "checkpoints": self._checkpoints_info().dump(),
+                "checkpoints": self._checkpoints_info(),
                 "methods": [*self.front.server.protocol.fm.features, "$/cancelRequest"],
                 "serverRequests": list(SERVER_REQUESTS),
-                "events": EVENT_TYPES,
+                "events": list(EVENT_TYPES),
             },
-        )
+        }
 
-    async def session_new(self, params: SessionNewParams) -> SessionNewResult:
-        return SessionNewResult(session_id=self.sessions.create(params).id)
-
-    async def session_list(self, params: SessionListParams) -> SessionListResult:
-        found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
-        infos = [SessionInfo(**vars(summary)) for summary in found]
-        return SessionListResult(sessions=infos, next_cursor=cursor)
-
-    async def session_load(self, params: SessionIdParams) -> SessionLoadResult:
-        return self._history(await self.sessions.load(params.session_id))
-
-    async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
-        source = self.sessions.sessions.get(params.session_id)
-        source_log = source.log.path if source else None
-        session = await self.sessions.fork(params.session_id, params.entry_id)
-        history = self._history(session)
-        if params.revert_files:
-            source_log = source_log or await anyio.to_thread.run_sync(
-                self.sessions.find, params.session_id
-            )
-            history.revert = await session.checkpoints.revert(
-                params.entry_id, files=session.files, log_path=source_log
-            )
-        return history
-
-    async def session_changes(self, params: ChangesParams) -> ChangesResult:
-        session = self.sessions.get(params.session_id)
-        return await session.checkpoints.changes(params.from_, params.to)
-
-    async def session_revert(self, params: RevertParams) -> RevertResult:
-        session = self.sessions.get(params.session_id)
-        if session.agent.is_running:
-            raise AgentBusyError("the session has an active run: abort it before a revert")
-        return await session.checkpoints.revert(
-            params.entry_id, params.paths, force=params.force, files=session.files
-        )
-
-    async def session_close(self, params: SessionIdParams) -> WireModel:
-        await self.sessions.close(params.session_id)
-        return WireModel()
-
-    async def session_delete(self, params: SessionIdParams) -> WireModel:
-        await self.sessions.delete(params.session_id)
-        return WireModel()
-
-    async def prompt(self, params: PromptParams) -> RunResultModel:
-        return await self._run(self.sessions.get(params.session_id), params.message)
-
-    async def continue_(self, params: SessionParams) -> RunResultModel:
-        return await self._run(self.sessions.get(params.session_id), None)
-
-    async def steer(self, params: QueueParams) -> QueueResult:
-        session = self.sessions.get(params.session_id)
-        return QueueResult(queued=session.enqueue("steering", params.message))
-
-    async def follow_up(self, params: QueueParams) -> QueueResult:
-        session = self.sessions.get(params.session_id)
-        return QueueResult(queued=session.enqueue("followUp", params.message))
-
-    async def abort(self, params: SessionParams) -> WireModel:
-        self.sessions.get(params.session_id).agent.abort()
-        return WireModel()
-
-    async def get_state(self, params: SessionParams) -> GetStateResult:
-        session = self.sessions.get(params.session_id)
-        agent = session.agent
-        return GetStateResult(
-            session_id=session.id,
-            is_running=agent.is_running,
-            provider=session.provider,
-            model=session.model,
-            cwd=str(session.cwd),
-            message_count=len(agent.messages),
-            pending_steering=len(agent.steering_queue),
-            pending_follow_up=len(agent.follow_up_queue),
-            steering_mode=agent.steering_mode,
-            follow_up_mode=agent.follow_up_mode,
-            thinking_level=session.thinking,
-            permission_mode=session.gate.mode,
-            usage=agent.usage,
-            context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
-                           for f in session.context.files],
-            checkpoints=CheckpointsInfo(
-                enabled=session.checkpoints.enabled, reason=session.checkpoints.reason
-            ),
-            plan=session.plan.items,
-        )
-
-    async def get_messages(self, params: SessionParams) -> GetMessagesResult:
-        agent = self.sessions.get(params.session_id).agent
-        return GetMessagesResult(messages=list(agent.messages))
-
-    async def set_queue_modes(self, params: SetQueueModesParams) -> SetQueueModesResult:
-        agent = self.sessions.get(params.session_id).agent
-        if params.steering is not None:
-            agent.steering_mode = params.steering
-        if params.follow_up is not None:
-            agent.follow_up_mode = params.follow_up
-        return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
-
-    async def compact(self, params: CompactParams) -> CompactResult:
-        from tiller.compaction import SUMMARY_PREFIX, estimate_tokens
-        from tiller.model_call import model_context
-
-        session = self.sessions.get(params.session_id)
-        agent = session.agent
-        before = estimate_tokens(model_context(agent.messages))
-        compacted = await agent.compact(params.instructions)
-        summary = agent.messages[0].content if compacted else None
-        return CompactResult(
-            compacted=compacted,
-            summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
-            tokens_before=before,
-            tokens_after=estimate_tokens(model_context(agent.messages)),
-            message_count=len(agent.messages),
-        )
-
-    async def set_permission_mode(self, params: SetPermissionModeParams) -> SetPermissionModeResult:
-        session = self.sessions.get(params.session_id)
-        session.set_permission_mode(params.mode)
-        return SetPermissionModeResult(mode=params.mode)
-
-    async def models_list(self, params: SessionParams) -> ModelsListResult:
-        return self._models_list()
-
-    async def set_model(self, params: SetModelParams) -> SetModelResult:
-        session = self.sessions.get(params.session_id)
-        await session.set_model(params.provider, params.model)
-        return SetModelResult(provider=session.provider, model=session.model)
-
-    async def set_thinking_level(self, params: SetThinkingLevelParams) -> SetThinkingLevelResult:
-        session = self.sessions.get(params.session_id)
-        session.set_thinking(params.level)
-        return SetThinkingLevelResult(level=params.level)
-
-    async def commands_list(self, params: SessionParams) -> CommandsListResult:
-        return CommandsListResult(commands=self.sessions.get(params.session_id).command_entries())
-
-    async def mcp_list(self, params: SessionParams) -> McpListResult:
-        session = self.sessions.get(params.session_id)
-        await session.mcp.ensure_started()
-        await session.refresh_commands()  # their prompts: commands/list shows them now
-        return McpListResult(servers=session.mcp.states())
-
-    def _history(self, session: Session) -> SessionLoadResult:
-        agent = session.agent
-        return SessionLoadResult.model_construct(  # the messages are valid models already
-            session_id=session.id,
-            cwd=str(session.cwd),
-            provider=session.provider,
-            model=session.model,
-            messages=list(agent.messages),
-            entry_ids=list(session.entry_ids),
-            pending_steering=len(agent.steering_queue),
-            pending_follow_up=len(agent.follow_up_queue),
-        )
-
-    def _checkpoints_info(self) -> CheckpointsInfo:
-        """Whether new sessions get checkpoints, and why not."""
+    def _checkpoints_info(self) -> dict[str, Any]:
+        """Whether new sessions get checkpoints, and why not (protocol.md's CheckpointsInfo)."""
         if not git_available():
-            return CheckpointsInfo(enabled=False, reason="git is not on PATH")
+            return {"enabled": False, "reason": "git is not on PATH"}
         if self.config.session_dir is None:
-            return CheckpointsInfo(enabled=False, reason="sessions are not saved (--no-session)")
-        return CheckpointsInfo(enabled=True)
-
-    def _models_list(self) -> ModelsListResult:
-        config = self.config
-        providers = [
-            ProviderEntry(
-                name=settings.name,
-                type=settings.type,
-                base_url=settings.resolve_base_url(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-                api_key_env=settings.api_key_env,
-                configured=settings.configured(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-            )
-            for name, settings in sorted(config.providers.items())
-        ]
-        models = [
-            ModelEntry(
-                provider=info.provider,
-                id=info.id,
-                context_window=info.context_window,
-                max_output_tokens=info.max_output_tokens,
-                cost=ModelCostModel(**vars(info.cost)) if info.cost else None,
-                reasoning=info.reasoning,
-            )
-            for info in config.models
-        ]
-        return ModelsListResult(providers=providers, models=models)
-
-    async def _run(
-        self, session: Session, message: str | list[UserContent] | None
-    ) -> RunResultModel:
-        """Run ``message`` (its slash command expanded) or, for None, continue, once the
-        session's MCP servers are up. ``$/cancelRequest`` for this request aborts the run; one
-        that comes before the run began means it never begins (``aborted``, no events)."""
-        agent = session.agent
-        cancelled = False
-
-        def cancel() -> None:
-            nonlocal cancelled
-            cancelled = True
-            if agent.is_running:
-                agent.abort()
-
-        with self.front.cancellable(cancel):
-            await session.mcp.ensure_started()
-            content = None if message is None else await session.expand_prompt(message)
-            if cancelled:
-                result = RunResult(stop_reason="aborted")
-            elif content is None:
-                result = await agent.continue_()
-            else:
-                result = await agent.prompt(content)
-        return RunResultModel(
-            stop_reason=result.stop_reason, error_message=result.error_message, usage=result.usage
-        )
+            return {"enabled": False, "reason": "sessions are not saved (--no-session)"}
+        return {"enabled": True}
