@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pydantic import TypeAdapter
+from pydantic_core import from_json
 
 from tiller.compaction import SUMMARY_PREFIX
 from tiller.errors import RequestError
@@ -100,8 +101,10 @@ class Entry:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Entry:
-        data = {k: v for k, v in raw.items() if k not in ("type", "id", "parentId", "timestamp")}
-        return cls(raw["type"], raw["id"], raw.get("parentId"), raw.get("timestamp", 0), data)
+        """The entry of one parsed line; takes ``raw`` over (its fixed keys are popped, the
+        rest becomes ``data``), so pass a dict nothing else holds."""
+        pop = raw.pop
+        return cls(pop("type"), pop("id"), pop("parentId", None), pop("timestamp", 0), raw)
 
 
 @dataclass
@@ -166,7 +169,7 @@ def _parse_lines(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = _parse_line(line)
         except ValueError:
             if number == len(raw_lines):
                 torn = True
@@ -178,6 +181,16 @@ def _parse_lines(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if isinstance(value, dict):
             parsed.append(value)
     return parsed, torn
+
+
+def _parse_line(line: bytes) -> Any:
+    """One line's JSON value, as ``json.loads`` reads it; raises ValueError if unreadable.
+    pydantic_core's parser is about three times faster; it refuses a lone surrogate escape
+    (``"\\ud800"``) that ``json.dumps`` writes for such a character, so it falls back."""
+    try:
+        return from_json(line)
+    except ValueError:
+        return json.loads(line)
 
 
 def read_session_file(path: Path) -> SessionFile:
