@@ -80,9 +80,10 @@ class SessionLogError(RequestError):
     code = -32016
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """One line after the header. ``data`` holds the type-specific fields, camelCase."""
+    """One line after the header. ``data`` holds the type-specific fields, camelCase. (Slots:
+    a loaded log holds one per line.)"""
 
     type: str
     id: str
