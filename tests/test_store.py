@@ -175,3 +175,27 @@ def test_a_malformed_entry_is_refused_with_its_id(tmp_path: Path) -> None:
     session_log.close()
     with pytest.raises(SessionLogError, match=f"model_change entry '{bad.id}' is malformed"):
         replay(read_session_file(path))
+
+
+@pytest.mark.parametrize("first_bad", ["message", "model_change"])
+def test_the_first_malformed_entry_of_the_branch_is_named(tmp_path: Path, first_bad: str) -> None:
+    """Messages are validated together; when one is malformed the error is still the one an
+    entry-by-entry replay meets first."""
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    session_log.append("message", message=UserMessage(content="fine").dump())
+    bad: dict[str, str] = {}
+    for kind in (first_bad, *({"message", "model_change"} - {first_bad})):
+        if kind == "message":
+            bad[kind] = session_log.append("message", message={"role": "user"}).id  # no content
+        else:
+            bad[kind] = session_log.append("model_change", provider="anthropic").id  # no model
+        session_log.append("message", message=UserMessage(content="fine too").dump())
+    session_log.close()
+    with pytest.raises(SessionLogError) as raised:
+        replay(read_session_file(path))
+    message = str(raised.value)
+    assert f"{first_bad} entry '{bad[first_bad]}' is malformed" in message
+    if first_bad == "message":
+        assert "ValidationError: 1 validation error for " in message and "content" in message
+        assert "list[" not in message

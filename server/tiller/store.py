@@ -17,7 +17,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -53,6 +53,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 FORMAT_VERSION = 1
 
@@ -326,9 +327,12 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     kept: _Kept = []
     queued: dict[str, tuple[str, UserMessage]] = {}
     started: set[str] = set()
-    for entry in file.branch(leaf_id):
+    branch = file.branch(leaf_id)
+    validated = _validate_messages(branch)
+    for entry in branch:
         try:
-            kept = _replay_entry(state, entry, kept, queued, started)
+            message = next(validated) if validated and entry.type == "message" else None
+            kept = _replay_entry(state, entry, kept, queued, started, message)
         except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError too
             raise SessionLogError(
                 f"session {file.id} is corrupt ({file.path}): its {entry.type} entry "
@@ -348,18 +352,33 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     return state
 
 
+def _validate_messages(branch: list[Entry]) -> Iterator[Message] | None:
+    """The messages of the branch's ``message`` entries, in order, validated in one call (a
+    call per message cost a tenth more); None when one is malformed: the entry-by-entry
+    validation then finds and names it, as if this had not been tried."""
+    try:
+        return iter(_MESSAGES.validate_python(
+            [entry.data["message"] for entry in branch if entry.type == "message"]
+        ))
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError too
+        return None
+
+
 def _replay_entry(
     state: Replay,
     entry: Entry,
     kept: _Kept,
     queued: dict[str, tuple[str, UserMessage]],
     started: set[str],
+    message: Message | None = None,
 ) -> _Kept:
     """Apply one entry to the replay in progress; returns the kept messages (a compaction
-    replaces the list). Raises KeyError/TypeError/ValueError for a malformed entry."""
+    replaces the list). ``message``: a message entry's message, already validated. Raises
+    KeyError/TypeError/ValueError for a malformed entry."""
     data = entry.data
     if entry.type == "message":
-        message = _MESSAGE.validate_python(data["message"])
+        if message is None:
+            message = _MESSAGE.validate_python(data["message"])
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
         if state.title is None and isinstance(message, UserMessage):
