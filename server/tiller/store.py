@@ -19,6 +19,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,8 +53,14 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    """One message's validator: built only when a log has a malformed message to name."""
+    return TypeAdapter(Message)
+
 
 FORMAT_VERSION = 1
 
@@ -378,7 +385,7 @@ def _replay_entry(
     data = entry.data
     if entry.type == "message":
         if message is None:
-            message = _MESSAGE.validate_python(data["message"])
+            message = _message_adapter().validate_python(data["message"])
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
         if state.title is None and isinstance(message, UserMessage):
