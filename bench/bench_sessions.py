@@ -286,6 +286,7 @@ class Load:
     spawn_to_loaded: float = 0.0
     first: float = 0.0
     second: float = 0.0
+    second_cpu: float = 0.0
     response_bytes: int = 0
     notifications: int = 0
     notification_bytes: int = 0
@@ -332,9 +333,11 @@ async def load_in_server(session_dir: Path, cwd: Path, session_id: str, acp: boo
         result.messages = len(answer.get("messages", [])) if isinstance(answer, dict) else 0
         if not acp:  # ACP has no session/close: the second load would return the live session
             await client.request("session/close", {"sessionId": session_id})
+            cpu = cpu_seconds(client.pid)
             start = time.perf_counter()
             await client.request("session/load", params, timeout=120)
             result.second = time.perf_counter() - start
+            result.second_cpu = cpu_seconds(client.pid) - cpu
     return result
 
 
@@ -357,6 +360,7 @@ async def measure_loads(rows: list[Row], session_dir: Path, cwd: Path, session_i
                                                      f"{mib(r.rss_after * 1024)}"),
         ("server VmHWM (peak) after", lambda r: mib(r.hwm * 1024)),
         ("session/close, then load again", lambda r: ms(r.second) if r.second else "n/a"),
+        ("  server CPU during it", lambda r: ms(r.second_cpu) if r.second else "n/a"),
     ]
     for metric, value in show:
         rows.append(Row(section, metric, f"{value(native):<26}{value(acp)}"))

@@ -51,6 +51,20 @@ def test_every_entry_type_round_trips(tmp_path: Path) -> None:
     assert [e.to_json() for e in loaded.entries] == [e.to_json() for e in written]
     assert [e.parent_id for e in loaded.entries] == [None, *[e.id for e in written[:-1]]]
     assert loaded.torn_tail is False
+    fixed = {"type", "id", "parentId", "timestamp"}
+    assert all(not fixed & e.data.keys() for e in loaded.entries)
+
+
+def test_text_json_dumps_can_write_reads_back(tmp_path: Path) -> None:
+    """A lone surrogate (undecodable bytes a tool passed on) is written as an escape that
+    pydantic_core's parser refuses; the line must still load, not be skipped."""
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    texts = ["plain", "bytes \udcff\udc80 kept", "emoji \U0001f600 and \u00e9", "nul \x00 end"]
+    for text in texts:
+        session_log.append("label", label=text)
+    session_log.close()
+    assert [e.data["label"] for e in read_session_file(path).entries] == texts
 
 
 def test_torn_last_line_is_ignored_and_repaired(tmp_path: Path) -> None:
@@ -74,15 +88,22 @@ def test_torn_last_line_is_ignored_and_repaired(tmp_path: Path) -> None:
     assert all(json.loads(line) for line in path.read_text().splitlines())
 
 
-def test_a_bad_line_in_the_middle_is_skipped(tmp_path: Path) -> None:
+def test_a_bad_line_in_the_middle_is_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "s.jsonl"
     session_log = new_log(path)
     session_log.append("label", label="one")
     with path.open("ab") as handle:
-        handle.write(b"not json at all\n")
+        handle.write(b"not json at all\n[1, 2]\n\"a string\"\n{\"type\": \"label\"}\n\xff\xfe\n")
     session_log.append("label", label="two")
     session_log.close()
-    assert [e.data["label"] for e in read_session_file(path).entries] == ["one", "two"]
+    with caplog.at_level("WARNING", logger="tiller.store"):
+        loaded = read_session_file(path)
+    assert [e.data["label"] for e in loaded.entries] == ["one", "two"]
+    assert loaded.torn_tail is False
+    skipped = [r.getMessage() for r in caplog.records]
+    assert [m.rsplit(" ", 1)[-1] for m in skipped] == ["3", "7"]
 
 
 def test_versions(tmp_path: Path) -> None:
@@ -154,3 +175,27 @@ def test_a_malformed_entry_is_refused_with_its_id(tmp_path: Path) -> None:
     session_log.close()
     with pytest.raises(SessionLogError, match=f"model_change entry '{bad.id}' is malformed"):
         replay(read_session_file(path))
+
+
+@pytest.mark.parametrize("first_bad", ["message", "model_change"])
+def test_the_first_malformed_entry_of_the_branch_is_named(tmp_path: Path, first_bad: str) -> None:
+    """Messages are validated together; when one is malformed the error is still the one an
+    entry-by-entry replay meets first."""
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    session_log.append("message", message=UserMessage(content="fine").dump())
+    bad: dict[str, str] = {}
+    for kind in (first_bad, *({"message", "model_change"} - {first_bad})):
+        if kind == "message":
+            bad[kind] = session_log.append("message", message={"role": "user"}).id  # no content
+        else:
+            bad[kind] = session_log.append("model_change", provider="anthropic").id  # no model
+        session_log.append("message", message=UserMessage(content="fine too").dump())
+    session_log.close()
+    with pytest.raises(SessionLogError) as raised:
+        replay(read_session_file(path))
+    message = str(raised.value)
+    assert f"{first_bad} entry '{bad[first_bad]}' is malformed" in message
+    if first_bad == "message":
+        assert "ValidationError: 1 validation error for " in message and "content" in message
+        assert "list[" not in message

@@ -15,7 +15,6 @@ hook (before), an after-tool hook and a subscriber (turn end). Git runs in worke
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -267,6 +266,8 @@ def _file_change(repo: ShadowRepo, rel: str, old: Blob | None, new: Blob | None)
     if old_text is None or new_text is None:
         return FileChange(path=rel, status=status, binary=True, additions=0, deletions=0,
                           diff=f"Binary files a/{rel} and b/{rel} differ\n")
+    import difflib  # on first use: a loaded session may never diff
+
     lines = list(difflib.unified_diff(
         old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
         fromfile=f"a/{rel}" if old else "/dev/null", tofile=f"b/{rel}" if new else "/dev/null",

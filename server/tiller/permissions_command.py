@@ -33,11 +33,12 @@ import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import PurePosixPath
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-import tree_sitter
-import tree_sitter_bash
+if TYPE_CHECKING:  # the parser loads on the first command judged, not with the session
+    import tree_sitter
 
 __all__ = [
     "CommandMemory",
@@ -88,7 +89,13 @@ READABLE = {
     "&": "a background job (&)",
 }
 
-_PARSER = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+@cache
+def _parser() -> tree_sitter.Parser:
+    """The bash parser, built on first use (a loaded session may never judge a command)."""
+    import tree_sitter
+    import tree_sitter_bash
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ def _starts_with(part: Signature, words: Signature) -> bool:
 
 def _parse(command: str) -> tree_sitter.Node | None:
     try:
-        return _PARSER.parse(command.encode("utf-8")).root_node
+        return _parser().parse(command.encode("utf-8")).root_node
     except UnicodeEncodeError:
         return None
 

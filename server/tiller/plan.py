@@ -50,7 +50,13 @@ class PlanTracker:
 
     def restore(self, messages: Sequence[Message]) -> None:
         """Take the plan the last ``todo`` result in ``messages`` left (none: empty)."""
-        for message in reversed(messages):
+        first: dict[str, Tool[Any]] = {}
+        for tool in self.tools():
+            first.setdefault(tool.name, tool)  # find_tool's answer for each name
+        todo_names = {name for name, tool in first.items() if isinstance(tool, TodoTool)}
+        for message in reversed(messages):  # a long transcript: skip the other messages cheaply
+            if not isinstance(message, ToolResultMessage) or message.tool_name not in todo_names:
+                continue
             items = self._plan_of(message)
             if items is not None:
                 self.items = items

@@ -224,7 +224,9 @@ def _open_saved(path: Path) -> tuple[SessionFile, Replay, SessionLog]:
     """Read, replay and reopen one session file (blocking: run it in a worker thread); raises
     SessionLogError if it is unusable. The cyclic garbage collector is paused meanwhile: a
     big log allocates hundreds of thousands of objects, none of them garbage, and collecting
-    over them took about half of the load."""
+    over them took about half of the load. What was built is then moved to the oldest
+    generation (``gc.freeze`` then ``gc.unfreeze``, no traversal): it lives as long as the
+    session, and the first young collection after the load would otherwise walk all of it."""
     paused = gc.isenabled()
     gc.disable()
     try:
@@ -234,5 +236,7 @@ def _open_saved(path: Path) -> tuple[SessionFile, Replay, SessionLog]:
     except OSError as exc:
         raise SessionLogError(f"cannot read the session log {path}: {exc}") from None
     finally:
+        gc.freeze()
+        gc.unfreeze()
         if paused:
             gc.enable()

@@ -17,12 +17,14 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
 from pydantic import TypeAdapter
+from pydantic_core import from_json
 
 from tiller.compaction import SUMMARY_PREFIX
 from tiller.errors import RequestError
@@ -51,7 +53,14 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@cache
+def _message_adapter() -> TypeAdapter[Message]:
+    """One message's validator: built only when a log has a malformed message to name."""
+    return TypeAdapter(Message)
+
 
 FORMAT_VERSION = 1
 
@@ -79,9 +88,10 @@ class SessionLogError(RequestError):
     code = -32016
 
 
-@dataclass
+@dataclass(slots=True)
 class Entry:
-    """One line after the header. ``data`` holds the type-specific fields, camelCase."""
+    """One line after the header. ``data`` holds the type-specific fields, camelCase. (Slots:
+    a loaded log holds one per line.)"""
 
     type: str
     id: str
@@ -100,8 +110,10 @@ class Entry:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Entry:
-        data = {k: v for k, v in raw.items() if k not in ("type", "id", "parentId", "timestamp")}
-        return cls(raw["type"], raw["id"], raw.get("parentId"), raw.get("timestamp", 0), data)
+        """The entry of one parsed line; takes ``raw`` over (its fixed keys are popped, the
+        rest becomes ``data``), so pass a dict nothing else holds."""
+        pop = raw.pop
+        return cls(pop("type"), pop("id"), pop("parentId", None), pop("timestamp", 0), raw)
 
 
 @dataclass
@@ -166,7 +178,7 @@ def _parse_lines(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = _parse_line(line)
         except ValueError:
             if number == len(raw_lines):
                 torn = True
@@ -178,6 +190,16 @@ def _parse_lines(path: Path) -> tuple[list[dict[str, Any]], bool]:
         if isinstance(value, dict):
             parsed.append(value)
     return parsed, torn
+
+
+def _parse_line(line: bytes) -> Any:
+    """One line's JSON value, as ``json.loads`` reads it; raises ValueError if unreadable.
+    pydantic_core's parser is about three times faster; it refuses a lone surrogate escape
+    (``"\\ud800"``) that ``json.dumps`` writes for such a character, so it falls back."""
+    try:
+        return from_json(line)
+    except ValueError:
+        return json.loads(line)
 
 
 def read_session_file(path: Path) -> SessionFile:
@@ -312,9 +334,12 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     kept: _Kept = []
     queued: dict[str, tuple[str, UserMessage]] = {}
     started: set[str] = set()
-    for entry in file.branch(leaf_id):
+    branch = file.branch(leaf_id)
+    validated = _validate_messages(branch)
+    for entry in branch:
         try:
-            kept = _replay_entry(state, entry, kept, queued, started)
+            message = next(validated) if validated and entry.type == "message" else None
+            kept = _replay_entry(state, entry, kept, queued, started, message)
         except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError too
             raise SessionLogError(
                 f"session {file.id} is corrupt ({file.path}): its {entry.type} entry "
@@ -334,18 +359,33 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     return state
 
 
+def _validate_messages(branch: list[Entry]) -> Iterator[Message] | None:
+    """The messages of the branch's ``message`` entries, in order, validated in one call (a
+    call per message cost a tenth more); None when one is malformed: the entry-by-entry
+    validation then finds and names it, as if this had not been tried."""
+    try:
+        return iter(_MESSAGES.validate_python(
+            [entry.data["message"] for entry in branch if entry.type == "message"]
+        ))
+    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError too
+        return None
+
+
 def _replay_entry(
     state: Replay,
     entry: Entry,
     kept: _Kept,
     queued: dict[str, tuple[str, UserMessage]],
     started: set[str],
+    message: Message | None = None,
 ) -> _Kept:
     """Apply one entry to the replay in progress; returns the kept messages (a compaction
-    replaces the list). Raises KeyError/TypeError/ValueError for a malformed entry."""
+    replaces the list). ``message``: a message entry's message, already validated. Raises
+    KeyError/TypeError/ValueError for a malformed entry."""
     data = entry.data
     if entry.type == "message":
-        message = _MESSAGE.validate_python(data["message"])
+        if message is None:
+            message = _message_adapter().validate_python(data["message"])
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
         if state.title is None and isinstance(message, UserMessage):

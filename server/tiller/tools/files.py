@@ -14,7 +14,6 @@ changes:
 
 from __future__ import annotations
 
-import difflib
 import os
 import threading
 from collections.abc import AsyncIterator
@@ -109,6 +108,8 @@ def _lines_with_ends(text: str) -> list[str]:
 
 def unified_diff(old: str, new: str, name: str, context: int = 3) -> str:
     """A unified diff from ``old`` to ``new`` labelled ``a/name`` and ``b/name`` ("" if equal)."""
+    import difflib  # on first use: a loaded session may never diff
+
     out: list[str] = []
     for line in difflib.unified_diff(
         _lines_with_ends(old), _lines_with_ends(new), f"a/{name}", f"b/{name}", n=context
