@@ -31,6 +31,7 @@ It prints numbers from one run and asserts nothing about them.
 from __future__ import annotations
 
 import bisect
+import compileall
 import json
 import os
 import platform
@@ -193,7 +194,10 @@ async def tiller(
 
 
 def server_env() -> dict[str, str]:
-    """The environment of this process minus provider settings, with server/ importable."""
+    """The environment of this process minus provider settings, with server/ importable and
+    compiled to bytecode first, as an installed package is (under PYTHONDONTWRITEBYTECODE every
+    spawn would compile Tiller's modules again, which no user's start-up pays)."""
+    compileall.compile_dir(ROOT / "server", quiet=1)
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "server"), env.get("PYTHONPATH")]))
     return env
