@@ -11,6 +11,7 @@ the protocol's JSON Schema (``tiller.schema``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -58,6 +59,7 @@ def serve(argv: Sequence[str]) -> int:
         from tiller.rpc import TillerFront
 
         front, switch = TillerFront(config).front, acp_on_initialize(config, argv)
+    gc.freeze()  # what start-up built lives as long as the process: no collection walks it again
     try:
         asyncio.run(serve_front(front, config, switch=switch))
     except KeyboardInterrupt:
