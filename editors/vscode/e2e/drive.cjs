@@ -24,9 +24,10 @@ async function screenshot(page, name) {
   await page.screenshot({ path: file });
 }
 
-/** The chat webview's inner frame (VS Code nests it: webview host > active-frame). */
-async function chatFrame(page) {
-  const deadline = Date.now() + WAIT.timeout;
+/** The chat webview's inner frame (VS Code nests it: webview host > active-frame), or null if
+ * it has not appeared within `ms`. */
+async function chatFrame(page, ms) {
+  const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     for (const frame of page.frames()) {
       try {
@@ -39,26 +40,35 @@ async function chatFrame(page) {
     }
     await page.waitForNetworkIdle({ idleTime: 100, timeout: 2000 }).catch(() => undefined);
   }
-  throw new Error('the Tiller chat view never appeared');
+  return null;
 }
 
+/** Show the Tiller view and return its frame. Clicking the item of a view already shown would
+ * hide it, and after a reload the workbench restores the view on its own, possibly just after
+ * we looked: so the item's state is checked again until the frame is there. */
 async function openChat(page) {
-  // Clicking the item of the view already shown would hide it (a reload restores the view).
-  await page.waitForFunction(
-    () => {
-      const label = document.querySelector('.activitybar [aria-label^="Tiller"]');
-      if (!label) {
-        return false;
-      }
-      const item = label.closest('.action-item');
-      if (!item?.classList.contains('checked')) {
-        label.click();
-      }
-      return true;
-    },
-    WAIT,
-  );
-  return chatFrame(page);
+  const deadline = Date.now() + WAIT.timeout;
+  while (Date.now() < deadline) {
+    await page.waitForFunction(
+      () => {
+        const label = document.querySelector('.activitybar [aria-label^="Tiller"]');
+        if (!label) {
+          return false;
+        }
+        const item = label.closest('.action-item');
+        if (!item?.classList.contains('checked')) {
+          label.click();
+        }
+        return true;
+      },
+      WAIT,
+    );
+    const frame = await chatFrame(page, 10000);
+    if (frame) {
+      return frame;
+    }
+  }
+  throw new Error('the Tiller chat view never appeared');
 }
 
 /**
