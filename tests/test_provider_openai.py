@@ -258,6 +258,21 @@ async def test_request_without_tools_or_max_tokens_omits_them(
     assert body["messages"] == [{"role": "user", "content": "hello"}]
 
 
+@pytest.mark.anyio
+async def test_text_blocks_of_a_user_message_stay_apart(
+    fake_openai: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    """A prompt and the resource an editor attached to it are separate blocks: sent as one
+    string (what local servers take), a blank line keeps them apart."""
+    resource = '<resource uri="file:///w/a.py">\nx = 1\n</resource>'
+    request = ModelRequest(messages=[UserMessage(content=[
+        TextContent(text="Explain this"), TextContent(text=resource)])])
+    fake_openai.enqueue(text_reply("ok"))
+    await collect(provider, request)
+    [body] = fake_openai.requests
+    assert body["messages"] == [{"role": "user", "content": f"Explain this\n\n{resource}"}]
+
+
 # ---------------------------------------------------------------------------------------------
 # Failures become error messages
 

@@ -267,11 +267,13 @@ def _convert_message(message: Message) -> dict[str, Any]:
 
 
 def _user_content(content: str | list[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
-    """A string stays a string, and so does text-only content (local servers prefer it)."""
+    """A string stays a string, and so does text-only content (local servers prefer it): its
+    blocks are separated by a blank line, as separate blocks read (a prompt, then an attached
+    file or resource, must not run into each other)."""
     if isinstance(content, str):
         return content
     if all(isinstance(block, TextContent) for block in content):
-        return "".join(block.text for block in content if isinstance(block, TextContent))
+        return "\n\n".join(block.text for block in content if isinstance(block, TextContent))
     parts: list[dict[str, Any]] = []
     for block in content:
         if isinstance(block, TextContent):
