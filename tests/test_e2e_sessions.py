@@ -164,3 +164,15 @@ async def test_close_delete_and_in_memory_sessions(
         await tiller.request("agent/prompt", {"message": "y"})
         assert (await tiller.request("session/list"))["sessions"] == []
     assert not (memory_dir / ".sessions").exists()
+
+
+@pytest.mark.anyio
+async def test_a_session_without_messages_was_updated_when_created(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        session_id = (await tiller.request("session/new"))["sessionId"]
+        [listed] = (await tiller.request("session/list"))["sessions"]
+
+    assert listed["sessionId"] == session_id and listed["messageCount"] == 0
+    assert listed["created"] > 0 and listed["updated"] == listed["created"]

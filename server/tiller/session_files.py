@@ -71,12 +71,13 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
     except (OSError, SessionLogError) as exc:
         log.warning("skipping %s: %s", path, exc)
         return None
+    created = int(loaded.header.get("created", 0))
     return SessionSummary(
         session_id=loaded.id,
         title=state.title,
         cwd=str(loaded.header.get("cwd", "")),
-        created=int(loaded.header.get("created", 0)),
-        updated=loaded.entries[-1].timestamp if loaded.entries else 0,
+        created=created,
+        updated=loaded.entries[-1].timestamp if loaded.entries else created,
         message_count=len(state.messages),
         live=loaded.id in live,
     )

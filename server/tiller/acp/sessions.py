@@ -33,7 +33,7 @@ def iso_time(ms: int) -> str:
 def session_info(summary: SessionSummary) -> dict[str, Any]:
     """One ``session/list`` entry."""
     info: dict[str, Any] = {"sessionId": summary.session_id, "cwd": summary.cwd,
-                            "updatedAt": iso_time(summary.updated or summary.created)}
+                            "updatedAt": iso_time(summary.updated)}
     if summary.title:
         info["title"] = summary.title
     info["_meta"] = {"tiller": {"messageCount": summary.message_count, "live": summary.live}}
