@@ -120,3 +120,35 @@ async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn
     assert len(fake_openai.requests) == 1
     assert [m["content"] for m in fake_openai.requests[0]["messages"]
             if m["role"] == "user"] == ["second"]
+
+
+async def test_a_cancel_while_steering_waits_for_its_mcp_servers_starts_no_turn(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``_session/steering`` on an idle session would start a turn; a ``session/cancel`` while
+    it still waits for the session's MCP servers stops that: nothing is consumed."""
+    fifo = tmp_path / "start-gate"
+    os.mkfifo(fifo)
+    gated = McpServerStdio(name="gated", command=sys.executable,
+                           args=[str(SCRIPTED), "--wait-fifo", str(fifo)], env=[])
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[gated])).session_id
+        async with anyio.create_task_group() as group:
+            answers: list[Any] = []
+
+            async def steer() -> None:
+                answers.append(await conn.ext_method("session/steering", {
+                    "sessionId": sid, "prompt": [{"type": "text", "text": "go on alone"}]}))
+
+            group.start_soon(steer)
+            await recorder.wait_for(lambda m: m.get("method") == "_session/steering", sent=True)
+            await conn.cancel(session_id=sid)
+            await conn.list_sessions(cwd=str(tmp_path))  # in order: the cancel was seen
+            with fifo.open("w"):  # let the MCP server start
+                pass
+        await conn.list_sessions(cwd=str(tmp_path))
+
+    assert answers == [{"outcome": "promptRequired", "reason": "cancelled"}]
+    assert fake_openai.requests == []

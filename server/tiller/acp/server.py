@@ -386,8 +386,11 @@ class AcpFront:
             raise JsonRpcInvalidParams("Invalid params: _meta.steering.idleBehavior: one of "
                                        + ", ".join(IDLE_BEHAVIORS))
         content = self._content(params.prompt)
-        await session.mcp.ensure_started()
-        message = await session.expand_prompt(content)
+        with self.turns.preparing(session) as ready:
+            await session.mcp.ensure_started()
+            message = await session.expand_prompt(content)
+        if ready.cancelled:  # a session/cancel while it got ready: nothing is consumed
+            return AcpSteeringResult(outcome="promptRequired", reason="cancelled")
         outcome, reason = self.turns.steering(session, message, idle)
         return AcpSteeringResult(outcome=outcome, reason=reason)
 
