@@ -22,6 +22,15 @@ pytestmark = pytest.mark.anyio
 SCRIPTED = Path(__file__).parent / "mcp" / "scripted_server.py"
 
 
+def gated_server(tmp_path: Path) -> tuple[McpServerStdio, Path]:
+    """An MCP server that starts only once something opens the returned FIFO for writing."""
+    fifo = tmp_path / "start-gate"
+    os.mkfifo(fifo)
+    server = McpServerStdio(name="gated", command=sys.executable,
+                            args=[str(SCRIPTED), "--wait-fifo", str(fifo)], env=[])
+    return server, fifo
+
+
 async def test_session_new_and_load_connect_their_mcp_servers(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
@@ -90,10 +99,7 @@ async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn
 ) -> None:
     """``session/cancel`` while a ``session/prompt`` still waits for the session's MCP servers
     answers that prompt ``cancelled``: the model is never called for it."""
-    fifo = tmp_path / "start-gate"
-    os.mkfifo(fifo)
-    gated = McpServerStdio(name="gated", command=sys.executable,
-                           args=[str(SCRIPTED), "--wait-fifo", str(fifo)], env=[])
+    gated, fifo = gated_server(tmp_path)
     fake_openai.enqueue(text_reply("the second prompt's reply"))
     recorder = Recorder()
     async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
@@ -127,10 +133,7 @@ async def test_a_cancel_while_steering_waits_for_its_mcp_servers_starts_no_turn(
 ) -> None:
     """``_session/steering`` on an idle session would start a turn; a ``session/cancel`` while
     it still waits for the session's MCP servers stops that: nothing is consumed."""
-    fifo = tmp_path / "start-gate"
-    os.mkfifo(fifo)
-    gated = McpServerStdio(name="gated", command=sys.executable,
-                           args=[str(SCRIPTED), "--wait-fifo", str(fifo)], env=[])
+    gated, fifo = gated_server(tmp_path)
     recorder = Recorder()
     async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
         await conn.initialize(protocol_version=1)

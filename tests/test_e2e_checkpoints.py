@@ -12,6 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from acp import text_block
 
@@ -164,6 +165,31 @@ async def test_revert_works_after_kill_9_and_load(fake_openai: FakeOpenAI, tmp_p
     assert sorted(result["restored"]) == ["extra.txt", "keep.txt"]
     assert (ws / "keep.txt").read_text() == "original\n"
     assert not (ws / "extra.txt").exists()
+
+
+async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    held = threading.Event()
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "agent\n"})]),
+        text_reply("Written."),
+        text_reply("later", gate=held),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "write"})
+        checkpoint = next(e for e in tiller.events if e["type"] == "checkpoint")
+        async with anyio.create_task_group() as group:
+            group.start_soon(tiller.request, "agent/prompt", {"sessionId": sid, "message": "more"})
+            await wait_requests(fake_openai, 3)  # the second run waits for its model
+            with pytest.raises(RpcError) as busy:
+                await tiller.request("session/revert",
+                                     {"sessionId": sid, "entryId": checkpoint["entryId"]})
+            held.set()
+
+    assert busy.value.code == -32010 and "abort it before a revert" in busy.value.message
+    assert (ws / "a.txt").read_text() == "agent\n"
 
 
 async def test_binary_files_and_files_past_the_size_cap(

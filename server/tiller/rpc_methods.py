@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import anyio
 
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError
 from tiller.front import Front, Method
 from tiller.protocol import (
     ChangesParams,
@@ -136,12 +135,8 @@ class Methods:
         return await session.checkpoints.changes(params.from_, params.to)
 
     async def session_revert(self, params: RevertParams) -> RevertResult:
-        session = self.sessions.get(params.session_id)
-        if session.agent.is_running:
-            raise AgentBusyError("the session has an active run: abort it before a revert")
-        return await session.checkpoints.revert(
-            params.entry_id, params.paths, force=params.force, files=session.files
-        )
+        return await self.sessions.get(params.session_id).revert(
+            params.entry_id, params.paths, force=params.force, stop="abort")
 
     async def session_close(self, params: SessionIdParams) -> WireModel:
         await self.sessions.close(params.session_id)

@@ -24,12 +24,14 @@ from tiller.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
+from tiller.errors import AgentBusyError
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
+from tiller.protocol_checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
 from tiller.recorder import LogRecorder
 from tiller.settings import AgentSettings
@@ -270,6 +272,15 @@ class Session:
         if queue == "steering":
             return self.agent.steer(message)
         return self.agent.follow_up(message)
+
+    async def revert(self, entry_id: str, paths: Sequence[str] | None, *, force: bool,
+                     stop: str) -> RevertResult:
+        """``session/revert``: the files the agent changed after ``entry_id`` put back (through
+        the editor when it writes files). Refused while a run is active: the client is told to
+        ``stop`` it (its protocol's word: abort, cancel) first."""
+        if self.agent.is_running:
+            raise AgentBusyError(f"the session has an active run: {stop} it before a revert")
+        return await self.checkpoints.revert(entry_id, paths, force=force, files=self.files)
 
     async def set_model(self, provider: str, model: str | None) -> None:
         """Switch to another provider/model between runs (the old provider is closed)."""

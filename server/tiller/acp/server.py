@@ -65,7 +65,6 @@ from tiller.acp.terminal import AcpTerminal
 from tiller.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
-from tiller.errors import AgentBusyError
 from tiller.front import Front
 from tiller.mcp.config import parse_server_list
 from tiller.protocol import (
@@ -407,9 +406,5 @@ class AcpFront:
 
     async def revert(self, params: RevertParams) -> RevertResult:
         """``session/revert`` of Tiller's protocol (files through ``fs/write_text_file``)."""
-        session = self.sessions.get(params.session_id)
-        if session.agent.is_running:
-            raise AgentBusyError("the session has an active run: cancel it before a revert")
-        return await session.checkpoints.revert(
-            params.entry_id, params.paths, force=params.force, files=session.files
-        )
+        return await self.sessions.get(params.session_id).revert(
+            params.entry_id, params.paths, force=params.force, stop="cancel")
