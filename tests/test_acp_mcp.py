@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from acp import text_block
 from acp.schema import EnvVariable, McpServerStdio
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from test_acp import Recorder, spawn_acp
+from helpers import wait_requests
+from test_acp import Recorder, spawn_acp, user_texts
 from test_e2e_mcp import everything_argv
 
 pytestmark = pytest.mark.anyio
@@ -155,3 +157,47 @@ async def test_a_cancel_while_steering_waits_for_its_mcp_servers_starts_no_turn(
 
     assert answers == [{"outcome": "promptRequired", "reason": "cancelled"}]
     assert fake_openai.requests == []
+
+
+async def test_a_session_takes_its_messages_in_the_order_they_came(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A ``session/prompt`` during a turn steers it, but first expands its MCP prompt command
+    (the server holds the prompt's text back); a ``_tiller/followUp`` sent meanwhile is queued
+    after the steering, not before it."""
+    fifo = tmp_path / "prompt-gate"
+    os.mkfifo(fifo)
+    scripted = McpServerStdio(name="s", command=sys.executable,
+                              args=[str(SCRIPTED), "--prompt-fifo", str(fifo)], env=[])
+    held = threading.Event()
+    fake_openai.enqueue(text_reply("first", gate=held), text_reply("second"),
+                        text_reply("third"))
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+        await conn.initialize(protocol_version=1)
+        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[scripted])).session_id
+        answers: dict[str, Any] = {}
+        async with anyio.create_task_group() as group:
+
+            async def ask(name: str, call: Any) -> None:
+                answers[name] = await call
+
+            group.start_soon(ask, "start", conn.prompt(session_id=sid,
+                                                       prompt=[text_block("start")]))
+            await wait_requests(fake_openai, 1)
+            group.start_soon(ask, "steer", conn.prompt(session_id=sid,
+                                                       prompt=[text_block("/mcp__s__held")]))
+            await recorder.wait_for(lambda m: m.get("method") == "session/prompt" and m[
+                "params"]["prompt"][0]["text"] == "/mcp__s__held", sent=True)
+            group.start_soon(ask, "follow", conn.ext_method(
+                "tiller/followUp", {"sessionId": sid, "prompt": "then this"}))
+            await recorder.wait_for(lambda m: m.get("method") == "_tiller/followUp", sent=True)
+            await conn.list_sessions(cwd=str(tmp_path))  # in order: the followUp was handled
+            with fifo.open("w"):  # the prompt's text comes
+                pass
+            held.set()
+
+    assert answers["follow"] == {"queued": 1}
+    assert answers["start"].stop_reason == answers["steer"].stop_reason == "end_turn"
+    assert user_texts(fake_openai, 1)[-1] == "use tabs"
+    assert user_texts(fake_openai, 2)[-1] == "then this"

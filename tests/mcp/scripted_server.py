@@ -8,9 +8,11 @@ writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
 ``--wait-fifo PATH`` opens the FIFO at PATH before speaking MCP (so it starts only once
-a test opens the FIFO's other end).
+a test opens the FIFO's other end). ``--prompt-fifo PATH`` adds the prompt ``held``, whose text
+(``use tabs``) comes only once a test opens that FIFO's other end.
 
-Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]`` (stdio).
+Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]
+[--prompt-fifo PATH]`` (stdio).
 """
 
 from __future__ import annotations
@@ -98,7 +100,16 @@ def flood(lines: int = 5000) -> str:
     return "\n".join(f"line {n} " + "x" * 60 for n in range(lines))
 
 
+def held() -> str:
+    """A prompt that answers once the test opens the other end of the --prompt-fifo FIFO."""
+    with open(sys.argv[sys.argv.index("--prompt-fifo") + 1]):
+        pass
+    return "use tabs"
+
+
 if __name__ == "__main__":
+    if "--prompt-fifo" in sys.argv:
+        server.add_prompt(Prompt.from_function(held))
     if "--wait-fifo" in sys.argv:
         with open(sys.argv[sys.argv.index("--wait-fifo") + 1]):
             pass

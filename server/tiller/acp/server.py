@@ -237,10 +237,11 @@ class AcpFront:
 
     async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
-        with self.turns.preparing(session) as ready, \
-                self.front.cancellable(functools.partial(self.cancel, session.id)):
-            await session.mcp.ensure_started()  # an MCP prompt's command needs its server
-            message = await session.expand_prompt(content)
+        with self.front.cancellable(functools.partial(self.cancel, session.id)):
+            with self.turns.preparing(session) as ready:
+                await session.mcp.ensure_started()  # an MCP prompt's command needs its server
+                message = await session.expand_prompt(content)
+                await self.turns.in_order(session, ready)
             if ready.cancelled:  # cancelled while getting ready: the turn never starts
                 return AcpPromptResult(stop_reason="cancelled")
             return await self.turns.prompt(session, message)
@@ -388,6 +389,7 @@ class AcpFront:
         with self.turns.preparing(session) as ready:
             await session.mcp.ensure_started()
             message = await session.expand_prompt(content)
+            await self.turns.in_order(session, ready)
         if ready.cancelled:  # a session/cancel while it got ready: nothing is consumed
             return AcpSteeringResult(outcome="promptRequired", reason="cancelled")
         outcome, reason = self.turns.steering(session, message, idle)
@@ -397,6 +399,7 @@ class AcpFront:
         session = self.sessions.get(params.session_id)
         prompt = params.prompt
         content = prompt if isinstance(prompt, str) else self._content(prompt)
+        await self.turns.in_order(session)  # after the prompts that came before it
         return QueueResult(queued=session.enqueue("followUp", content))
 
     async def changes(self, params: ChangesParams) -> ChangesResult:

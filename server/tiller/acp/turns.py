@@ -57,16 +57,28 @@ class Turns:
     @contextmanager
     def preparing(self, session: Session) -> Iterator[Turn]:
         """While a ``session/prompt`` gets ready (MCP servers, its slash command), a ``cancel``
-        of the session marks the yielded token ``cancelled``: that prompt must not run."""
+        of the session marks the yielded token ``cancelled``: that prompt must not run. The
+        token is ``done`` when the block is left (the prompt then queues or starts at once)."""
         token = Turn()
         waiting = self._preparing.setdefault(session.id, [])
         waiting.append(token)
         try:
             yield token
         finally:
-            waiting.remove(token)
+            token.done.set()
+            waiting[:] = [other for other in waiting if other is not token]
             if not waiting:
                 del self._preparing[session.id]
+
+    async def in_order(self, session: Session, token: Turn | None = None) -> None:
+        """Wait until the prompts of ``session`` getting ready ahead of ``token`` (all of them
+        for None) have queued or started: a session takes its messages in the order they
+        came, whatever each waited for on the way."""
+        ahead = list(self._preparing.get(session.id, ()))
+        if token is not None:
+            ahead = ahead[: next(i for i, other in enumerate(ahead) if other is token)]
+        for earlier in ahead:
+            await earlier.done.wait()
 
     def cancel(self, session: Session) -> None:
         """Abort the session's run (if a turn runs) and stop the prompts still getting ready;
