@@ -156,12 +156,16 @@ async def test_revert_works_after_kill_9_and_load(fake_openai: FakeOpenAI, tmp_p
     assert (ws / "keep.txt").read_text() == "agent\n"
 
     async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as revived:
-        await revived.request("session/load", {"sessionId": sid})
+        loaded = await revived.request("session/load", {"sessionId": sid})
         changes = await revived.request("session/changes", {"sessionId": sid})
         result = await revived.request("session/revert",
                                        {"sessionId": sid, "entryId": checkpoint["entryId"]})
 
     assert [f["path"] for f in changes["files"]] == ["extra.txt", "keep.txt"]
+    # The turn sits after the assistant message that called the writes.
+    [turn] = changes["checkpoints"]
+    before = loaded["messages"][loaded["entryIds"].index(turn["afterEntryId"])]
+    assert before["role"] == "assistant" and before["content"][0]["type"] == "toolCall"
     assert sorted(result["restored"]) == ["extra.txt", "keep.txt"]
     assert (ws / "keep.txt").read_text() == "original\n"
     assert not (ws / "extra.txt").exists()

@@ -250,10 +250,17 @@ def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
     return ChangesResult(
         files=[_file_change(repo, rel, old, new) for rel, (old, new) in sorted(spans.items())],
         checkpoints=[TurnCheckpoint(entry_id=turn.entry_id,
-                                    files=repo.changed_paths(turn.before, turn.after or now()))
+                                    files=repo.changed_paths(turn.before, turn.after or now()),
+                                    after_entry_id=_message_before(branch, turn.position))
                      for turn in turns],
         not_covered=sorted(not_covered),
     )
+
+
+def _message_before(branch: list[Entry], position: int) -> str | None:
+    """The id of the last message entry before ``position``."""
+    return next((entry.id for entry in reversed(branch[:position]) if entry.type == "message"),
+                None)
 
 
 def _file_change(repo: ShadowRepo, rel: str, old: Blob | None, new: Blob | None) -> FileChange:

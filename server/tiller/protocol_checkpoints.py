@@ -48,6 +48,10 @@ class TurnCheckpoint(WireModel):
 
     entry_id: str
     files: list[str]
+    after_entry_id: str | None = Field(
+        default=None, description="the last message entry before the checkpoint (one of "
+        "session/load's entryIds): where the turn sits in the transcript",
+    )
 
 
 class ChangesResult(WireModel):
