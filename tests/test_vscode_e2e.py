@@ -206,7 +206,7 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         {"name": "withdraw", "kind": "withdraw", "prompt": "touch a file",
          "command": "touch withdrawn.txt"},
         {"name": "continue", "kind": "continue", "reply": CONTINUED},
-        {"name": "reload", "kind": "reload", "command": "cat notes.txt",
+        {"name": "reload", "kind": "reload", "command": "cat notes.txt", "changed": "notes.txt",
          "texts": ["say hello", STREAM.replace("**", ""), "write the notes", CONTINUED]},
         {"name": "settings", "kind": "settings", "prompt": "still there?", "reply": SAME,
          "file": str(workspace / ".vscode" / "settings.json"),

@@ -318,7 +318,8 @@ const steps = {
     }
   },
 
-  /** A window reload resumes the same session: the history is drawn again, tool cards too. */
+  /** A window reload resumes the same session: the history is drawn again, tool cards and
+   * changed files too. */
   async reload(page, frame, step) {
     await page.reload({ waitUntil: 'domcontentloaded' });
     await page.waitForSelector('.monaco-workbench', WAIT);
@@ -330,6 +331,12 @@ const steps = {
       (command) => [...document.querySelectorAll('details.tool.done .summary')].some((n) => n.textContent === command),
       WAIT,
       step.command,
+    );
+    // The run that wrote a file ends with its changed files and Undo again.
+    await again.waitForFunction(
+      (file) => [...document.querySelectorAll('.changes')].some((n) => n.textContent?.includes(file)),
+      WAIT,
+      step.changed,
     );
     return again;
   },

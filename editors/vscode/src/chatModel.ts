@@ -5,7 +5,7 @@
 import type { ApprovalView } from './approvals';
 import { renderMarkdown } from './markdown';
 import { attachedPath } from './mentions';
-import type { AgentEvent, Message, ToolResultMessage } from './protocol';
+import type { AgentEvent, Message, ToolResultMessage, TurnCheckpoint } from './protocol';
 
 export type ToolStatus = 'streaming' | 'waiting' | 'running' | 'done' | 'error';
 export type QueueKind = 'steer' | 'followUp';
@@ -210,10 +210,19 @@ export class ChatModel {
     return this.flush();
   }
 
-  /** The ops drawing a saved conversation (`session/load`'s messages), as the run drew it. */
-  replay(messages: readonly Message[]): ChatOp[] {
+  /**
+   * The ops drawing a saved conversation (`session/load`'s messages), as the run drew it: with
+   * `entryIds` and the session's `turns` (session/changes), each run's changed files and Undo
+   * come at the run's end again.
+   */
+  replay(messages: readonly Message[], entryIds: readonly string[] = [], turns: readonly TurnCheckpoint[] = []): ChatOp[] {
+    const changes = runChanges(messages, entryIds, turns);
     const ops: ChatOp[] = [];
-    for (const message of messages) {
+    for (const [index, message] of messages.entries()) {
+      const ended = changes.get(index);
+      if (ended) {
+        ops.push(ended);
+      }
       if (message.role === 'toolResult') {
         const card = this.tool(message.toolCallId, message.toolName);
         card.status = message.isError ? 'error' : 'done';
@@ -224,7 +233,8 @@ export class ChatModel {
         ops.push(...this.messageStart(message), ...this.messageEnd(message), ...this.flush());
       }
     }
-    return ops;
+    const last = changes.get(messages.length);
+    return last ? [...ops, last] : ops;
   }
 
   /** A steering or follow-up message was accepted; it shows as pending until delivered. */
@@ -380,4 +390,35 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 function tail(text: string): string {
   return text.length > MAX_TOOL_OUTPUT ? `…${text.slice(-MAX_TOOL_OUTPUT)}` : text;
+}
+
+/**
+ * The `changes` op of each run that changed files, keyed by the index of the message it goes
+ * before (the run's end: the next user message, or the end). A run's first checkpoint undoes it;
+ * its files are all its checkpoints' files, as `agent_settled` shows them live.
+ */
+function runChanges(
+  messages: readonly Message[],
+  entryIds: readonly string[],
+  turns: readonly TurnCheckpoint[],
+): Map<number, ChatOp> {
+  const runs = new Map<number, { entryId: string; files: Set<string> }>();
+  for (const turn of turns) {
+    const at = turn.afterEntryId === undefined ? -1 : entryIds.indexOf(turn.afterEntryId);
+    if (at < 0 || turn.files.length === 0) {
+      continue;
+    }
+    let end = at + 1;
+    while (end < messages.length && messages[end]?.role !== 'user') {
+      end += 1;
+    }
+    const run = runs.get(end) ?? { entryId: turn.entryId, files: new Set<string>() };
+    turn.files.forEach((file) => run.files.add(file));
+    runs.set(end, run);
+  }
+  const ops = new Map<number, ChatOp>();
+  for (const [end, run] of runs) {
+    ops.set(end, { op: 'changes', id: `changes-loaded-${end}`, entryId: run.entryId, files: [...run.files].sort() });
+  }
+  return ops;
 }

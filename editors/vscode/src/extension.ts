@@ -9,7 +9,7 @@ import { ApprovalQueue } from './approvals';
 import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
-import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOption } from './protocol';
+import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOption, type TurnCheckpoint } from './protocol';
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel } from './pickers';
 import { StatusItem, type Activity } from './status';
@@ -368,9 +368,21 @@ class TillerController implements ChatHost, vscode.Disposable {
     this.model = new ChatModel();
     this.history = [];
     this.ops.fire([{ op: 'clear' }]);
-    this.post([...this.model.replay(loaded.messages), { op: 'state', running: this.busy }]);
+    const turns = await this.turnCheckpoints(client, loaded.sessionId);
+    this.post([...this.model.replay(loaded.messages, loaded.entryIds, turns), { op: 'state', running: this.busy }]);
     void this.refreshState();
     return true;
+  }
+
+  /** A loaded session's turns that changed files (session/changes); none when it has no checkpoints. */
+  private async turnCheckpoints(client: TillerClient, sessionId: string): Promise<TurnCheckpoint[]> {
+    try {
+      const result = await client.request<{ checkpoints?: TurnCheckpoint[] }>('session/changes', { sessionId });
+      return result.checkpoints ?? [];
+    } catch (error) {
+      this.output.appendLine(`[tiller-vscode] no changed files for ${sessionId}: ${errorText(error)}`);
+      return [];
+    }
   }
 
   private onEvent(client: TillerClient, event: AgentEvent): void {

@@ -153,6 +153,13 @@ export interface SessionListResult {
   nextCursor?: string;
 }
 
+/** One turn's checkpoint in `session/changes`: `afterEntryId` places it in a loaded transcript. */
+export interface TurnCheckpoint {
+  entryId: string;
+  files: string[];
+  afterEntryId?: string;
+}
+
 export interface SessionLoadResult {
   sessionId: string;
   cwd: string;

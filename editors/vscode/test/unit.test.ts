@@ -227,6 +227,37 @@ test('chat model: a loaded conversation is drawn as the run drew it', () => {
   assert.deepEqual(ops[4], { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' });
 });
 
+test('chat model: a loaded run that changed files ends with its changed files and Undo', () => {
+  const messages = [
+    { role: 'user', content: 'write two files', timestamp: 0 },
+    {
+      role: 'assistant', timestamp: 0, stopReason: 'toolUse',
+      content: [{ type: 'toolCall', id: 'c1', name: 'write', arguments: { path: 'b.txt', content: 'b' } }],
+    },
+    { role: 'toolResult', toolCallId: 'c1', toolName: 'write', content: [{ type: 'text', text: 'ok' }], isError: false, timestamp: 0 },
+    {
+      role: 'assistant', timestamp: 0, stopReason: 'toolUse',
+      content: [{ type: 'toolCall', id: 'c2', name: 'write', arguments: { path: 'a.txt', content: 'a' } }],
+    },
+    { role: 'toolResult', toolCallId: 'c2', toolName: 'write', content: [{ type: 'text', text: 'ok' }], isError: false, timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'stop', content: [{ type: 'text', text: 'Done.' }] },
+    { role: 'user', content: 'thanks', timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'stop', content: [{ type: 'text', text: 'Welcome.' }] },
+  ] as unknown as Parameters<ChatModel['replay']>[0];
+  const ids = ['u1', 'a1', 'r1', 'a2', 'r2', 'a3', 'u2', 'a4'];
+  const turns = [
+    { entryId: 'k1', files: ['b.txt'], afterEntryId: 'a1' },
+    { entryId: 'k2', files: ['a.txt', 'b.txt'], afterEntryId: 'a2' },
+    { entryId: 'k9', files: ['gone.txt'], afterEntryId: 'not-in-this-branch' },
+  ];
+  const ops = new ChatModel().replay(messages, ids, turns);
+  const at = ops.findIndex((op) => op.op === 'changes');
+  assert.deepEqual(ops[at], { op: 'changes', id: 'changes-loaded-6', entryId: 'k1', files: ['a.txt', 'b.txt'] });
+  assert.equal(ops.filter((op) => op.op === 'changes').length, 1);
+  assert.ok(ops[at + 1]?.op === 'user', 'the changes close the first run, before the next prompt');
+  assert.deepEqual(new ChatModel().replay(messages).filter((op) => op.op === 'changes'), []);
+});
+
 // ---------------------------------------------------------------------------------------------
 // Permission preview
 
