@@ -49,6 +49,7 @@ OBJECTS = {
     "QueueResult": "x-methods/agent~1steer/result",
     "AgentState": "x-methods/agent~1getState/result",
     "CommandEntry": "$defs/CommandEntry",
+    "TurnCheckpoint": "$defs/TurnCheckpoint",
     "RequestPermissionParams": "x-serverRequests/client~1requestPermission/params",
     "RequestPermissionResult": "x-serverRequests/client~1requestPermission/result",
     "ReadTextFileParams": "x-serverRequests/client~1readTextFile/params",
