@@ -13,16 +13,8 @@ harness.run(function(config, obs)
   tiller.setup({ cmd = config.cmd, args = config.args, cwd = config.workdir })
   local client = require('tiller.client')
   local chat = require('tiller.chat')
-  local settled = 0
-  client.add_listener(function(event)
-    if event.type == 'agent_settled' then
-      settled = settled + 1
-    end
-  end)
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local events = harness.record_events(client)
+  local notes = harness.capture_notes()
   obs.notes = notes
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
@@ -31,9 +23,7 @@ harness.run(function(config, obs)
   vim.cmd('edit ' .. vim.fn.fnameescape(config.workdir .. '/code.txt'))
   local code_buf = vim.api.nvim_get_current_buf()
   vim.cmd('Tiller change things')
-  wait_for('the run to settle', function()
-    return settled >= 1
-  end)
+  wait_for('the run to settle', harness.settled(events, 1))
   obs.chat = chat.lines()
   obs.code_after_run = vim.api.nvim_buf_get_lines(code_buf, 0, -1, false)
 

@@ -36,10 +36,7 @@ harness.run(function(config, obs)
     obs.commands[name] = vim.fn.exists(':' .. name) == 2
   end
 
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local notes = harness.capture_notes()
   obs.notes = notes
 
   -- Permission questions (asked in the chat): answered from `answers` (nil = reject), as the
@@ -58,10 +55,7 @@ harness.run(function(config, obs)
   require('tiller').setup({ cmd = config.cmd, args = config.args, cwd = config.workdir })
   local client = require('tiller.client')
   local chat = require('tiller.chat')
-  local events = {}
-  client.add_listener(function(event)
-    table.insert(events, event)
-  end)
+  local events = harness.record_events(client)
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
     failed.events_at_failure = vim.tbl_map(function(event)
@@ -69,15 +63,7 @@ harness.run(function(config, obs)
     end, events)
   end
   local function settled(n)
-    return function()
-      local count = 0
-      for _, event in ipairs(events) do
-        if event.type == 'agent_settled' then
-          count = count + 1
-        end
-      end
-      return count >= n
-    end
+    return harness.settled(events, n)
   end
   local function noted(text)
     return find(notes, function(note)
@@ -123,8 +109,7 @@ harness.run(function(config, obs)
 
   -- 2. No argument: the input area takes the focus, in insert mode; <C-s> sends. The model
   -- call fails.
-  local keys = vim.api.nvim_replace_termcodes(':Tiller<CR>break please<C-s>', true, false, true)
-  vim.api.nvim_feedkeys(keys, 'xt', false)
+  harness.keys(':Tiller<CR>break please<C-s>')
   obs.input_focused = vim.api.nvim_get_current_buf() == require('tiller.input').buffer()
   obs.input_mode = vim.api.nvim_get_mode().mode
   wait_for('run 2 to settle', settled(2))

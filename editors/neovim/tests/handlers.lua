@@ -14,10 +14,7 @@ harness.run(function(config, obs)
   local client = require('tiller.client')
   local workdir = config.workdir
   handlers.set_cwd(workdir)
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local notes = harness.capture_notes()
   obs.notes = notes
 
   -- Reads: a.txt is loaded and changed without saving; b.txt is only on disk.

@@ -22,6 +22,45 @@ function M.wait_for(what, cond, timeout_ms)
   end
 end
 
+--- Feed `text` as typed keys (termcodes such as <CR> replaced), processed before returning.
+function M.keys(text)
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(text, true, false, true), 'xt', false)
+end
+
+--- Replace vim.notify with a recorder; returns the list of {message, level} it fills.
+function M.capture_notes()
+  local notes = {}
+  vim.notify = function(message, level)
+    table.insert(notes, { message = message, level = level })
+  end
+  return notes
+end
+
+--- Every event `client` publishes from now on, in order: a list filled as they come.
+function M.record_events(client)
+  local events = {}
+  client.add_listener(function(event)
+    table.insert(events, event)
+  end)
+  return events
+end
+
+--- How many of `events` are of `type`.
+function M.count(events, type)
+  local n = 0
+  for _, event in ipairs(events) do
+    n = n + (event.type == type and 1 or 0)
+  end
+  return n
+end
+
+--- A condition for wait_for: `n` runs have settled among `events`.
+function M.settled(events, n)
+  return function()
+    return M.count(events, 'agent_settled') >= n
+  end
+end
+
 --- Set by a script: called with the observations when main fails, to add what helps to see
 --- why (e.g. the chat buffer's lines).
 M.on_failure = nil

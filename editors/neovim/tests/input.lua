@@ -7,9 +7,7 @@ local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')
 local wait_for = harness.wait_for
 
-local function keys(text)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(text, true, false, true), 'xt', false)
-end
+local keys = harness.keys
 
 harness.run(function(config, obs)
   vim.cmd('runtime plugin/tiller.lua')
@@ -17,26 +15,14 @@ harness.run(function(config, obs)
   local client = require('tiller.client')
   local chat = require('tiller.chat')
   local input = require('tiller.input')
-  local events = {}
-  client.add_listener(function(event)
-    table.insert(events, event)
-  end)
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local events = harness.record_events(client)
+  local notes = harness.capture_notes()
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
     failed.notes_at_failure = notes
   end
   local function settled(n)
-    return function()
-      local count = 0
-      for _, event in ipairs(events) do
-        count = count + (event.type == 'agent_settled' and 1 or 0)
-      end
-      return count >= n
-    end
+    return harness.settled(events, n)
   end
 
   vim.cmd('edit ' .. vim.fn.fnameescape(config.workdir .. '/code.py'))

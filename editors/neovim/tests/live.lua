@@ -7,9 +7,7 @@ local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')
 local wait_for = harness.wait_for
 
-local function keys(text)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(text, true, false, true), 'xt', false)
-end
+local keys = harness.keys
 
 harness.run(function(config, obs)
   vim.cmd('runtime plugin/tiller.lua')
@@ -21,14 +19,8 @@ harness.run(function(config, obs)
   local client = require('tiller.client')
   local chat = require('tiller.chat')
   local review = require('tiller.review')
-  local events = {}
-  client.add_listener(function(event)
-    table.insert(events, event)
-  end)
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local events = harness.record_events(client)
+  local notes = harness.capture_notes()
   obs.notes = notes
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
@@ -37,11 +29,7 @@ harness.run(function(config, obs)
     end, events)
   end
   local function count(type)
-    local n = 0
-    for _, event in ipairs(events) do
-      n = n + (event.type == type and 1 or 0)
-    end
-    return n
+    return harness.count(events, type)
   end
 
   vim.cmd('edit ' .. vim.fn.fnameescape(config.workdir .. '/notes.txt'))

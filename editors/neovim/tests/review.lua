@@ -7,9 +7,7 @@
 local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')
 
-local function keys(text)
-  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(text, true, false, true), 'xt', false)
-end
+local keys = harness.keys
 
 harness.run(function(config, obs)
   vim.cmd('runtime plugin/tiller.lua')
@@ -18,10 +16,7 @@ harness.run(function(config, obs)
   local chat = require('tiller.chat')
   local handlers = require('tiller.handlers')
   handlers.set_cwd(config.workdir)
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local notes = harness.capture_notes()
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
   end

@@ -14,21 +14,14 @@ harness.run(function(config, obs)
   local client = require('tiller.client')
   local chat = require('tiller.chat')
   local sessions = require('tiller.sessions')
-  local settled = 0
-  client.add_listener(function(event)
-    if event.type == 'agent_settled' then
-      settled = settled + 1
-    end
-  end)
+  local events = harness.record_events(client)
   harness.on_failure = function(failed)
     failed.chat_at_failure = chat.lines()
   end
   local function run(command)
-    local before = settled
+    local before = harness.count(events, 'agent_settled')
     vim.cmd(command)
-    wait_for(command, function()
-      return settled > before
-    end)
+    wait_for(command, harness.settled(events, before + 1))
   end
 
   if config.phase == 1 then

@@ -7,10 +7,7 @@ local harness = dofile(here .. '/harness.lua')
 
 harness.run(function(config, obs)
   vim.cmd('runtime plugin/tiller.lua')
-  local notes = {}
-  vim.notify = function(message, level)
-    table.insert(notes, { message = message, level = level })
-  end
+  local notes = harness.capture_notes()
   local tiller = require('tiller')
   local client = require('tiller.client')
   local chat = require('tiller.chat')

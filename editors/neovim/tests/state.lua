@@ -40,13 +40,7 @@ harness.run(function(config, obs)
     return false
   end
   local function settled(n)
-    return function()
-      local count = 0
-      for _, event in ipairs(events) do
-        count = count + (event.type == 'agent_settled' and 1 or 0)
-      end
-      return count >= n
-    end
+    return harness.settled(events, n)
   end
 
   obs.before = tiller.status()
