@@ -44,12 +44,12 @@ from tiller.providers.anthropic_request import (
 from tiller.providers.anthropic_stream import (
     EMPTY_RESPONSE_ERROR,
     INCOMPLETE_STREAM_ERROR,
-    RETRY_HINT,
     MessageBuilder,
     event_dicts,
 )
 from tiller.providers.anthropic_stream import Failure as _Failure
 from tiller.providers.base import (
+    RETRY_HINT,
     ModelRequest,
     SdkProvider,
     StreamItem,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiller.providers.anthropic_request import REDACTED_THINKING_PREFIX
+from tiller.providers.base import RETRY_HINT
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -35,13 +36,11 @@ __all__ = [
     "EMPTY_RESPONSE_ERROR",
     "INCOMPLETE_STREAM_ERROR",
     "REFUSAL_ERROR",
-    "RETRY_HINT",
     "Failure",
     "MessageBuilder",
     "event_dicts",
 ]
 
-RETRY_HINT = "temporary: retrying may succeed"
 EMPTY_RESPONSE_ERROR = (
     f"anthropic: the provider returned an empty response (HTTP 200 with no events) ({RETRY_HINT})"
 )

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without
     from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
 
 __all__ = [
+    "RETRY_HINT",
     "ModelCost",
     "ModelInfo",
     "ModelRequest",
@@ -33,6 +34,10 @@ __all__ = [
     "redact",
     "retry_after_seconds",
 ]
+
+
+RETRY_HINT = "temporary: retrying may succeed"
+"""Appended to the message of a failure that ``retryable`` marks."""
 
 
 @dataclass(frozen=True)

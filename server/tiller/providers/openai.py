@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from tiller.providers.base import (
+    RETRY_HINT,
     ModelRequest,
     SdkProvider,
     StreamItem,
@@ -33,7 +34,6 @@ from tiller.providers.base import (
 from tiller.providers.openai_stream import (
     EMPTY_RESPONSE_ERROR,
     INCOMPLETE_STREAM_ERROR,
-    RETRY_HINT,
     MessageBuilder,
     chunk_dicts,
 )

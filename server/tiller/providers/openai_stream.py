@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiller.providers.base import RETRY_HINT
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -34,12 +35,10 @@ __all__ = [
     "CONTENT_FILTER_ERROR",
     "EMPTY_RESPONSE_ERROR",
     "INCOMPLETE_STREAM_ERROR",
-    "RETRY_HINT",
     "MessageBuilder",
     "chunk_dicts",
 ]
 
-RETRY_HINT = "temporary: retrying may succeed"
 EMPTY_RESPONSE_ERROR = "openai: the provider returned an empty response (HTTP 200 with no data)"
 INCOMPLETE_STREAM_ERROR = f"openai: the stream ended before the message completed ({RETRY_HINT})"
 CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
