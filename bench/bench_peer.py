@@ -53,7 +53,13 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
         sys.path.insert(0, str(_path))
 
 from bench_providers import RecordingOpenAI  # noqa: E402
-from bench_server import cpu_seconds, header, rss_kib, server_env  # noqa: E402
+from bench_server import (  # noqa: E402
+    cpu_seconds,
+    header,
+    python_runs,
+    rss_kib,
+    server_env,
+)
 
 from fake_openai import text_reply  # noqa: E402
 
@@ -249,7 +255,7 @@ async def measure_startups(agents: Sequence[Agent], cwd: Path,
     agent once, so all three see the same machine (this VM's speed drifts by a third within
     seconds). The floor samples go into the first agent's numbers."""
     for _ in range(SPAWNS):
-        numbers[0].floor += await anyio.to_thread.run_sync(python_floor, FLOOR_CODE, 1)
+        numbers[0].floor += await anyio.to_thread.run_sync(python_runs, FLOOR_CODE, 1)
         for agent, into in zip(agents, numbers, strict=True):
             start = time.perf_counter()
             async with running(agent, cwd) as peer:
@@ -334,15 +340,6 @@ def is_update(message: dict[str, Any]) -> bool:
 
 
 FLOOR_CODE = "import pygls.server"
-
-
-def python_floor(code: str, count: int = SPAWNS) -> list[float]:
-    samples = []
-    for _ in range(count):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True, env=server_env())
-        samples.append(time.perf_counter() - start)
-    return samples
 
 
 # ---------------------------------------------------------------------------------------------

@@ -249,10 +249,10 @@ def spread(samples: Sequence[float]) -> str:
     )
 
 
-def python_runs(code: str) -> list[float]:
-    """Wall times of ``python -c CODE``, SPAWNS times."""
+def python_runs(code: str, count: int = SPAWNS) -> list[float]:
+    """Wall times of ``python -c CODE``, ``count`` times."""
     samples = []
-    for _ in range(SPAWNS):
+    for _ in range(count):
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", code], check=True, env=server_env())
         samples.append(time.perf_counter() - start)
