@@ -17,9 +17,8 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,13 +52,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
-
-
-@cache
-def _message_adapter() -> TypeAdapter[Message]:
-    """One message's validator: built only when a log has a malformed message to name."""
-    return TypeAdapter(Message)
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 FORMAT_VERSION = 1
@@ -334,12 +327,9 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     kept: _Kept = []
     queued: dict[str, tuple[str, UserMessage]] = {}
     started: set[str] = set()
-    branch = file.branch(leaf_id)
-    validated = _validate_messages(branch)
-    for entry in branch:
+    for entry in file.branch(leaf_id):
         try:
-            message = next(validated) if validated and entry.type == "message" else None
-            kept = _replay_entry(state, entry, kept, queued, started, message)
+            kept = _replay_entry(state, entry, kept, queued, started)
         except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError too
             raise SessionLogError(
                 f"session {file.id} is corrupt ({file.path}): its {entry.type} entry "
@@ -359,33 +349,18 @@ def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
     return state
 
 
-def _validate_messages(branch: list[Entry]) -> Iterator[Message] | None:
-    """The messages of the branch's ``message`` entries, in order, validated in one call (a
-    call per message cost a tenth more); None when one is malformed: the entry-by-entry
-    validation then finds and names it, as if this had not been tried."""
-    try:
-        return iter(_MESSAGES.validate_python(
-            [entry.data["message"] for entry in branch if entry.type == "message"]
-        ))
-    except (KeyError, TypeError, ValueError):  # pydantic's ValidationError too
-        return None
-
-
 def _replay_entry(
     state: Replay,
     entry: Entry,
     kept: _Kept,
     queued: dict[str, tuple[str, UserMessage]],
     started: set[str],
-    message: Message | None = None,
 ) -> _Kept:
     """Apply one entry to the replay in progress; returns the kept messages (a compaction
-    replaces the list). ``message``: a message entry's message, already validated. Raises
-    KeyError/TypeError/ValueError for a malformed entry."""
+    replaces the list). Raises KeyError/TypeError/ValueError for a malformed entry."""
     data = entry.data
     if entry.type == "message":
-        if message is None:
-            message = _message_adapter().validate_python(data["message"])
+        message = _MESSAGE.validate_python(data["message"])
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
         if state.title is None and isinstance(message, UserMessage):
