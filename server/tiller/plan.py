@@ -50,10 +50,9 @@ class PlanTracker:
 
     def restore(self, messages: Sequence[Message]) -> None:
         """Take the plan the last ``todo`` result in ``messages`` left (none: empty)."""
-        first: dict[str, Tool[Any]] = {}
-        for tool in self.tools():
-            first.setdefault(tool.name, tool)  # find_tool's answer for each name
-        todo_names = {name for name, tool in first.items() if isinstance(tool, TodoTool)}
+        tools = self.tools()
+        todo_names = {tool.name for tool in tools
+                      if isinstance(find_tool(tools, tool.name), TodoTool)}
         for message in reversed(messages):  # a long transcript: skip the other messages cheaply
             if not isinstance(message, ToolResultMessage) or message.tool_name not in todo_names:
                 continue
