@@ -12,9 +12,12 @@ What it measures (``tiller.store`` in this process, and a real ``python -m tille
 3. ``session/load`` of that session in a spawned server (``--session-dir``, the file at
    ``<dir>/<workspace_dir_name(cwd)>/<id>.jsonl``): request -> response (its last byte read;
    then also parsed by the bench's client, which the server does not wait for), spawn -> loaded, the
-   response size, the server's CPU and RSS; then ``session/close`` and a second load in the same
-   process. For comparison, the ACP ``session/load`` (``--acp``), which answers after replaying
-   the transcript as ``session/update`` notifications.
+   response size, the server's CPU; the answer comes from the log as saved and the session goes
+   live after it, so then the time until an ``agent/getState`` sent right after the answer is
+   answered (it waits for the session), the server's CPU and RSS by then; then
+   ``session/close`` and a second load in the same process. For comparison, the ACP
+   ``session/load`` (``--acp``), which answers after replaying the transcript as
+   ``session/update`` notifications.
 
 Run from the repository root (about 40 s on 2 idle cores, most of it the fsyncs; the log goes
 in the system temporary directory, so set TMPDIR to measure another disk)::
@@ -53,8 +56,9 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 from bench_server import TappedClient, cpu_seconds, initialize, rss_kib, server_env  # noqa: E402
 
 from tiller import __version__ as tiller_version  # noqa: E402
+from tiller.replay import replay  # noqa: E402
 from tiller.session_files import workspace_dir_name  # noqa: E402
-from tiller.store import SessionLog, read_session_file, replay  # noqa: E402
+from tiller.store import SessionLog, read_session_file  # noqa: E402
 from tiller.types import (  # noqa: E402
     AssistantMessage,
     TextContent,
@@ -222,7 +226,8 @@ def read_and_replay(path: Path) -> tuple[float, float, Any]:
 RSS_SCRIPT = """
 import sys
 from pathlib import Path
-from tiller.store import read_session_file, replay
+from tiller.replay import replay
+from tiller.store import read_session_file
 
 def kib(name):
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -294,6 +299,8 @@ class Load:
     notifications: int = 0
     notification_bytes: int = 0
     cpu: float = 0.0
+    live: float = 0.0
+    live_cpu: float = 0.0
     rss_before: int = 0
     rss_after: int = 0
     hwm: int = 0
@@ -325,6 +332,10 @@ async def load_in_server(session_dir: Path, cwd: Path, session_id: str, acp: boo
         result.first_parsed = time.perf_counter() - start
         result.spawn_to_loaded = time.perf_counter() - spawned
         result.cpu = cpu_seconds(client.pid) - cpu
+        if not acp:  # the session goes live after the answer; a request for it waits for that
+            await client.request("agent/getState", {"sessionId": session_id}, timeout=120)
+            result.live = time.perf_counter() - start
+            result.live_cpu = cpu_seconds(client.pid) - cpu
         result.rss_after = rss_kib(client.pid)
         result.hwm = rss_kib(client.pid, "VmHWM")
         frames = client.frames_since(mark)
@@ -359,6 +370,9 @@ async def measure_loads(rows: list[Row], session_dir: Path, cwd: Path, session_i
         ("  and parsed by the bench's client", lambda r: ms(r.first_parsed)),
         ("spawn -> initialize -> loaded", lambda r: ms(r.spawn_to_loaded)),
         ("server CPU during the first load", lambda r: ms(r.cpu)),
+        ("request -> session live (agent/getState answered)",
+         lambda r: ms(r.live) if r.live else "n/a"),
+        ("  server CPU until then", lambda r: ms(r.live_cpu) if r.live else "n/a"),
         ("response frame size", lambda r: mib(r.response_bytes)),
         ("notifications before the response", lambda r: f"{r.notifications:,}"),
         ("  their bytes", lambda r: mib(r.notification_bytes)),

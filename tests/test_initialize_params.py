@@ -76,4 +76,4 @@ def test_initialize_lists_the_event_union_and_every_method() -> None:
              for member in AgentEvent.__args__[0].__args__]  # type: ignore[attr-defined]
     assert list(EVENT_TYPES) == union
     table = Methods(None, None, lambda: None).table()  # type: ignore[arg-type]
-    assert list(table) == list(METHODS)
+    assert [*table] == [name for name in METHODS if name != "session/load"]  # rpc.py's own

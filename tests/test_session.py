@@ -16,7 +16,8 @@ from helpers import clean_env
 from tiller.config import load_config
 from tiller.protocol import SessionNewParams
 from tiller.session import Session
-from tiller.sessions import SessionRegistry, _open_saved
+from tiller.session_files import log_path, open_saved
+from tiller.sessions import SessionRegistry
 from tiller.store import SessionLog
 from tiller.types import (
     AgentSettled,
@@ -89,22 +90,26 @@ async def test_the_cleared_seam_runs_only_for_calls_the_gate_lets_through(
 
 def test_a_loaded_transcript_goes_straight_to_the_oldest_gc_generation(tmp_path: Path) -> None:
     """The objects a load builds live as long as the session: the collector must not traverse
-    them young (with a 10,000-entry log that was ~12 ms of the load, paid right after it)."""
-    path = tmp_path / "s.jsonl"
-    written = SessionLog.create(path, {"id": "abc123", "cwd": str(tmp_path)}, durable=False)
+    them young (with a 10,000-entry log that was ~12 ms of the load, paid right after it). Both
+    steps: the log as saved (``open_saved``, what session/load answers with) and the validated
+    messages of the live session (``adopt``)."""
+    config = load_config(["--cwd", str(tmp_path), "--session-dir", str(tmp_path / ".sessions")],
+                         clean_env())
+    path = log_path(config.session_dir, tmp_path, "abc12345")
+    written = SessionLog.create(path, {"id": "abc12345", "cwd": str(tmp_path)}, durable=False)
     for number in range(300):
         written.append("message", message=UserMessage(content=f"message {number}").dump())
     written.close()
     paused = gc.isenabled()
     gc.disable()  # no collection may move them meanwhile: only the load decides
     try:
-        _loaded, state, session_log = _open_saved(path)
-        session_log.close()
-        oldest = {id(item) for item in gc.get_objects(generation=2)}
+        saved = open_saved(config.session_dir, "abc12345")
+        session = SessionRegistry(config).adopt(saved)
+        session.log.close()
         young = {id(item) for generation in (0, 1) for item in gc.get_objects(generation)}
     finally:
         if paused:
             gc.enable()
-    assert len(state.messages) == 300
-    assert all(id(message) in oldest for message in state.messages)
-    assert not any(id(message) in young for message in state.messages)
+    built = [*saved.outline.messages, *session.agent.messages]
+    assert len(built) == 600 and all(gc.is_tracked(m) for m in session.agent.messages)
+    assert not any(id(message) in young for message in built)  # oldest, or frozen

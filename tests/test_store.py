@@ -1,4 +1,4 @@
-"""The session log format: round trips, torn lines, versions, and replaying state."""
+"""The session log format: round trips, torn lines, versions, outlining and replaying state."""
 
 from __future__ import annotations
 
@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from tiller.replay import replay
 from tiller.store import (
     ENTRY_TYPES,
     INTERRUPTED_STARTED,
     LOADERS,
     SessionLog,
     SessionLogError,
+    interrupted_result,
+    outline,
     read_session_file,
-    replay,
 )
 from tiller.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 
@@ -139,19 +141,35 @@ def test_replay_rebuilds_queues_interrupted_tools_and_compaction(tmp_path: Path)
     session_log.append("run_start")
     session_log.close()
 
-    state = replay(read_session_file(path))
+    loaded = read_session_file(path)
+    state = replay(loaded)
     texts = [getattr(m, "content", None) for m in state.messages]
     assert "the user asked an old question" in str(texts[0])
     assert texts[1] == "run two tools"
     assert first.id not in state.entry_ids
     assert [m.content for m in state.follow_ups] == ["later"] and state.steering == []
-    assert [(call.id, started) for call, started in state.interrupted] == [
+    assert state.follow_ups[0].queue_id is not None
+    assert state.title == "old question"
+    assert not any(isinstance(m, ToolResultMessage) for m in state.messages)
+
+    found = outline(loaded)  # the same, messages as saved, plus what a crash left unfinished
+    assert [m.dump() for m in state.messages] == found.messages
+    assert found.entry_ids == state.entry_ids
+    assert (found.pending("steering"), found.pending("followUp")) == (0, 1)
+    assert [(call["id"], started) for call, started in found.interrupted] == [
         ("c1", True), ("c2", False)
     ]
-    assert state.open_run is True
-    assert state.title == "old question"
+    assert found.open_run is True
     assert INTERRUPTED_STARTED.startswith("Tool call interrupted")
-    assert not any(isinstance(m, ToolResultMessage) for m in state.messages)
+
+
+def test_the_interrupted_result_is_a_tool_result_message_as_saved() -> None:
+    call = ToolCall(id="c1", name="bash", arguments={"command": "ls"}).dump()
+    for started in (True, False):
+        saved = interrupted_result(call, started)
+        message = ToolResultMessage.model_validate(saved)
+        assert message.dump() == saved and message.is_error
+        assert (message.tool_call_id, message.tool_name) == ("c1", "bash")
 
 
 @pytest.mark.parametrize("leaf", [None, "e2"])
@@ -177,25 +195,34 @@ def test_a_malformed_entry_is_refused_with_its_id(tmp_path: Path) -> None:
         replay(read_session_file(path))
 
 
-@pytest.mark.parametrize("first_bad", ["message", "model_change"])
-def test_the_first_malformed_entry_of_the_branch_is_named(tmp_path: Path, first_bad: str) -> None:
-    """Messages are validated together; when one is malformed the error is still the one an
-    entry-by-entry replay meets first."""
+@pytest.mark.parametrize("order", [("message", "model_change"), ("model_change", "message")])
+def test_an_entry_the_outline_cannot_read_is_named_before_an_invalid_message(
+    tmp_path: Path, order: tuple[str, str]
+) -> None:
+    """The outline reads the branch first (a model_change without a model stops it); the
+    messages are validated after, so an invalid message is named only when the outline found
+    nothing wrong."""
     path = tmp_path / "s.jsonl"
     session_log = new_log(path)
     session_log.append("message", message=UserMessage(content="fine").dump())
     bad: dict[str, str] = {}
-    for kind in (first_bad, *({"message", "model_change"} - {first_bad})):
+    for kind in order:
         if kind == "message":
             bad[kind] = session_log.append("message", message={"role": "user"}).id  # no content
         else:
             bad[kind] = session_log.append("model_change", provider="anthropic").id  # no model
         session_log.append("message", message=UserMessage(content="fine too").dump())
     session_log.close()
+    loaded = read_session_file(path)
+    with pytest.raises(SessionLogError, match=f"model_change entry '{bad['model_change']}'"):
+        outline(loaded)
+    dropped = next(e for e in loaded.entries if e.id == bad["model_change"])
+    loaded.entries.remove(dropped)
+    for entry in loaded.entries:  # the branch, relinked around the dropped entry
+        if entry.parent_id == dropped.id:
+            entry.parent_id = dropped.parent_id
     with pytest.raises(SessionLogError) as raised:
-        replay(read_session_file(path))
+        replay(loaded)
     message = str(raised.value)
-    assert f"{first_bad} entry '{bad[first_bad]}' is malformed" in message
-    if first_bad == "message":
-        assert "ValidationError: 1 validation error for " in message and "content" in message
-        assert "list[" not in message
+    assert f"message entry '{bad['message']}' is malformed" in message
+    assert "ValidationError: 1 validation error for " in message and "content" in message

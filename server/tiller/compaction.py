@@ -19,6 +19,7 @@ from tiller.abort import AbortSignal
 from tiller.model_call import Emit, ModelCall, StreamFn, model_context
 from tiller.policies import CompactionSettings
 from tiller.providers.base import ModelRequest
+from tiller.store import SUMMARY_PREFIX  # the log's replay rebuilds the summary message too
 from tiller.types import (
     AssistantMessage,
     CompactionEnd,
@@ -45,7 +46,6 @@ __all__ = [
     "with_compaction",
 ]
 
-SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
 SUMMARY_SYSTEM_PROMPT = (
     "You write handover notes for a coding agent whose conversation is being compacted. "
     "Summarize the conversation below so the agent can continue the work without it: the "

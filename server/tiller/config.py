@@ -81,6 +81,11 @@ class ServerConfig:
         """The environment variables that hold a configured provider's API key."""
         return {s.api_key_env for s in self.providers.values() if s.api_key_env}
 
+    def default_model(self, provider: str) -> str:
+        """The configured default model of ``provider`` ("default" for an unknown provider)."""
+        settings = self.providers.get(provider)
+        return settings.default_model if settings is not None else "default"
+
     def model_info(self, provider: str, model: str) -> ModelInfo | None:
         """The catalog entry for ``model`` of ``provider`` (the last definition wins)."""
         for info in reversed(self.models):

@@ -56,9 +56,9 @@ class ParamsModel(Protocol[P_co]):
     def model_validate(self, obj: Any, /) -> P_co: ...
 
 
-Handler = Callable[[P], Awaitable["WireModel | dict[str, Any] | None"]]
-"""A wire method: validated params in, a result model, a JSON-ready dict, or None (``null``)
-out."""
+Handler = Callable[[P], Awaitable["WireModel | dict[str, Any] | SerializedResult | None"]]
+"""A wire method: validated params in, a result model, a JSON-ready dict, the result already
+serialized, or None (``null``) out."""
 Method = tuple[ParamsModel[Any], Handler[Any]]
 """A method as ``register_lazy``'s loader hands it over: (params model, handler)."""
 
@@ -72,7 +72,10 @@ class _Server(JsonRPCServer):
 
 
 class SerializedResult(bytes):
-    """A handler's result already serialized as JSON: sent as is, not through cattrs."""
+    """A handler's result already serialized as JSON: sent as is, not through cattrs. ``then``,
+    if set, is called (soon, on the event loop) once the response has been written."""
+
+    then: Callable[[], None] | None = None
 
 
 class _Protocol(JsonRPCProtocol):
@@ -83,6 +86,8 @@ class _Protocol(JsonRPCProtocol):
             self._result_types.pop(msg_id, None)
             self.writer.write(b"".join((b'{"jsonrpc":"2.0","id":', json.dumps(msg_id).encode(),
                                         b',"result":', result, b"}")))
+            if result.then is not None:
+                asyncio.get_running_loop().call_soon(result.then)
             return
         super()._send_response(msg_id, result, error)
 
@@ -183,8 +188,8 @@ class Front:
             raise JsonRpcInternalError(
                 f"internal error in {name}: {type(exc).__name__}: {exc}"
             ) from None
-        if result is None:
-            return None
+        if result is None or isinstance(result, SerializedResult):
+            return result
         if isinstance(result, dict):
             return SerializedResult(json.dumps(result, separators=(",", ":")).encode())
         return SerializedResult(result.model_dump_json(by_alias=True, exclude_none=True).encode())

@@ -1,17 +1,20 @@
-"""The closed word lists a session is configured with, as plain ``Literal``s and tuples.
+"""The closed word lists a session is configured with, as plain ``Literal``s and tuples, and
+the timestamp unit.
 
 Each is spelled once, here, with its values in documentation order; ``tiller.types`` re-exports
-them. This module imports nothing, so start-up (``tiller.config``, answering ``initialize``)
-reads them without loading pydantic or the models.
+them. This module imports nothing of ours, so start-up (``tiller.config``, answering
+``initialize``) and the session log (``tiller.store``) use them without loading pydantic or the
+models.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Literal, get_args
 
 __all__ = [
     "PERMISSION_MODES", "QUEUE_MODES", "THINKING_LEVELS", "PermissionMode", "QueueMode",
-    "ThinkingLevel",
+    "ThinkingLevel", "now_ms",
 ]
 
 ThinkingLevel = Literal["off", "low", "medium", "high"]
@@ -25,3 +28,8 @@ PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 QueueMode = Literal["one-at-a-time", "all"]
 """How a steering or follow-up queue is polled: one message per poll, or drained."""
 QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch, the timestamp unit of every message and log entry."""
+    return int(time.time() * 1000)

@@ -1,31 +1,41 @@
 """Tiller's front: protocol.md's methods, served on a ``tiller.front.Front``.
 
 ``initialize`` is answered here without pydantic, the protocol's models or the session
-machinery; every other method is registered lazily, its handler in ``tiller.rpc_methods``
-(imported, with the models, on the first such call). A session's events go out as
-``agent/event`` notifications (``tiller.event_wire.EventNotifier``, its deltas coalesced within
-the ``initialize`` ``deltaWindowMs``).
+machinery, and so is ``session/load`` of a saved session: its answer is the log's messages as
+saved (``tiller.session_files.open_saved``), and the session goes live (its messages validated,
+the models and the session machinery imported) right after the answer is written. Every other
+method is registered lazily, its handler in ``tiller.rpc_methods`` (imported, with the models, on
+the first such call), and waits until no session is on its way to going live. A session's events
+go out as ``agent/event`` notifications (``tiller.event_wire.EventNotifier``, its deltas
+coalesced within the ``initialize`` ``deltaWindowMs``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.config import ServerConfig
-from tiller.front import Front, Method
+from tiller.errors import RequestError
+from tiller.front import Front, Handler, Method, SerializedResult
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES
 from tiller.shadow import git_available
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
+    from tiller.rpc_methods import Methods
     from tiller.session import Session
+    from tiller.session_files import SavedSession
     from tiller.sessions import SessionRegistry
 
-__all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "TillerFront"]
+__all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "SessionId", "TillerFront"]
+
+log = logging.getLogger(__name__)
 
 METHODS = (
     "session/new", "session/list", "session/load", "session/fork", "session/close",
@@ -34,7 +44,8 @@ METHODS = (
     "agent/setQueueModes", "agent/compact", "agent/setPermissionMode", "models/list",
     "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
 )
-"""Every method but ``initialize`` (``tiller.rpc_methods.Methods.table`` serves them)."""
+"""Every method but ``initialize`` (``tiller.rpc_methods.Methods.table`` serves them, but
+``session/load`` of a session that is not live)."""
 EVENT_TYPES = (
     "agent_start", "turn_start", "message_start", "message_update", "message_end",
     "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
@@ -90,6 +101,46 @@ class Initialize:
         return cls(dumped, version, window)
 
 
+@dataclass(frozen=True)
+class SessionId:
+    """``session/load``'s params: ``{"sessionId": "..."}`` read as is, anything else through
+    pydantic's ``tiller.protocol.SessionIdParams`` (coerced, or -32602)."""
+
+    session_id: str
+
+    @classmethod
+    def model_validate(cls, raw: dict[str, Any]) -> SessionId:
+        if raw.keys() == {"sessionId"} and type(raw["sessionId"]) is str:
+            return cls(raw["sessionId"])
+        from tiller.protocol import SessionIdParams
+
+        return cls(SessionIdParams.model_validate(raw).session_id)
+
+
+class _Loads:
+    """The ``session/load``s in progress, from opening the log until the session is live (or
+    has failed to go live); ``settled()`` returns once there is none."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._idle: anyio.Event | None = None
+
+    def enter(self) -> None:
+        self.count += 1
+        if self._idle is None:
+            self._idle = anyio.Event()
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0 and self._idle is not None:
+            idle, self._idle = self._idle, None
+            idle.set()
+
+    async def settled(self) -> None:
+        while self._idle is not None:
+            await self._idle.wait()
+
+
 def _only(value: Any, names: set[str], kind: type) -> bool:
     """``value`` is an object of only ``names``, each None or exactly a ``kind`` (a member
     ``fs`` excepted: the caller checks it)."""
@@ -107,8 +158,16 @@ class TillerFront:
         self._sessions: SessionRegistry | None = None
         self._capabilities: dict[str, Any] | None = None
         self.front = Front(self._shutdown)
+        self._loads = _Loads()
+        self._handlers: Methods | None = None
+        self._table: Mapping[str, Method] | None = None
+        self._closed = False
         self.front.register("initialize", Initialize, self.initialize)
-        self.front.register_lazy(METHODS, self._methods)
+        for name in METHODS:  # in this order: initialize lists them so
+            if name == "session/load":
+                self.front.register(name, SessionId, self.session_load)
+            else:
+                self.front.register_lazy([name], self._methods)
 
     @property
     def sessions(self) -> SessionRegistry:
@@ -120,10 +179,64 @@ class TillerFront:
             self._connect_client()
         return self._sessions
 
-    def _methods(self) -> Mapping[str, Method]:
-        from tiller.rpc_methods import Methods
+    @property
+    def handlers(self) -> Methods:
+        """The methods' handlers (``tiller.rpc_methods``), imported when first needed."""
+        if self._handlers is None:
+            from tiller.rpc_methods import Methods
 
-        return Methods(self.front, self.config, lambda: self.sessions).table()
+            self._handlers = Methods(self.front, self.config, lambda: self.sessions)
+        return self._handlers
+
+    def _methods(self) -> Mapping[str, Method]:
+        """The lazily registered methods, each waiting for loads in progress (``_Loads``)."""
+        if self._table is None:
+            self._table = {name: (params, self._after_loads(fn))
+                           for name, (params, fn) in self.handlers.table().items()}
+        return self._table
+
+    def _after_loads(self, fn: Handler[Any]) -> Handler[Any]:
+        async def handle(params: Any) -> Any:
+            await self._loads.settled()
+            return await fn(params)
+
+        return handle
+
+    async def session_load(self, params: SessionId) -> Any:
+        """A live session's history, or a saved session's as its log has it: answered at once,
+        the session made live right after (``_go_live``). One load at a time."""
+        await self._loads.settled()
+        if self._sessions is not None and params.session_id in self._sessions.sessions:
+            return self.handlers.history(self._sessions.sessions[params.session_id])
+        from pydantic_core import to_json
+
+        from tiller.session_files import open_saved
+
+        self._loads.enter()
+        try:
+            saved = await anyio.to_thread.run_sync(
+                open_saved, self.config.session_dir, params.session_id)
+            result = SerializedResult(to_json(saved.history(self.config)))
+        except BaseException:
+            self._loads.leave()
+            raise
+        result.then = lambda: self._go_live(saved)
+        return result
+
+    def _go_live(self, saved: SavedSession) -> None:
+        """Make a session whose ``session/load`` was answered live. If its messages are not
+        valid, requests for it get the error (``SessionRegistry.adopt``)."""
+        try:
+            if self._closed:
+                saved.log.close()
+            else:
+                self.sessions.adopt(saved)
+        except RequestError as exc:  # SessionLogError: a message in the log is not valid
+            log.warning("session %s could not go live: %s", saved.id, exc.message)
+        except Exception:
+            log.exception("session %s could not go live", saved.id)
+        finally:
+            self._loads.leave()
 
     def _connect_client(self) -> None:
         """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
@@ -133,6 +246,7 @@ class TillerFront:
             self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
 
     async def _shutdown(self) -> None:
+        self._closed = True
         if self._sessions is not None:
             await self._sessions.shutdown()
 

@@ -78,11 +78,11 @@ class Methods:
         return self._sessions()
 
     def table(self) -> Mapping[str, Method]:
-        """Every method but ``initialize``: wire name -> (params model, handler)."""
+        """Every method but ``initialize`` and ``session/load`` (``tiller.rpc`` serves them): wire
+        name -> (params model, handler)."""
         return {
             "session/new": (SessionNewParams, self.session_new),
             "session/list": (SessionListParams, self.session_list),
-            "session/load": (SessionIdParams, self.session_load),
             "session/fork": (SessionForkParams, self.session_fork),
             "session/close": (SessionIdParams, self.session_close),
             "session/delete": (SessionIdParams, self.session_delete),
@@ -113,14 +113,11 @@ class Methods:
         infos = [SessionInfo(**vars(summary)) for summary in found]
         return SessionListResult(sessions=infos, next_cursor=cursor)
 
-    async def session_load(self, params: SessionIdParams) -> SessionLoadResult:
-        return self._history(await self.sessions.load(params.session_id))
-
     async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
         source = self.sessions.sessions.get(params.session_id)
         source_log = source.log.path if source else None
         session = await self.sessions.fork(params.session_id, params.entry_id)
-        history = self._history(session)
+        history = self.history(session)
         if params.revert_files:
             source_log = source_log or await anyio.to_thread.run_sync(
                 self.sessions.find, params.session_id
@@ -245,7 +242,8 @@ class Methods:
         await session.refresh_commands()  # their prompts: commands/list shows them now
         return McpListResult(servers=session.mcp.states())
 
-    def _history(self, session: Session) -> SessionLoadResult:
+    def history(self, session: Session) -> SessionLoadResult:
+        """``session/load``'s result for a live session."""
         agent = session.agent
         return SessionLoadResult.model_construct(  # the messages are valid models already
             session_id=session.id,

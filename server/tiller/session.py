@@ -34,8 +34,9 @@ from tiller.procs import ProcessScope
 from tiller.protocol_checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
 from tiller.recorder import LogRecorder
+from tiller.replay import Replay
 from tiller.settings import AgentSettings
-from tiller.store import Replay, SessionLog, interrupted_result
+from tiller.store import SessionLog
 from tiller.tools import default_tools
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import BeforeToolCallResult
@@ -58,7 +59,6 @@ __all__ = [
     "EditorClient",
     "Session",
     "Subscriber",
-    "default_model",
     "provider_factory",
 ]
 
@@ -96,12 +96,6 @@ def provider_factory(config: ServerConfig, provider: str, model: str) -> Callabl
         )
 
     return build
-
-
-def default_model(config: ServerConfig, provider: str) -> str:
-    """The configured default model of ``provider`` ("default" for an unknown provider)."""
-    settings = config.providers.get(provider)
-    return settings.default_model if settings is not None else "default"
 
 
 class Session:
@@ -284,7 +278,7 @@ class Session:
 
     async def set_model(self, provider: str, model: str | None) -> None:
         """Switch to another provider/model between runs (the old provider is closed)."""
-        model = model or default_model(self.config, provider)
+        model = model or self.config.default_model(provider)
         await self.agent.set_provider(
             self.providers(self.config, provider, model), self.config.model_info(provider, model)
         )
@@ -328,9 +322,8 @@ class Session:
         self.recorder.append("thinking_change", level=level)
 
     def restore(self, state: Replay) -> None:
-        """Take over a replayed log's transcript and queues. Tool calls a crash left without
-        a result get a synthetic error result, logged like any other message; a run the
-        crash left open is logged as ended."""
+        """Take over a replayed log's transcript, queues and thinking level (what a crash left
+        unfinished was repaired in the log before: ``tiller.session_files.open_saved``)."""
         agent = self.agent
         agent.messages.extend(state.messages)
         self.plan.restore(state.messages)
@@ -339,13 +332,6 @@ class Session:
         agent.follow_up_queue.extend(state.follow_ups)
         if state.thinking in THINKING_LEVELS:
             agent.thinking = state.thinking
-        for call, started in state.interrupted:
-            result = interrupted_result(call, started)
-            agent.messages.append(result)
-            self.recorder.append_message(result.dump())
-        if state.open_run:
-            self.recorder.append("run_end", stopReason="error",
-                                 errorMessage="the run was interrupted by a restart")
 
     async def close(self) -> None:
         """Stop the run (if any), its MCP servers, kill the processes its commands left

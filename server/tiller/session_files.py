@@ -1,19 +1,35 @@
-"""Saved sessions on disk: where each session's log lives, finding one by id, and what
-``session/list`` shows of each. Logs live under ``<session_dir>/<workspace>/<id>.jsonl``."""
+"""Saved sessions on disk: where each session's log lives, finding one by id, what
+``session/list`` shows of each, and opening one to go live (``open_saved``). Logs live under
+``<session_dir>/<workspace>/<id>.jsonl``. Nothing here imports pydantic or the models."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from tiller.store import SessionLogError, read_session_file, replay
+from tiller.errors import UnknownSessionError
+from tiller.store import (
+    Outline,
+    SessionFile,
+    SessionLog,
+    SessionLogError,
+    interrupted_result,
+    outline,
+    read_session_file,
+)
 
-__all__ = ["SessionSummary", "find_log", "log_path", "saved_logs", "summarize",
-           "workspace_dir_name"]
+if TYPE_CHECKING:
+    from tiller.config import ServerConfig
+
+__all__ = ["SavedSession", "SessionSummary", "find_log", "log_path", "open_saved", "quiet_gc",
+           "saved_logs", "summarize", "workspace_dir_name"]
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +83,7 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
     corrupt. Blocking file I/O."""
     try:
         loaded = read_session_file(path)
-        state = replay(loaded)
+        state = outline(loaded)
     except (OSError, SessionLogError) as exc:
         log.warning("skipping %s: %s", path, exc)
         return None
@@ -81,3 +97,74 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
         message_count=len(state.messages),
         live=loaded.id in live,
     )
+
+
+@dataclass
+class SavedSession:
+    """A saved session opened to go live: its id (its file's name), its file, what its log
+    says (messages as saved, not yet validated) and the log reopened for appending."""
+
+    id: str
+    file: SessionFile
+    outline: Outline
+    log: SessionLog
+
+    def settings(self, config: ServerConfig) -> tuple[Path, str, str]:
+        """Its workspace, provider and model (the server's defaults where the log names none)."""
+        cwd = Path(self.file.header.get("cwd") or config.cwd)
+        provider = self.outline.provider or config.provider
+        return cwd, provider, self.outline.model or config.default_model(provider)
+
+    def history(self, config: ServerConfig) -> dict[str, Any]:
+        """``session/load``'s result (protocol.md) for the session about to go live."""
+        cwd, provider, model = self.settings(config)
+        found = self.outline
+        return {"sessionId": self.id, "cwd": str(cwd), "provider": provider,
+                "model": model, "messages": found.messages, "entryIds": found.entry_ids,
+                "pendingSteering": found.pending("steering"),
+                "pendingFollowUp": found.pending("followUp")}
+
+
+def open_saved(root: Path | None, session_id: str) -> SavedSession:
+    """Find, read and outline a saved session, and reopen its log (blocking: run it in a worker
+    thread). What a crash left unfinished is repaired in the log first: each tool call without
+    a result gets a synthetic error result, a run left open is ended. Raises
+    UnknownSessionError if there is no such log, SessionLogError if it is unusable."""
+    path = find_log(root, session_id)
+    if path is None:
+        raise UnknownSessionError(f"no saved session {session_id!r}")
+    with quiet_gc():
+        try:
+            loaded = read_session_file(path)
+            found = outline(loaded)
+            session_log = SessionLog.reopen(loaded)
+        except OSError as exc:
+            raise SessionLogError(f"cannot read the session log {path}: {exc}") from None
+        if found.interrupted or found.open_run:
+            for call, started in found.interrupted:
+                result = interrupted_result(call, started)
+                loaded.entries.append(session_log.append("message", message=result))
+            if found.open_run:
+                loaded.entries.append(session_log.append(
+                    "run_end", stopReason="error",
+                    errorMessage="the run was interrupted by a restart"))
+            found = outline(loaded)
+    return SavedSession(session_id, loaded, found, session_log)
+
+
+@contextmanager
+def quiet_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a session's objects are built. A big log
+    allocates hundreds of thousands of objects, none of them garbage, and collecting over them
+    took about half of a load. What was built is then moved to the oldest generation
+    (``gc.freeze`` then ``gc.unfreeze``, no traversal): it lives as long as the session, and the
+    first young collection after would otherwise walk all of it."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.unfreeze()
+        if paused:
+            gc.enable()

@@ -9,7 +9,6 @@ each session as it goes live (``on_start``).
 
 from __future__ import annotations
 
-import gc
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,22 +21,19 @@ from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol import SessionNewParams
-from tiller.session import (
-    EditorClient,
-    ProviderFactory,
-    Session,
-    default_model,
-    provider_factory,
+from tiller.replay import validated
+from tiller.session import EditorClient, ProviderFactory, Session, provider_factory
+from tiller.session_files import (
+    SavedSession,
+    SessionSummary,
+    find_log,
+    log_path,
+    open_saved,
+    quiet_gc,
+    saved_logs,
+    summarize,
 )
-from tiller.session_files import SessionSummary, find_log, log_path, saved_logs, summarize
-from tiller.store import (
-    Replay,
-    SessionFile,
-    SessionLog,
-    SessionLogError,
-    read_session_file,
-    replay,
-)
+from tiller.store import SessionLog, SessionLogError, read_session_file
 
 __all__ = ["SessionRegistry"]
 
@@ -57,6 +53,9 @@ class SessionRegistry:
         self.sessions: dict[str, Session] = {}
         self.default_id: str | None = None
         self.client: EditorClient | None = None
+        self._opening: anyio.Lock | None = None
+        self.unusable: dict[str, SessionLogError] = {}
+        """Sessions whose log could not go live after ``session/load`` answered (``adopt``)."""
 
     def set_client(self, client: EditorClient) -> None:
         """What the client said it can answer (``initialize``); applies to live sessions too."""
@@ -71,7 +70,7 @@ class SessionRegistry:
         cwd = Path(params.cwd).expanduser().resolve() if params.cwd else config.cwd
         provider = params.provider or config.provider
         model = params.model or (config.model if provider == config.provider else None)
-        model = model or default_model(config, provider)
+        model = model or config.default_model(provider)
         prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
                                 params.append_system_prompt, params.context_files)
         mcp_servers = parse_server_list(params.mcp_servers, "session/new: mcpServers")
@@ -106,6 +105,8 @@ class SessionRegistry:
                 self.default_id = self.create(SessionNewParams(), validate=False).id
             return self.sessions[self.default_id]
         session = self.sessions.get(session_id)
+        if session is None and session_id in self.unusable:
+            raise self.unusable[session_id]
         if session is None:
             hint = " (session/load makes a saved session live)" if self.find(session_id) else ""
             raise UnknownSessionError(f"unknown session {session_id!r}{hint}")
@@ -118,24 +119,39 @@ class SessionRegistry:
         return find_log(self.config.session_dir, session_id)
 
     async def load(self, session_id: str) -> Session:
-        """Make a saved session live (a live one is returned as is); see ``Session.restore``.
-        The file is read in a worker thread; a corrupt one raises SessionLogError."""
-        if session_id in self.sessions:
+        """Make a saved session live (a live one is returned as is): ``open_saved`` in a worker
+        thread, then ``adopt``; one at a time (two openings of a log could both repair it).
+        Raises UnknownSessionError, or SessionLogError for an unusable log."""
+        if self._opening is None:
+            self._opening = anyio.Lock()
+        async with self._opening:
+            if session_id in self.sessions:
+                return self.sessions[session_id]
+            saved = await anyio.to_thread.run_sync(
+                open_saved, self.config.session_dir, session_id)
+            return self.adopt(saved)
+
+    def adopt(self, saved: SavedSession) -> Session:
+        """Make an opened saved session live: its messages validated (``tiller.replay``), the
+        session built and started. A log whose messages are not valid raises SessionLogError
+        (its log closed) and is remembered as ``unusable`` until a later load succeeds. A
+        session made live meanwhile (a concurrent load) is kept, ``saved`` closed."""
+        session_id = saved.id
+        if session_id in self.sessions:  # made live meanwhile: keep that one
+            saved.log.close()
             return self.sessions[session_id]
-        path = await anyio.to_thread.run_sync(self.find, session_id)
-        if path is None:
-            raise UnknownSessionError(f"no saved session {session_id!r}")
-        loaded, state, session_log = await anyio.to_thread.run_sync(_open_saved, path)
-        if session_id in self.sessions:  # loaded by a concurrent request meanwhile
-            session_log.close()
-            return self.sessions[session_id]
-        header = loaded.header
-        cwd = Path(header.get("cwd") or self.config.cwd)
-        provider = state.provider or self.config.provider
-        model = state.model or default_model(self.config, provider)
-        prompt = PromptSettings.from_header(header, default_system_prompt(cwd))
-        session = self._start(session_log, session_id, cwd, provider, model, prompt)
-        session.restore(state)
+        with quiet_gc():
+            try:
+                state = validated(saved.file, saved.outline)
+            except SessionLogError as exc:
+                saved.log.close()
+                self.unusable[session_id] = exc
+                raise
+            self.unusable.pop(session_id, None)
+            cwd, provider, model = saved.settings(self.config)
+            prompt = PromptSettings.from_header(saved.file.header, default_system_prompt(cwd))
+            session = self._start(saved.log, session_id, cwd, provider, model, prompt)
+            session.restore(state)
         return session
 
     async def list_saved(
@@ -219,24 +235,3 @@ class SessionRegistry:
             session.log.close()
             await session.agent.aclose()
 
-
-def _open_saved(path: Path) -> tuple[SessionFile, Replay, SessionLog]:
-    """Read, replay and reopen one session file (blocking: run it in a worker thread); raises
-    SessionLogError if it is unusable. The cyclic garbage collector is paused meanwhile: a
-    big log allocates hundreds of thousands of objects, none of them garbage, and collecting
-    over them took about half of the load. What was built is then moved to the oldest
-    generation (``gc.freeze`` then ``gc.unfreeze``, no traversal): it lives as long as the
-    session, and the first young collection after the load would otherwise walk all of it."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        loaded = read_session_file(path)
-        state = replay(loaded)
-        return loaded, state, SessionLog.reopen(loaded)
-    except OSError as exc:
-        raise SessionLogError(f"cannot read the session log {path}: {exc}") from None
-    finally:
-        gc.freeze()
-        gc.unfreeze()
-        if paused:
-            gc.enable()

@@ -8,7 +8,12 @@ writes one whole line and flushes it (and fsyncs, unless ``durable=False``) befo
 A torn last line (a crash mid-write) is ignored on load, never fatal; any other bad line is
 skipped with a warning. ``LOADERS`` maps each format version to its loader; a file from a newer
 Tiller is refused with a message saying so, and so is a corrupt one (a ``parentId`` loop, a
-malformed entry) when its branch is walked or replayed.
+malformed entry) when its branch is walked or outlined.
+
+``outline`` reads what a branch says about its session (transcript, queues, settings, title)
+with the messages as saved, plain JSON; ``tiller.replay`` validates them into models. Nothing
+here imports pydantic (only pydantic_core's JSON parser), so a server can read a log and answer
+``session/load`` before the models are loaded.
 """
 
 from __future__ import annotations
@@ -22,37 +27,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from pydantic import TypeAdapter
 from pydantic_core import from_json
 
-from tiller.compaction import SUMMARY_PREFIX
 from tiller.errors import RequestError
-from tiller.types import (
-    AssistantMessage,
-    Message,
-    TextContent,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-    now_ms,
-)
+from tiller.modes import now_ms
 
 __all__ = [
     "FORMAT_VERSION",
     "LOADERS",
+    "SUMMARY_PREFIX",
     "Entry",
-    "Replay",
-    "interrupted_result",
-    "replay",
-    "title_of",
+    "Outline",
     "SessionFile",
     "SessionLog",
     "SessionLogError",
+    "interrupted_result",
+    "outline",
     "read_session_file",
+    "title_of",
 ]
 
 log = logging.getLogger(__name__)
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 FORMAT_VERSION = 1
@@ -286,9 +281,10 @@ class SessionLog:
 
 
 # ---------------------------------------------------------------------------------------------
-# Replay: a session's state from its log
+# Outline: what a log says about its session, its messages as saved
 
-
+SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
+"""How a compaction's summary starts the user message that replaces what it summarized."""
 INTERRUPTED_STARTED = (
     "Tool call interrupted: Tiller restarted while this call was running, so its side effects "
     "are unknown. Check the current state before re-running it."
@@ -297,106 +293,121 @@ INTERRUPTED_NOT_STARTED = (
     "Tool call not executed: Tiller restarted before this call ran. Re-issue it if still needed."
 )
 FAILED = ("error", "aborted")
+ROLES = ("user", "assistant", "toolResult")
+
+JSON = dict[str, Any]
 
 
 @dataclass
-class Replay:
-    """What a log says about its session: the transcript, the undelivered queued messages, the
-    last model settings, and the tool calls a crash left without a result."""
+class Outline:
+    """What a branch of a log says about its session, messages as saved (camelCase JSON, not
+    yet validated): the transcript and each message's entry (``""`` for a compaction's
+    summary), the undelivered queued messages as (queue entry id, queue, message), the last
+    model settings, the tool calls a crash left without a result (call block, whether it had
+    started) and whether a run was left open."""
 
-    messages: list[Message] = field(default_factory=list)
+    messages: list[JSON] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
-    steering: list[UserMessage] = field(default_factory=list)
-    follow_ups: list[UserMessage] = field(default_factory=list)
+    queued: list[tuple[str, str, JSON]] = field(default_factory=list)
     provider: str | None = None
     model: str | None = None
     thinking: str | None = None
-    interrupted: list[tuple[ToolCall, bool]] = field(default_factory=list)
+    interrupted: list[tuple[JSON, bool]] = field(default_factory=list)
     open_run: bool = False
     title: str | None = None
 
+    def pending(self, queue: str) -> int:
+        """How many queued messages of ``queue`` ("steering" or "followUp") wait."""
+        return sum(1 for _, name, _ in self.queued if name == queue)
 
-_Kept = list[tuple[str, Message]]
-"""(entry id, message) pairs: the transcript a replay has kept so far."""
+
+def corrupt(file: SessionFile, entry: Entry, exc: Exception) -> SessionLogError:
+    """The error for a malformed ``entry`` of ``file``."""
+    return SessionLogError(
+        f"session {file.id} is corrupt ({file.path}): its {entry.type} entry {entry.id!r} is "
+        f"malformed: {type(exc).__name__}: {exc}"
+    )
 
 
-def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
-    """Rebuild a session's state from the branch ending at ``leaf_id`` (default: the last
-    entry). Compaction entries replace the messages before their first kept entry."""
-    state = Replay(provider=file.header.get("provider"), model=file.header.get("model"))
-    kept: _Kept = []
-    queued: dict[str, tuple[str, UserMessage]] = {}
+def outline(file: SessionFile, leaf_id: str | None = None) -> Outline:
+    """Read the branch ending at ``leaf_id`` (default: the last entry). A compaction entry
+    replaces the messages before its first kept entry with a summary message. Raises
+    SessionLogError for an entry this reading cannot use (a message without a known ``role``,
+    a ``model_change`` without a model ...); the messages' other fields are checked when they
+    are validated (``tiller.replay``)."""
+    found = Outline(provider=file.header.get("provider"), model=file.header.get("model"))
+    kept: list[tuple[str, JSON]] = []
+    queued: dict[str, tuple[str, JSON]] = {}
     started: set[str] = set()
     for entry in file.branch(leaf_id):
         try:
-            kept = _replay_entry(state, entry, kept, queued, started)
-        except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError too
-            raise SessionLogError(
-                f"session {file.id} is corrupt ({file.path}): its {entry.type} entry "
-                f"{entry.id!r} is malformed: {type(exc).__name__}: {exc}"
-            ) from None
-    state.messages = [message for _, message in kept]
-    state.entry_ids = [entry_id for entry_id, _ in kept]
-    for queue_id, (queue, waiting) in queued.items():
-        waiting.queue_id = queue_id
-        (state.steering if queue == "steering" else state.follow_ups).append(waiting)
-    answered = {m.tool_call_id for m in state.messages if isinstance(m, ToolResultMessage)}
-    for message in state.messages:
-        if isinstance(message, AssistantMessage) and message.stop_reason not in FAILED:
-            for call in message.tool_calls:
-                if call.id not in answered:
-                    state.interrupted.append((call, call.id in started))
-    return state
+            kept = _outline_entry(found, entry, kept, queued, started)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise corrupt(file, entry, exc) from None
+    found.entry_ids = [entry_id for entry_id, _ in kept]
+    found.messages = [message for _, message in kept]
+    found.queued = [(queue_id, queue, message) for queue_id, (queue, message) in queued.items()]
+    answered = {m.get("toolCallId") for m in found.messages if m["role"] == "toolResult"}
+    for message in found.messages:
+        if message["role"] == "assistant" and message.get("stopReason") not in FAILED:
+            for block in message.get("content") or ():
+                if block.get("type") == "toolCall" and block.get("id") not in answered:
+                    found.interrupted.append((block, block.get("id") in started))
+    return found
 
 
-def _replay_entry(
-    state: Replay,
-    entry: Entry,
-    kept: _Kept,
-    queued: dict[str, tuple[str, UserMessage]],
-    started: set[str],
-) -> _Kept:
-    """Apply one entry to the replay in progress; returns the kept messages (a compaction
+def _outline_entry(
+    found: Outline, entry: Entry, kept: list[tuple[str, JSON]],
+    queued: dict[str, tuple[str, JSON]], started: set[str],
+) -> list[tuple[str, JSON]]:
+    """Apply one entry to the outline in progress; returns the kept messages (a compaction
     replaces the list). Raises KeyError/TypeError/ValueError for a malformed entry."""
     data = entry.data
     if entry.type == "message":
-        message = _MESSAGE.validate_python(data["message"])
+        message = data["message"]
+        if message["role"] not in ROLES:
+            raise ValueError(f"unknown role {message['role']!r}")
         kept.append((entry.id, message))
         queued.pop(data.get("queueId", ""), None)
-        if state.title is None and isinstance(message, UserMessage):
-            state.title = title_of(message)
+        if found.title is None and message["role"] == "user":
+            found.title = title_of(message)
     elif entry.type == "queued":
-        queued[entry.id] = (data["queue"], UserMessage.model_validate(data["message"]))
+        if data["message"]["role"] != "user":
+            raise ValueError("a queued message is a user message")
+        queued[entry.id] = (data["queue"], data["message"])
     elif entry.type == "tool_start":
         started.add(data["toolCallId"])
     elif entry.type == "model_change":
-        state.provider, state.model = data["provider"], data["model"]
+        found.provider, found.model = data["provider"], data["model"]
     elif entry.type == "thinking_change":
-        state.thinking = data["level"]
+        found.thinking = data["level"]
     elif entry.type in ("run_start", "run_end"):
-        state.open_run = entry.type == "run_start"
+        found.open_run = entry.type == "run_start"
     elif entry.type == "compaction":
         first_kept = data.get("firstKeptEntryId")
         ids = [entry_id for entry_id, _ in kept]
         cut = ids.index(first_kept) if first_kept in ids else len(kept)
-        summary = UserMessage(content=SUMMARY_PREFIX + data["summary"])
+        summary = {"role": "user", "content": SUMMARY_PREFIX + data["summary"],
+                   "timestamp": entry.timestamp}
         kept = [("", summary), *kept[cut:]]
     return kept
 
 
-def interrupted_result(call: ToolCall, started: bool) -> ToolResultMessage:
-    """The synthetic error result for a call a restart left unanswered."""
+def interrupted_result(call: JSON, started: bool) -> JSON:
+    """The synthetic error result (a tool result message, as saved) for a call a restart left
+    unanswered."""
     text = INTERRUPTED_STARTED if started else INTERRUPTED_NOT_STARTED
-    return ToolResultMessage(
-        tool_call_id=call.id, tool_name=call.name, content=[TextContent(text=text)], is_error=True
-    )
+    return {"role": "toolResult", "toolCallId": call["id"], "toolName": call["name"],
+            "content": [{"type": "text", "text": text}], "isError": True, "timestamp": now_ms()}
 
 
-def title_of(message: UserMessage) -> str:
-    """A session's title: its first user message's text on one line, at most 80 characters."""
-    if isinstance(message.content, str):
-        text = message.content
+def title_of(message: JSON) -> str:
+    """A session's title: its first user message's text (``message`` as saved) on one line, at
+    most 80 characters."""
+    content = message["content"]
+    if isinstance(content, str):
+        text = content
     else:
-        text = " ".join(b.text for b in message.content if isinstance(b, TextContent))
+        text = " ".join(block["text"] for block in content if block.get("type") == "text")
     text = " ".join(text.split())
     return text[:77] + "..." if len(text) > 80 else text

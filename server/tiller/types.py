@@ -7,7 +7,6 @@ camelCase JSON via ``dump()``. Of Tiller's own it imports only ``tiller.modes`` 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
@@ -21,6 +20,7 @@ from tiller.modes import (
     PermissionMode,
     QueueMode,
     ThinkingLevel,
+    now_ms,
 )
 
 __all__ = [
@@ -72,11 +72,6 @@ __all__ = [
     "WireModel",
     "now_ms",
 ]
-
-
-def now_ms() -> int:
-    """Milliseconds since the epoch, the timestamp unit of every message."""
-    return int(time.time() * 1000)
 
 
 class WireModel(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ProviderNotConfiguredError
 from tiller.procs import scrub_environ
-from tiller.session import default_model, provider_factory
+from tiller.session import provider_factory
 
 __all__ = ["ConfigLoader", "auth_methods", "config_loader", "method_id", "missing_key"]
 
@@ -47,7 +47,7 @@ def missing_key(config: ServerConfig) -> str | None:
     settings = config.providers.get(provider)
     if settings is None or not settings.api_key_env:
         return None
-    model = config.model or default_model(config, provider)
+    model = config.model or config.default_model(provider)
     try:
         provider_factory(config, provider, model)()
     except ProviderNotConfiguredError:

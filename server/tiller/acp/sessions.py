@@ -42,7 +42,7 @@ def session_info(summary: SessionSummary) -> dict[str, Any]:
 
 def title_update(message: UserMessage) -> dict[str, Any]:
     """The ``session_info_update`` for a session whose first user message is ``message``."""
-    return {"sessionUpdate": "session_info_update", "title": title_of(message),
+    return {"sessionUpdate": "session_info_update", "title": title_of(message.dump()),
             "updatedAt": iso_time(message.timestamp)}
 
 
