@@ -21,7 +21,10 @@ Measured, for each:
 4. the server's CPU time while the provider streams 100 tokens/s (300 tokens), as % of one core;
 5. Tiller alone: server CPU per token of a 3,000-token reply in one session (the mean over 5
    fresh sessions, one after another) against 50 fresh sessions streaming it at once in the
-   same process.
+   same process;
+6. Tiller alone: ``session/load`` of bench_sessions.py's 10,000-entry session in a fresh
+   process, request -> the response's last byte (and until an ``agent/getState`` sent right
+   after the answer is answered: the session is live), then again after ``session/close``.
 
 Run from the repository root (about a minute on 2 idle cores, plus the npm install once)::
 
@@ -39,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -61,8 +65,10 @@ from bench_server import (  # noqa: E402
     rss_kib,
     server_env,
 )
+from bench_sessions import ENTRIES, Load, build_entries, load_in_server, write_log  # noqa: E402
 
 from fake_openai import text_reply  # noqa: E402
+from tiller.session_files import workspace_dir_name  # noqa: E402
 
 PI_PACKAGE = "@earendil-works/pi-coding-agent"
 PI_VERSION = "1.6.0"
@@ -343,6 +349,16 @@ async def measure_many_sessions(fake: RecordingOpenAI, cwd: Path) -> tuple[float
     return statistics.mean(singles), many
 
 
+async def measure_session_load(root: Path) -> Load:
+    """Step 6: bench_sessions.py's session written under ``root``, loaded by a fresh server."""
+    cwd = (root / "load-workspace").resolve()
+    cwd.mkdir()
+    session_dir, session_id = root / "sessions", uuid.uuid4().hex
+    path = session_dir / workspace_dir_name(cwd) / f"{session_id}.jsonl"
+    write_log(path, session_id, cwd, build_entries(ENTRIES), durable=False)
+    return await load_in_server(session_dir, cwd, session_id, acp=False)
+
+
 def is_update(message: dict[str, Any]) -> bool:
     if message.get("type") == "message_update":
         return True
@@ -362,7 +378,7 @@ def ms(seconds: float) -> str:
 
 
 def render(tiller: Numbers, pi: Numbers, floor: Sequence[float],
-           many: tuple[float, float]) -> str:
+           many: tuple[float, float], load: Load) -> str:
     def row(name: str, ours: float, theirs: float, show: Callable[[float], str],
             target: str) -> str:
         ratio = ours / theirs if theirs else float("nan")
@@ -399,6 +415,10 @@ def render(tiller: Numbers, pi: Numbers, floor: Sequence[float],
         f" {MANY} sessions at once ({MANY_TOKENS} tokens each) {many[1] * 1e6:.0f} us;"
         f" ratio {many[1] / many[0]:.2f}"
         " (target <= 1.5)",
+        f"session/load of a {ENTRIES:,}-entry session ({load.messages:,} messages, "
+        f"{load.response_bytes / 2**20:.1f} MiB): first of a process {ms(load.first)}, "
+        f"again after session/close {ms(load.second)} (target <= 250 ms; to the response's "
+        f"last byte); the first session live (agent/getState answered) after {ms(load.live)}",
         "start-up samples: Tiller " + ", ".join(ms(s) for s in tiller.startup)
         + "; pi " + ", ".join(ms(s) for s in pi.startup)
         + "; floor " + ", ".join(ms(s) for s in floor),
@@ -424,7 +444,8 @@ async def main() -> None:
             print(f"{agent.name}: done", flush=True)
         many = await measure_many_sessions(fake, cwd)
         fake.assert_script_complete()
-    print(render(results[0], results[1], results[0].floor, many))
+        load = await measure_session_load(root)
+    print(render(results[0], results[1], results[0].floor, many, load))
 
 
 if __name__ == "__main__":

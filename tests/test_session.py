@@ -88,7 +88,9 @@ async def test_the_cleared_seam_runs_only_for_calls_the_gate_lets_through(
     assert not (tmp_path / "x.txt").exists()
 
 
-def test_a_loaded_transcript_goes_straight_to_the_oldest_gc_generation(tmp_path: Path) -> None:
+async def test_a_loaded_transcript_goes_straight_to_the_oldest_gc_generation(
+    tmp_path: Path,
+) -> None:
     """The objects a load builds live as long as the session: the collector must not traverse
     them young (with a 10,000-entry log that was ~12 ms of the load, paid right after it). Both
     steps: the log as saved (``open_saved``, what session/load answers with) and the validated
@@ -104,7 +106,7 @@ def test_a_loaded_transcript_goes_straight_to_the_oldest_gc_generation(tmp_path:
     gc.disable()  # no collection may move them meanwhile: only the load decides
     try:
         saved = open_saved(config.session_dir, "abc12345")
-        session = SessionRegistry(config).adopt(saved)
+        session = await SessionRegistry(config).adopt(saved)
         session.log.close()
         young = {id(item) for generation in (0, 1) for item in gc.get_objects(generation)}
     finally:

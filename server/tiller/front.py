@@ -73,13 +73,18 @@ class _Server(JsonRPCServer):
 
 class SerializedResult(bytes):
     """A handler's result already serialized as JSON: sent as is, not through cattrs. ``then``,
-    if set, is called (soon, on the event loop) once the response has been written."""
+    if set, runs in a task of its own once the response has been written."""
 
-    then: Callable[[], None] | None = None
+    then: Callable[[], Awaitable[None]] | None = None
 
 
 class _Protocol(JsonRPCProtocol):
-    """pygls's protocol, writing a ``SerializedResult`` straight into the response."""
+    """pygls's protocol, writing a ``SerializedResult`` straight into the response, then
+    starting its ``then``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._then_tasks: set[asyncio.Task[None]] = set()
 
     def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
         if error is None and isinstance(result, SerializedResult) and self.writer is not None:
@@ -87,7 +92,9 @@ class _Protocol(JsonRPCProtocol):
             self.writer.write(b"".join((b'{"jsonrpc":"2.0","id":', json.dumps(msg_id).encode(),
                                         b',"result":', result, b"}")))
             if result.then is not None:
-                asyncio.get_running_loop().call_soon(result.then)
+                task = asyncio.ensure_future(result.then())
+                self._then_tasks.add(task)  # referenced until it ends
+                task.add_done_callback(self._then_tasks.discard)
             return
         super()._send_response(msg_id, result, error)
 

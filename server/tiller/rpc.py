@@ -223,14 +223,14 @@ class TillerFront:
         result.then = lambda: self._go_live(saved)
         return result
 
-    def _go_live(self, saved: SavedSession) -> None:
+    async def _go_live(self, saved: SavedSession) -> None:
         """Make a session whose ``session/load`` was answered live. If its messages are not
         valid, requests for it get the error (``SessionRegistry.adopt``)."""
         try:
             if self._closed:
                 saved.log.close()
             else:
-                self.sessions.adopt(saved)
+                await self.sessions.adopt(saved)
         except RequestError as exc:  # SessionLogError: a message in the log is not valid
             log.warning("session %s could not go live: %s", saved.id, exc.message)
         except Exception:

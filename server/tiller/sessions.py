@@ -21,7 +21,7 @@ from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol import SessionNewParams
-from tiller.replay import validated
+from tiller.replay import Replay, validated
 from tiller.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.session_files import (
     SavedSession,
@@ -129,27 +129,28 @@ class SessionRegistry:
                 return self.sessions[session_id]
             saved = await anyio.to_thread.run_sync(
                 open_saved, self.config.session_dir, session_id)
-            return self.adopt(saved)
+            return await self.adopt(saved)
 
-    def adopt(self, saved: SavedSession) -> Session:
-        """Make an opened saved session live: its messages validated (``tiller.replay``), the
-        session built and started. A log whose messages are not valid raises SessionLogError
-        (its log closed) and is remembered as ``unusable`` until a later load succeeds. A
-        session made live meanwhile (a concurrent load) is kept, ``saved`` closed."""
+    async def adopt(self, saved: SavedSession) -> Session:
+        """Make an opened saved session live: its messages validated (``tiller.replay``, in a
+        worker thread), the session built and started. A log whose messages are not valid
+        raises SessionLogError (its log closed) and is remembered as ``unusable`` until a later
+        load succeeds. A session made live meanwhile (a concurrent load) is kept, ``saved``
+        closed."""
         session_id = saved.id
+        try:
+            state = await anyio.to_thread.run_sync(_validated, saved)
+        except SessionLogError as exc:
+            saved.log.close()
+            self.unusable[session_id] = exc
+            raise
         if session_id in self.sessions:  # made live meanwhile: keep that one
             saved.log.close()
             return self.sessions[session_id]
+        self.unusable.pop(session_id, None)
+        cwd, provider, model = saved.settings(self.config)
+        prompt = PromptSettings.from_header(saved.file.header, default_system_prompt(cwd))
         with quiet_gc():
-            try:
-                state = validated(saved.file, saved.outline)
-            except SessionLogError as exc:
-                saved.log.close()
-                self.unusable[session_id] = exc
-                raise
-            self.unusable.pop(session_id, None)
-            cwd, provider, model = saved.settings(self.config)
-            prompt = PromptSettings.from_header(saved.file.header, default_system_prompt(cwd))
             session = self._start(saved.log, session_id, cwd, provider, model, prompt)
             session.restore(state)
         return session
@@ -235,3 +236,9 @@ class SessionRegistry:
             session.log.close()
             await session.agent.aclose()
 
+
+def _validated(saved: SavedSession) -> Replay:
+    """``saved``'s outline as models (blocking: run it in a worker thread), the collector
+    paused meanwhile (``quiet_gc``)."""
+    with quiet_gc():
+        return validated(saved.file, saved.outline)
