@@ -185,3 +185,25 @@ async def test_two_loads_of_one_session_make_it_live_once(tmp_path: Path) -> Non
     repairs = [line for line in saved_lines(tmp_path, SESSION) if line.get("type") == "message"
                and line["message"].get("isError")]
     assert [line["message"]["toolCallId"] for line in repairs] == ["c2", "c3"]
+
+
+async def test_load_params_are_read_as_every_methods(tmp_path: Path) -> None:
+    """``{"sessionId": "..."}`` is read without the models; anything else goes through them, as
+    for every method: coerced or refused (-32602), unknown names ignored."""
+    log = write_log(tmp_path, SESSION)
+    log.append("message", message=UserMessage(content="hello").dump())
+    log.close()
+    async with spawn_tiller(None, tmp_path) as tiller:
+        refused = []
+        for params in ({}, {"sessionId": 5}, {"sessionId": None}, [SESSION]):
+            with pytest.raises(RpcError) as caught:
+                await tiller.request("session/load", params)
+            refused.append((caught.value.code, caught.value.message))
+        with pytest.raises(RpcError) as unknown:
+            await tiller.request("session/load", {"sessionId": "0" * 32})
+        loaded = await tiller.request("session/load", {"session_id": SESSION, "other": 1})
+
+    assert [code for code, _ in refused] == [-32602] * 4
+    assert "sessionId" in refused[0][1] or "session_id" in refused[0][1]
+    assert unknown.value.code == -32013
+    assert loaded["sessionId"] == SESSION and loaded["messages"][0]["content"] == "hello"
