@@ -246,7 +246,10 @@ class TillerFront:
             self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
 
     async def _shutdown(self) -> None:
+        """Let a session going live finish (bounded), then shut the sessions down."""
         self._closed = True
+        with anyio.move_on_after(10):
+            await self._loads.settled()
         if self._sessions is not None:
             await self._sessions.shutdown()
 
