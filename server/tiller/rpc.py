@@ -213,14 +213,18 @@ class TillerFront:
         from tiller.session_files import open_saved
 
         self._loads.enter()
+        saved: SavedSession | None = None
         try:
             saved = await anyio.to_thread.run_sync(
                 open_saved, self.config.session_dir, params.session_id)
             result = SerializedResult(to_json(saved.history(self.config)))
         except BaseException:
+            if saved is not None:  # it cannot be sent (a lone surrogate in a message)
+                saved.log.close()
             self._loads.leave()
             raise
-        result.then = lambda: self._go_live(saved)
+        opened = saved
+        result.then = lambda: self._go_live(opened)
         return result
 
     async def _go_live(self, saved: SavedSession) -> None:
