@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
 from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult
+from tiller.tools.truncate import printable
 from tiller.types import (
     AgentEvent,
     ImageContent,
@@ -111,6 +112,14 @@ def _error_result(call: ToolCall, text: str) -> ToolResultMessage:
         content=[TextContent(text=text)],
         is_error=True,
     )
+
+
+def _printable(block: TextContent | ImageContent) -> TextContent | ImageContent:
+    """A result's block as it can be sent: its text ``printable`` (a tool, an MCP server or an
+    exception's message may carry bytes that are not UTF-8)."""
+    if isinstance(block, TextContent) and (text := printable(block.text)) is not block.text:
+        return TextContent(text=text)
+    return block
 
 
 def fail_tool_calls(
@@ -251,7 +260,7 @@ class _BatchRunner:
         result = ToolResultMessage(
             tool_call_id=call.id,
             tool_name=call.name,
-            content=list(outcome.content),
+            content=[_printable(block) for block in outcome.content],
             details=outcome.details,
             is_error=outcome.is_error,
         )

@@ -5,6 +5,8 @@ UTF-8. Only whole lines are kept, except when a single line on its own is over t
 then that line is cut at a character boundary and ``partial_line`` says so. A UTF-8 character is
 never cut in half. Lines are separated by ``\\n``; a final newline does not start another line.
 The tools write their own notices (they know how the rest can be fetched); ``format_size`` helps.
+A text is made ``printable`` first: bytes a file name or an output held that are not UTF-8 (Python
+keeps them as lone surrogates) are shown as ``\\xNN`` escapes, so a result can always be sent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_LINES",
     "Truncation",
     "format_size",
+    "printable",
     "split_lines",
     "truncate_head",
     "truncate_tail",
@@ -48,6 +51,23 @@ class Truncation:
     output_lines: int
     output_bytes: int
     partial_line: bool = False
+
+
+def printable(text: str) -> str:
+    """``text`` as valid Unicode: a byte that was not UTF-8 (kept by ``surrogateescape`` as
+    U+DC80..U+DCFF) becomes its ``\\xNN`` escape, any other lone surrogate U+FFFD. ``text``
+    itself when it has none (the usual case, checked at C speed)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join(_printable(char) for char in text)
+    return text
+
+
+def _printable(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return "\ufffd" if "\ud800" <= char <= "\udfff" else char
 
 
 def split_lines(text: str) -> list[str]:
@@ -97,6 +117,7 @@ def truncate_tail(
 
 
 def _truncate(text: str, max_lines: int, max_bytes: int, *, from_end: bool) -> Truncation:
+    text = printable(text)
     lines = split_lines(text)
     total_lines = len(lines)
     total_bytes = len(text.encode("utf-8"))
