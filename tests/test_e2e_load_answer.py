@@ -55,6 +55,9 @@ def rich_log(cwd: Path, *, crashed: bool, padding: int = 0) -> None:
         log.append("message", message=UserMessage(content=f"padding {number} " * 20).dump())
     log.append("run_start")
     log.append("message", message=UserMessage(content="before the compaction").dump())
+    log.append("message", message=AssistantMessage(  # compacted away; its spending still counts
+        content=[TextContent(text="an old answer")],
+        usage=Usage(input_tokens=100, output_tokens=7, cache_read_tokens=50, cost=0.5)).dump())
     kept = log.append("message", message=UserMessage(content=[
         TextContent(text="look at this"), ImageContent(data=PNG, mime_type="image/png")]).dump())
     log.append("compaction", summary="we looked", firstKeptEntryId=kept.id, tokensBefore=900)
@@ -123,6 +126,8 @@ async def test_the_answer_is_what_the_live_session_holds(tmp_path: Path, crashed
 
     assert loaded == again and messages["messages"] == loaded["messages"]
     assert loaded["model"] == "gpt-4o" and state["model"] == "gpt-4o"
+    assert state["usage"] == {"inputTokens": 112, "outputTokens": 10, "cacheReadTokens": 50,
+                              "cacheWriteTokens": 0, "cost": 0.75}  # every run's, as saved
     assert (loaded["pendingSteering"], loaded["pendingFollowUp"]) == (1, 1)
     contents = [message["content"] for message in loaded["messages"]]
     assert contents[0].startswith("[Summary") and contents[0].endswith("we looked")

@@ -25,10 +25,12 @@ async def test_a_session_is_saved_and_loads_in_a_new_process(
         session_id = (await first.request("session/new"))["sessionId"]
         await first.request("agent/prompt", {"sessionId": session_id,
                                              "message": "Remember the number 42"})
+        spent = (await first.request("agent/getState", {"sessionId": session_id}))["usage"]
 
     async with spawn_tiller(fake_openai, tmp_path) as second:
         listed = await second.request("session/list", {"cwd": str(tmp_path)})
         loaded = await second.request("session/load", {"sessionId": session_id})
+        state = await second.request("agent/getState", {"sessionId": session_id})
         await second.request("agent/prompt", {"sessionId": session_id, "message": "Which?"})
 
     [summary] = listed["sessions"]
@@ -37,6 +39,7 @@ async def test_a_session_is_saved_and_loads_in_a_new_process(
     assert summary["messageCount"] == 2 and summary["live"] is False
     assert [m["role"] for m in loaded["messages"]] == ["user", "assistant"]
     assert len(loaded["entryIds"]) == 2
+    assert state["usage"] == spent and spent["inputTokens"] > 0  # the session's total, kept
     request = fake_openai.requests[1]
     assert [m.get("content") for m in request["messages"][1:]] == [
         "Remember the number 42", "First answer.", "Which?"

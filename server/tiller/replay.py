@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pydantic import TypeAdapter
 
 from tiller.store import Outline, SessionFile, corrupt, outline
-from tiller.types import Message, UserMessage
+from tiller.types import Message, Usage, UserMessage
 
 __all__ = ["Replay", "replay", "validated"]
 
@@ -21,7 +21,8 @@ _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 @dataclass
 class Replay:
     """What a log says about its session, as models: the transcript and each message's entry,
-    the undelivered queued messages (each with its ``queue_id``), the last model settings."""
+    the undelivered queued messages (each with its ``queue_id``), the last model settings, and
+    ``usage``: the sum of every assistant message's on the branch (compacted ones included)."""
 
     messages: list[Message] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -31,6 +32,7 @@ class Replay:
     model: str | None = None
     thinking: str | None = None
     title: str | None = None
+    usage: Usage = field(default_factory=Usage)
 
 
 def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
@@ -57,4 +59,9 @@ def validated(file: SessionFile, found: Outline) -> Replay:
             raise corrupt(file, entries[queue_id], exc) from None
         waiting.queue_id = queue_id
         (state.steering if queue == "steering" else state.follow_ups).append(waiting)
+    for entry_id, usage in found.spent:
+        try:
+            state.usage = state.usage.add(Usage.model_validate(usage))
+        except ValueError as exc:
+            raise corrupt(file, entries[entry_id], exc) from None
     return state

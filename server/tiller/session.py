@@ -322,9 +322,11 @@ class Session:
         self.recorder.append("thinking_change", level=level)
 
     def restore(self, state: Replay) -> None:
-        """Take over a replayed log's transcript, queues and thinking level (what a crash left
-        unfinished was repaired in the log before: ``tiller.session_files.open_saved``)."""
+        """Take over a replayed log's transcript, queues, thinking level and spending (what a
+        crash left unfinished was repaired in the log before:
+        ``tiller.session_files.open_saved``)."""
         agent = self.agent
+        agent.usage = state.usage
         agent.messages.extend(state.messages)
         self.plan.restore(state.messages)
         self.entry_ids.extend(state.entry_ids)

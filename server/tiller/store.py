@@ -304,7 +304,8 @@ class Outline:
     yet validated): the transcript and each message's entry (``""`` for a compaction's
     summary), the undelivered queued messages as (queue entry id, queue, message), the last
     model settings, the tool calls a crash left without a result (call block, whether it had
-    started) and whether a run was left open."""
+    started), whether a run was left open, and the ``usage`` of every assistant message of the
+    branch with its entry (those a compaction dropped too: the session's spending)."""
 
     messages: list[JSON] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -315,6 +316,7 @@ class Outline:
     interrupted: list[tuple[JSON, bool]] = field(default_factory=list)
     open_run: bool = False
     title: str | None = None
+    spent: list[tuple[str, JSON]] = field(default_factory=list)
 
     def pending(self, queue: str) -> int:
         """How many queued messages of ``queue`` ("steering" or "followUp") wait."""
@@ -368,6 +370,8 @@ def _outline_entry(
         if message["role"] not in ROLES:
             raise ValueError(f"unknown role {message['role']!r}")
         kept.append((entry.id, message))
+        if message["role"] == "assistant" and "usage" in message:
+            found.spent.append((entry.id, message["usage"]))
         queued.pop(data.get("queueId", ""), None)
         if found.title is None and message["role"] == "user":
             found.title = title_of(message)
