@@ -118,27 +118,23 @@ class SessionId:
 
 
 class _Loads:
-    """The ``session/load``s in progress, from opening the log until the session is live (or
-    has failed to go live); ``settled()`` returns once there is none."""
+    """The ``session/load`` in progress (there is one at a time), from opening the log until
+    the session is live or has failed to go live; ``settled()`` returns once there is none."""
 
     def __init__(self) -> None:
-        self.count = 0
-        self._idle: anyio.Event | None = None
+        self._done: anyio.Event | None = None
 
     def enter(self) -> None:
-        self.count += 1
-        if self._idle is None:
-            self._idle = anyio.Event()
+        self._done = anyio.Event()
 
     def leave(self) -> None:
-        self.count -= 1
-        if self.count == 0 and self._idle is not None:
-            idle, self._idle = self._idle, None
-            idle.set()
+        done, self._done = self._done, None
+        if done is not None:
+            done.set()
 
     async def settled(self) -> None:
-        while self._idle is not None:
-            await self._idle.wait()
+        while self._done is not None:
+            await self._done.wait()
 
 
 def _only(value: Any, names: set[str], kind: type) -> bool:
@@ -160,14 +156,11 @@ class TillerFront:
         self.front = Front(self._shutdown)
         self._loads = _Loads()
         self._handlers: Methods | None = None
-        self._table: Mapping[str, Method] | None = None
         self._closed = False
         self.front.register("initialize", Initialize, self.initialize)
-        for name in METHODS:  # in this order: initialize lists them so
-            if name == "session/load":
-                self.front.register(name, SessionId, self.session_load)
-            else:
-                self.front.register_lazy([name], self._methods)
+        self.front.register("session/load", SessionId, self.session_load)
+        self.front.register_lazy([name for name in METHODS if name != "session/load"],
+                                 self._methods)
 
     @property
     def sessions(self) -> SessionRegistry:
@@ -189,11 +182,9 @@ class TillerFront:
         return self._handlers
 
     def _methods(self) -> Mapping[str, Method]:
-        """The lazily registered methods, each waiting for loads in progress (``_Loads``)."""
-        if self._table is None:
-            self._table = {name: (params, self._after_loads(fn))
-                           for name, (params, fn) in self.handlers.table().items()}
-        return self._table
+        """The lazily registered methods, each waiting for a load in progress (``_Loads``)."""
+        return {name: (params, self._after_loads(fn))
+                for name, (params, fn) in self.handlers.table().items()}
 
     def _after_loads(self, fn: Handler[Any]) -> Handler[Any]:
         async def handle(params: Any) -> Any:
@@ -213,18 +204,18 @@ class TillerFront:
         from tiller.session_files import open_saved
 
         self._loads.enter()
-        saved: SavedSession | None = None
         try:
             saved = await anyio.to_thread.run_sync(
                 open_saved, self.config.session_dir, params.session_id)
-            result = SerializedResult(to_json(saved.history(self.config)))
-        except BaseException:
-            if saved is not None:  # it cannot be sent (a lone surrogate in a message)
+            try:
+                result = SerializedResult(to_json(saved.history(self.config)))
+            except BaseException:  # it cannot be sent (a lone surrogate in a message)
                 saved.log.close()
+                raise
+        except BaseException:
             self._loads.leave()
             raise
-        opened = saved
-        result.then = lambda: self._go_live(opened)
+        result.then = lambda: self._go_live(saved)
         return result
 
     async def _go_live(self, saved: SavedSession) -> None:
@@ -290,7 +281,7 @@ class TillerFront:
                     "persistent": self.config.session_dir is not None,
                 },
                 "checkpoints": self._checkpoints_info(),
-                "methods": [*self.front.server.protocol.fm.features, "$/cancelRequest"],
+                "methods": ["initialize", *METHODS, "$/cancelRequest"],
                 "serverRequests": list(SERVER_REQUESTS),
                 "events": list(EVENT_TYPES),
             },
