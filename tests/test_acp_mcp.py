@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +98,15 @@ async def test_an_mcp_prompt_is_an_acp_command_and_expands_before_the_turn(
     assert "mcp__everything__args-prompt" in names
 
 
-async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn(
-    fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
-    """``session/cancel`` while a ``session/prompt`` still waits for the session's MCP servers
-    answers that prompt ``cancelled``: the model is never called for it."""
+@asynccontextmanager
+async def cancelled_while_gated(
+    fake_openai: FakeOpenAI, tmp_path: Path, method: str,
+    send: Callable[[Any, str], Awaitable[Any]],
+) -> AsyncIterator[tuple[Any, str, Any]]:
+    """A session whose MCP server is held back; ``send(conn, sessionId)`` (a ``method``
+    request) goes out, then a ``session/cancel`` while it still waits for that server; the
+    server is let start. Yields (connection, sessionId, the request's answer)."""
     gated, fifo = gated_server(tmp_path)
-    fake_openai.enqueue(text_reply("the second prompt's reply"))
     recorder = Recorder()
     async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
         await conn.initialize(protocol_version=1)
@@ -110,20 +114,36 @@ async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn
         async with anyio.create_task_group() as group:
             answers: list[Any] = []
 
-            async def first() -> None:
-                answers.append(await conn.prompt(session_id=sid, prompt=[text_block("first")]))
+            async def request() -> None:
+                answers.append(await send(conn, sid))
 
-            group.start_soon(first)
-            await recorder.wait_for(lambda m: m.get("method") == "session/prompt", sent=True)
+            group.start_soon(request)
+            await recorder.wait_for(lambda m: m.get("method") == method, sent=True)
             await conn.cancel(session_id=sid)
             # Handled in order: once this is answered, the cancel has been seen, and the
-            # prompt still waits for the gated server.
+            # request still waits for the gated server.
             await conn.list_sessions(cwd=str(tmp_path))
             with fifo.open("w"):  # let the MCP server start
                 pass
+        yield conn, sid, answers[0]
+
+
+async def test_a_cancel_while_the_prompt_waits_for_its_mcp_servers_means_no_turn(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``session/cancel`` while a ``session/prompt`` still waits for the session's MCP servers
+    answers that prompt ``cancelled``: the model is never called for it."""
+    fake_openai.enqueue(text_reply("the second prompt's reply"))
+
+    async def prompt(conn: Any, sid: str) -> Any:
+        return await conn.prompt(session_id=sid, prompt=[text_block("first")])
+
+    async with cancelled_while_gated(fake_openai, tmp_path, "session/prompt", prompt) as (
+        conn, sid, first
+    ):
         second = await conn.prompt(session_id=sid, prompt=[text_block("second")])
 
-    assert answers[0].stop_reason == "cancelled"
+    assert first.stop_reason == "cancelled"
     assert second.stop_reason == "end_turn"
     assert len(fake_openai.requests) == 1
     assert [m["content"] for m in fake_openai.requests[0]["messages"]
@@ -135,27 +155,17 @@ async def test_a_cancel_while_steering_waits_for_its_mcp_servers_starts_no_turn(
 ) -> None:
     """``_session/steering`` on an idle session would start a turn; a ``session/cancel`` while
     it still waits for the session's MCP servers stops that: nothing is consumed."""
-    gated, fifo = gated_server(tmp_path)
-    recorder = Recorder()
-    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
-        await conn.initialize(protocol_version=1)
-        sid = (await conn.new_session(cwd=str(tmp_path), mcp_servers=[gated])).session_id
-        async with anyio.create_task_group() as group:
-            answers: list[Any] = []
 
-            async def steer() -> None:
-                answers.append(await conn.ext_method("session/steering", {
-                    "sessionId": sid, "prompt": [{"type": "text", "text": "go on alone"}]}))
+    async def steer(conn: Any, sid: str) -> Any:
+        return await conn.ext_method("session/steering", {
+            "sessionId": sid, "prompt": [{"type": "text", "text": "go on alone"}]})
 
-            group.start_soon(steer)
-            await recorder.wait_for(lambda m: m.get("method") == "_session/steering", sent=True)
-            await conn.cancel(session_id=sid)
-            await conn.list_sessions(cwd=str(tmp_path))  # in order: the cancel was seen
-            with fifo.open("w"):  # let the MCP server start
-                pass
+    async with cancelled_while_gated(fake_openai, tmp_path, "_session/steering", steer) as (
+        conn, _sid, answer
+    ):
         await conn.list_sessions(cwd=str(tmp_path))
 
-    assert answers == [{"outcome": "promptRequired", "reason": "cancelled"}]
+    assert answer == {"outcome": "promptRequired", "reason": "cancelled"}
     assert fake_openai.requests == []
 
 
