@@ -11,11 +11,12 @@ import pytest
 
 from scripted import ScriptedProvider, reply_error, reply_text
 from tiller.abort import AbortSignal
-from tiller.compaction import SUMMARY_PREFIX, CompactionSettings, with_compaction
+from tiller.compaction import SUMMARY_PREFIX, with_compaction
+from tiller.config import CompactionSettings, RetryPolicy
 from tiller.model_call import ModelCall, ModelSpec, streaming_call
 from tiller.pricing import priced
 from tiller.providers.base import ModelCost
-from tiller.retry import RetryPolicy, with_retry
+from tiller.retry import with_retry
 from tiller.types import AgentEvent, AssistantMessage, Message, UserMessage
 
 pytestmark = pytest.mark.anyio

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 import anyio
 
 from tiller.abort import AbortSignal
-from tiller.compaction import CompactionSettings, run_compaction, with_compaction
+from tiller.compaction import run_compaction, with_compaction
+from tiller.config import CompactionSettings
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
 from tiller.loop import Queues, run_agent_loop
 from tiller.model_call import Emit, ModelCall, ModelSpec, model_context, streaming_call

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiller.abort import AbortSignal
+from tiller.config import CompactionSettings
 from tiller.model_call import Emit, ModelCall, StreamFn, model_context
-from tiller.policies import CompactionSettings
 from tiller.providers.base import ModelRequest
 from tiller.store import SUMMARY_PREFIX  # the log's replay rebuilds the summary message too
 from tiller.types import (
@@ -37,7 +37,6 @@ from tiller.types import (
 __all__ = [
     "SUMMARY_PREFIX",
     "CompactionOutcome",
-    "CompactionSettings",
     "compact",
     "estimate_tokens",
     "find_cut",

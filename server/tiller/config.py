@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import random
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -19,13 +20,22 @@ from typing import Any, Literal
 from tiller import __version__
 from tiller.errors import ConfigError
 from tiller.mcp.config import McpServerConfig, parse_server_table
-from tiller.modes import PERMISSION_MODES, THINKING_LEVELS, PermissionMode, ThinkingLevel
-from tiller.policies import CompactionSettings, PermissionRule, RetryPolicy
+from tiller.modes import (
+    PERMISSION_MODES,
+    THINKING_LEVELS,
+    PermissionMode,
+    ThinkingLevel,
+    Verdict,
+)
 from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
 
 __all__ = [
+    "CompactionSettings",
+    "PermissionRule",
+    "RetryPolicy",
     "ServerConfig",
+    "config_dir",
     "build_parser",
     "default_config_path",
     "default_provider",
@@ -36,6 +46,52 @@ __all__ = [
 ]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
+
+
+@dataclass(frozen=True)
+class CompactionSettings:
+    """``reserve_tokens`` of the window stay free for the reply; ``keep_recent_tokens`` of the
+    newest messages are kept verbatim."""
+
+    enabled: bool = True
+    reserve_tokens: int = 16_384
+    keep_recent_tokens: int = 20_000
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retries of one model call: exponential backoff with jitter, bounded in count and delay.
+
+    ``delay(n)`` for retry n is ``base_delay * 2**(n-1)`` (±``jitter``), or the provider's
+    ``Retry-After`` when it gave one; None when that exceeds ``max_delay`` (then give up).
+    ``idle_timeout`` is how long a stream may stay silent before it counts as failed.
+    """
+
+    max_retries: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    jitter: float = 0.2
+    idle_timeout: float = 120.0
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float | None:
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_delay else None
+        backoff: float = self.base_delay * 2.0 ** (retry - 1)
+        backoff *= 1 + random.uniform(-self.jitter, self.jitter)
+        return min(backoff, self.max_delay)
+
+
+@dataclass(frozen=True)
+class PermissionRule:
+    """A config-file rule; the first that matches decides. ``path`` is a glob against the
+    resolved path (relative globs are taken from the workspace root); ``command`` the first words
+    of a command tool's (``bash``'s) command (see tiller.permissions_command)."""
+
+    action: Verdict
+    tool: str | None = None
+    path: str | None = None
+    command: str | None = None
+
 
 
 @dataclass
@@ -441,3 +497,7 @@ def _model(table: Any, where: str) -> ModelInfo:
         cost=cost,
         reasoning=bool(table.get("reasoning", False)),
     )
+
+def config_dir(config: ServerConfig) -> Path:
+    """The user's config dir: the config file's folder (``--config`` or the default one)."""
+    return (config.config_path or default_config_path(config.env)).parent

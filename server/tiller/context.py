@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tiller.commands import Command, CommandCatalog, CommandSource, TemplateSource
-from tiller.config import ServerConfig, default_config_path
 from tiller.skills import SkillSource, skills_prompt
 from tiller.types import TextContent, UserContent
 
@@ -27,7 +26,6 @@ __all__ = [
     "ContextFile",
     "PromptSettings",
     "ProjectContext",
-    "config_dir",
     "find_context_files",
     "read_context_file",
 ]
@@ -50,9 +48,6 @@ class ContextFile:
         return self.size > MAX_CONTEXT_BYTES
 
 
-def config_dir(config: ServerConfig) -> Path:
-    """The user's config dir: the config file's folder (``--config`` or the default one)."""
-    return (config.config_path or default_config_path(config.env)).parent
 
 
 def _git_root(cwd: Path) -> Path | None:

@@ -14,7 +14,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "PERMISSION_MODES", "QUEUE_MODES", "THINKING_LEVELS", "PermissionMode", "QueueMode",
-    "ThinkingLevel", "now_ms",
+    "ThinkingLevel", "Verdict", "now_ms",
 ]
 
 ThinkingLevel = Literal["off", "low", "medium", "high"]
@@ -28,6 +28,9 @@ PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 QueueMode = Literal["one-at-a-time", "all"]
 """How a steering or follow-up queue is polled: one message per poll, or drained."""
 QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
+
+Verdict = Literal["allow", "deny", "ask"]
+"""What the permission gate decides for one tool call (``tiller.permissions``)."""
 
 
 def now_ms() -> int:

@@ -40,9 +40,10 @@ from typing import Any, Literal
 
 import anyio
 
+from tiller.config import PermissionRule
 from tiller.errors import ToolError
-from tiller.permissions_command import CommandMemory, Verdict, decide_command
-from tiller.policies import PermissionRule
+from tiller.modes import Verdict
+from tiller.permissions_command import CommandMemory, decide_command
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff

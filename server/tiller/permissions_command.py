@@ -35,7 +35,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
+
+from tiller.modes import Verdict
 
 if TYPE_CHECKING:  # the parser loads on the first command judged, not with the session
     import tree_sitter
@@ -45,12 +47,10 @@ __all__ = [
     "CommandRule",
     "ShellCommand",
     "Signature",
-    "Verdict",
     "decide_command",
     "parse_command",
 ]
 
-Verdict = Literal["allow", "deny", "ask"]
 Signature = tuple[str, ...]
 """A simple command's words, unquoted; a word that is not plain keeps its source text."""
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import anyio
 
 from tiller.abort import AbortSignal
+from tiller.config import RetryPolicy
 from tiller.model_call import Emit, ModelCall, aborted_message
-from tiller.policies import RetryPolicy
 from tiller.types import AssistantMessage, Message, MessageStart, RetryEnd, RetryScheduled
 
-__all__ = ["RetryPolicy", "with_retry"]
+__all__ = ["with_retry"]
 
 
 def with_retry(

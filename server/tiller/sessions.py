@@ -15,8 +15,8 @@ from pathlib import Path
 
 import anyio
 
-from tiller.config import ServerConfig, default_system_prompt
-from tiller.context import ProjectContext, PromptSettings, config_dir
+from tiller.config import ServerConfig, config_dir, default_system_prompt
+from tiller.context import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode

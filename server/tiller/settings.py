@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tiller.compaction import CompactionSettings
-from tiller.retry import RetryPolicy
+from tiller.config import CompactionSettings, RetryPolicy
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import AfterToolCall, BeforeToolCall
 
