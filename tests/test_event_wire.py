@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from tiller.event_wire import EventNotifier
-from tiller.framing import Framing
-from tiller.transport import FramedWriter
 from tiller.types import AgentEnd, MessageUpdate, Usage
+from tiller.wire.framing import Framing
+from tiller.wire.transport import FramedWriter
 
 
 class _Reader:

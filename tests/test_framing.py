@@ -1,4 +1,4 @@
-"""Unit tests of ``tiller.framing``: recovery does not depend on how the input is chunked, and
+"""Unit tests of ``tiller.wire.framing``: recovery does not depend on how the input is chunked, and
 the depth check never recurses."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from test_e2e_framing import BAD_FRAMES
-from tiller.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth
+from tiller.wire.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth
 
 pytestmark = pytest.mark.anyio
 

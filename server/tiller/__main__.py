@@ -23,7 +23,7 @@ from tiller.config import ServerConfig, load_config
 from tiller.errors import ConfigError
 
 if TYPE_CHECKING:
-    from tiller.front import Front, Switch
+    from tiller.wire.jsonrpc import Front, Switch
 
 __all__ = ["main"]
 
@@ -49,7 +49,7 @@ def serve(argv: Sequence[str]) -> int:
         return 2
     procs.scrub_environ(config.key_variables())  # config.env keeps them for the providers
     setup_logging(config)
-    from tiller.front import serve as serve_front
+    from tiller.wire.jsonrpc import serve as serve_front
 
     if config.acp:  # --acp: the Agent Client Protocol from the first message on
         from tiller.acp import AcpFront

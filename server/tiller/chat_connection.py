@@ -19,7 +19,7 @@ from tiller import __version__
 from tiller.chat_render import Event
 from tiller.client import RpcError, TillerClient
 from tiller.protocol import EVENT_METHOD
-from tiller.transport import Framing
+from tiller.wire.transport import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]
 

@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from tiller.transport import FramedReader, Framing, frame
+from tiller.wire.transport import FramedReader, Framing, frame
 
 __all__ = ["RpcError", "TillerClient"]
 

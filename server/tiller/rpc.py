@@ -1,4 +1,4 @@
-"""Tiller's front: protocol.md's methods, served on a ``tiller.front.Front``.
+"""Tiller's front: protocol.md's methods, served on a ``tiller.wire.jsonrpc.Front``.
 
 ``initialize`` is answered here without pydantic, the protocol's models or the session
 machinery, and so is ``session/load`` of a saved session: its answer is the log's messages as
@@ -23,9 +23,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
-from tiller.front import Front, Handler, Method, SerializedResult
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES
 from tiller.shadow import git_available
+from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
     from tiller.rpc_methods import Methods

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 import anyio
 
 from tiller.config import ServerConfig
-from tiller.front import Front, Method
 from tiller.protocol import (
     ChangesParams,
     ChangesResult,
@@ -54,6 +53,7 @@ from tiller.protocol import (
     SetThinkingLevelResult,
 )
 from tiller.types import RunResult, UserContent, WireModel
+from tiller.wire.jsonrpc import Front, Method
 
 if TYPE_CHECKING:
     from tiller.session import Session

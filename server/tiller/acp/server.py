@@ -2,7 +2,7 @@
 
 ``tiller --acp`` serves it from the first message on; without the flag a first ``initialize``
 whose ``params.protocolVersion`` is an integer selects it (``is_acp_initialize``, used by
-``tiller.__main__``). ``AcpFront`` serves ACP's methods on a ``tiller.front.Front`` over the
+``tiller.__main__``). ``AcpFront`` serves ACP's methods on a ``tiller.wire.jsonrpc.Front`` over the
 same session registry, Sessions, Agents, logs, permission gates and editor file access as
 Tiller's own front, so there is no second loop. It adds three thin pieces:
 
@@ -65,7 +65,6 @@ from tiller.acp.terminal import AcpTerminal
 from tiller.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
-from tiller.front import Front
 from tiller.mcp.config import parse_server_list
 from tiller.protocol import (
     ChangesParams,
@@ -88,6 +87,7 @@ from tiller.types import (
     UserMessage,
     WireModel,
 )
+from tiller.wire.jsonrpc import Front
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
 

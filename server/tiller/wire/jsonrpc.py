@@ -36,7 +36,7 @@ from pygls.server import JsonRPCServer
 from tiller.config import ServerConfig
 from tiller.errors import ConfigError, RequestError
 from tiller.procs import kill_descendants
-from tiller.transport import CancelFn, Framing, serve_stdio
+from tiller.wire.transport import CancelFn, Framing, serve_stdio
 
 if TYPE_CHECKING:
     from tiller.types import WireModel

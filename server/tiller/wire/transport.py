@@ -2,7 +2,7 @@
 
 pygls's own stdio reader understands only ``Content-Length`` framing, reads through a thread hop
 per message, turns params into namedtuples and silently drops malformed input. This module reads
-stdin itself through ``tiller.framing`` (which detects the framing and recovers from bad
+stdin itself through ``tiller.wire.framing`` (which detects the framing and recovers from bad
 frames), answers in the same framing, replies -32700/-32600 exactly once to input that is not a
 valid JSON-RPC message (or nests deeper than ``MAX_DEPTH``), and hands valid messages to pygls
 with their params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of
@@ -29,7 +29,7 @@ from pygls.protocol.json_rpc import (
     JsonRPCResponseMessage,
 )
 
-from tiller.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth, frame
+from tiller.wire.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth, frame
 
 __all__ = ["FramedReader", "FramedWriter", "Framing", "Selector", "frame", "serve_stdio"]
 
