@@ -1,4 +1,4 @@
-"""The protocol's JSON Schema (``tiller.schema``) as checks for tests.
+"""The protocol's JSON Schema (``tiller.protocol.schema``) as checks for tests.
 
 ``problems(pointer, instance)`` validates ``instance`` against the part of the schema at JSON
 pointer ``pointer`` (``""`` is the root: any one message) and returns what is wrong, one line
@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 
-from tiller.schema import SCHEMA_ID, protocol_schema
+from tiller.protocol.schema import SCHEMA_ID, protocol_schema
 
 SCHEMA = protocol_schema()
 _REGISTRY: Registry[Any] = Registry().with_resource(SCHEMA_ID, Resource.from_contents(SCHEMA))

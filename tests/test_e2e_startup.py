@@ -19,8 +19,8 @@ SESSION_ONLY = ("tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "
                 "tiller.tools.execute", "tree_sitter", "tree_sitter_bash")
 """Modules only a session needs (the tools' engines, the run's machinery, the bash parser):
 answering ``initialize`` never loads them."""
-MODELS = ("pydantic", "pydantic_core", "tiller.types", "tiller.protocol", "tiller.rpc_methods",
-          "tiller.event_wire", "tiller.session", "tiller.sessions")
+MODELS = ("pydantic", "pydantic_core", "tiller.types", "tiller.protocol.models",
+          "tiller.rpc_methods", "tiller.event_wire", "tiller.session", "tiller.sessions")
 """The models and the handlers of every other method: ``initialize`` is answered without them."""
 
 
@@ -71,4 +71,4 @@ def test_the_next_method_loads_them(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
         {"jsonrpc": "2.0", "id": 2, "method": "models/list", "params": {}},
     )
-    assert {"pydantic", "tiller.protocol", "tiller.rpc_methods"} <= modules
+    assert {"pydantic", "tiller.protocol.models", "tiller.rpc_methods"} <= modules

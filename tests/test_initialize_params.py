@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiller.protocol import InitializeParams
+from tiller.protocol.models import InitializeParams
 from tiller.rpc import EVENT_TYPES, METHODS, Initialize
 from tiller.types import AgentEvent
 

@@ -15,7 +15,7 @@ import pytest
 
 from scripted import ScriptedProvider, reply_text
 from tiller.config import ServerConfig
-from tiller.protocol import SessionNewParams
+from tiller.protocol.models import SessionNewParams
 from tiller.providers import Provider
 from tiller.sessions import SessionRegistry
 

@@ -38,9 +38,9 @@ import tiller
 from schema_check import SCHEMA, pointer, problems
 from tiller.errors import RequestError
 from tiller.permissions import OPTIONS
-from tiller.protocol import METHODS, PermissionOutcome
+from tiller.protocol.models import METHODS, PermissionOutcome
+from tiller.protocol.schema import protocol_schema
 from tiller.rpc import TillerFront
-from tiller.schema import protocol_schema
 
 PROTOCOL_MD = Path(__file__).resolve().parent.parent / "protocol.md"
 

@@ -14,7 +14,7 @@ import pytest
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env
 from tiller.config import load_config
-from tiller.protocol import SessionNewParams
+from tiller.protocol.models import SessionNewParams
 from tiller.session import Session
 from tiller.session_files import log_path, open_saved
 from tiller.sessions import SessionRegistry

@@ -5,7 +5,7 @@ ACP client is recognised by its first ``initialize``.
 
 ``tiller chat ...`` is the terminal front end instead (``tiller.chat``), ``tiller run PROMPT``
 its one-shot mode for scripts; ``tiller schema`` prints
-the protocol's JSON Schema (``tiller.schema``).
+the protocol's JSON Schema (``tiller.protocol.schema``).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return chat_main(args[1:], run=args[0] == "run")
     if args[:1] == ["schema"]:
-        from tiller.schema import main as schema_main
+        from tiller.protocol.schema import main as schema_main
 
         return schema_main(args[1:])
     return serve(args)

@@ -18,7 +18,7 @@ import anyio
 from tiller import __version__
 from tiller.chat_render import Event
 from tiller.client import RpcError, TillerClient
-from tiller.protocol import EVENT_METHOD
+from tiller.protocol.models import EVENT_METHOD
 from tiller.wire.transport import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.errors import CheckpointsOffError, ToolError, UnknownEntryError
-from tiller.protocol_checkpoints import (
+from tiller.protocol.checkpoints import (
     ChangesResult,
     FileChange,
     RevertResult,

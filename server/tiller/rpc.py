@@ -61,7 +61,7 @@ SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/wr
 class Initialize:
     """``initialize``'s params as the handler uses them. ``model_validate`` reads plain JSON of
     the usual shape itself; anything else (snake_case names, numbers as strings, a wrong type
-    ...) goes through pydantic's ``tiller.protocol.InitializeParams``, which coerces it or
+    ...) goes through pydantic's ``tiller.protocol.models.InitializeParams``, which coerces it or
     answers -32602 as for every method. Both read the same: a test holds them to it."""
 
     capabilities: dict[str, Any]
@@ -74,7 +74,7 @@ class Initialize:
         plain = cls._plain(raw)
         if plain is not None:
             return plain
-        from tiller.protocol import InitializeParams
+        from tiller.protocol.models import InitializeParams
 
         params = InitializeParams.model_validate(raw)
         return cls(params.capabilities.dump(), params.protocol_version, params.delta_window_ms)
@@ -104,7 +104,7 @@ class Initialize:
 @dataclass(frozen=True)
 class SessionId:
     """``session/load``'s params: ``{"sessionId": "..."}`` read as is, anything else through
-    pydantic's ``tiller.protocol.SessionIdParams`` (coerced, or -32602)."""
+    pydantic's ``tiller.protocol.models.SessionIdParams`` (coerced, or -32602)."""
 
     session_id: str
 
@@ -112,7 +112,7 @@ class SessionId:
     def model_validate(cls, raw: dict[str, Any]) -> SessionId:
         if raw.keys() == {"sessionId"} and type(raw["sessionId"]) is str:
             return cls(raw["sessionId"])
-        from tiller.protocol import SessionIdParams
+        from tiller.protocol.models import SessionIdParams
 
         return cls(SessionIdParams.model_validate(raw).session_id)
 

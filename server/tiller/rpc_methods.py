@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from tiller.config import ServerConfig
-from tiller.protocol import (
+from tiller.protocol.models import (
     ChangesParams,
     ChangesResult,
     CheckpointsInfo,

@@ -31,7 +31,7 @@ from tiller.mcp.prompts import McpPromptSource
 from tiller.permissions import PermissionGate, PermissionMode
 from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
-from tiller.protocol_checkpoints import RevertResult
+from tiller.protocol.checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
 from tiller.recorder import LogRecorder
 from tiller.replay import Replay

@@ -20,7 +20,7 @@ from tiller.context import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
-from tiller.protocol import SessionNewParams
+from tiller.protocol.models import SessionNewParams
 from tiller.replay import Replay, validated
 from tiller.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.session_files import (

@@ -66,7 +66,7 @@ from tiller.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
 from tiller.mcp.config import parse_server_list
-from tiller.protocol import (
+from tiller.protocol.models import (
     ChangesParams,
     ChangesResult,
     QueueResult,

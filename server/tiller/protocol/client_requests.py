@@ -1,5 +1,5 @@
 """The server-to-client requests of the protocol (protocol.md, "Requests (server → client)"):
-``client/requestPermission`` and the editor's files; re-exported by tiller.protocol."""
+``client/requestPermission`` and the editor's files; re-exported by tiller.protocol.models."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tiller.protocol_checkpoints import (
+from tiller.protocol.checkpoints import (
     ChangesParams,
     ChangesResult,
     CheckpointsInfo,
@@ -20,7 +20,7 @@ from tiller.protocol_checkpoints import (
     RevertResult,
     SkippedFile,
 )
-from tiller.protocol_client import (
+from tiller.protocol.client_requests import (
     CommandPreview,
     DiffPreview,
     NoPreview,

@@ -1,5 +1,5 @@
 """The checkpoint part of the protocol (protocol.md, "Checkpoints", ``session/changes``,
-``session/revert``): params and results, re-exported by tiller.protocol."""
+``session/revert``): params and results, re-exported by tiller.protocol.models."""
 
 from __future__ import annotations
 

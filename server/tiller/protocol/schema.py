@@ -1,6 +1,6 @@
 """``tiller schema``: the wire protocol as one JSON Schema (draft 2020-12), built from the models.
 
-``protocol_schema()`` reads the method tables of ``tiller.protocol`` (the single source of
+``protocol_schema()`` reads the method tables of ``tiller.protocol.models`` (the single source of
 truth), the event union of ``tiller.types`` and the error classes of ``tiller.errors``; nothing
 here restates a field. The document (protocol.md, "Schema", says how to use it):
 
@@ -44,7 +44,7 @@ from tiller.errors import (
     UnknownEntryError,
     UnknownSessionError,
 )
-from tiller.protocol import (
+from tiller.protocol.models import (
     METHODS,
     NOTIFICATIONS,
     SERVER_NOTIFICATIONS,
