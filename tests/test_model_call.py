@@ -11,9 +11,10 @@ import pytest
 
 from scripted import ScriptedProvider, reply_error, reply_text
 from tiller.abort import AbortSignal
-from tiller.compaction import SUMMARY_PREFIX, with_compaction
+from tiller.compaction import with_compaction
 from tiller.config import CompactionSettings, RetryPolicy
 from tiller.model_call import ModelCall, ModelSpec, streaming_call
+from tiller.modes import SUMMARY_PREFIX
 from tiller.pricing import priced
 from tiller.providers.base import ModelCost
 from tiller.retry import with_retry

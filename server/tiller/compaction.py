@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from tiller.abort import AbortSignal
 from tiller.config import CompactionSettings
 from tiller.model_call import Emit, ModelCall, StreamFn, model_context
+from tiller.modes import SUMMARY_PREFIX
 from tiller.providers.base import ModelRequest
-from tiller.store import SUMMARY_PREFIX  # the log's replay rebuilds the summary message too
 from tiller.types import (
     AssistantMessage,
     CompactionEnd,
@@ -35,7 +35,6 @@ from tiller.types import (
 )
 
 __all__ = [
-    "SUMMARY_PREFIX",
     "CompactionOutcome",
     "compact",
     "estimate_tokens",

@@ -14,8 +14,11 @@
     │   ├── CheckpointsOffError      -32017  session/changes or session/revert without checkpoints
     │   ├── CommandFailedError       -32018  a slash command whose source could not expand it
     │                                        (an MCP prompt the server refused)
-    │   └── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
-    │                                        (tiller.acp)
+    │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
+    │   │                                    (tiller.acp)
+    │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
+    │       ├── AuthRequiredError    -32000  the provider has no key (tiller.acp.auth)
+    │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     └── ConfigError                  invalid command line or environment at start-up
 
@@ -28,7 +31,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AcpRequestError",
     "AgentBusyError",
+    "AuthRequiredError",
     "CannotContinueError",
     "CheckpointsOffError",
     "CommandFailedError",
@@ -36,7 +41,9 @@ __all__ = [
     "NoActiveRunError",
     "ProviderNotConfiguredError",
     "RequestError",
+    "ResourceNotFoundError",
     "RunFailedError",
+    "SessionLogError",
     "TillerError",
     "ToolError",
     "UnknownEntryError",
@@ -83,6 +90,13 @@ class UnknownEntryError(RequestError):
     code = -32015
 
 
+class SessionLogError(RequestError):
+    """A session file that cannot be used at all (no header, a newer format, corrupt: a
+    ``parentId`` loop or a malformed entry)."""
+
+    code = -32016
+
+
 class CheckpointsOffError(RequestError):
     """``session/changes`` or ``session/revert`` for a session without checkpoints (no git on
     PATH, or sessions not saved); the message says which."""
@@ -102,6 +116,24 @@ class RunFailedError(RequestError):
     failed); ``data`` carries ``{stopReason: "error", errorMessage, usage}``."""
 
     code = -32020
+
+
+class AcpRequestError(RequestError):
+    """An error with one of ACP's own codes: the ACP front answers it; Tiller's front never
+    raises one, so protocol.md's table does not list them (ACP's schema does)."""
+
+
+class AuthRequiredError(AcpRequestError):
+    """ACP's "authentication required": the provider has no key (tiller.acp.auth)."""
+
+    code = -32000
+
+
+class ResourceNotFoundError(AcpRequestError):
+    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
+    is answered with it in ACP mode."""
+
+    code = -32002
 
 
 class ToolError(TillerError):

@@ -1,5 +1,5 @@
 """The closed word lists a session is configured with, as plain ``Literal``s and tuples, and
-the timestamp unit.
+the timestamp unit and the compaction summary's prefix.
 
 Each is spelled once, here, with its values in documentation order; ``tiller.types`` re-exports
 them. This module imports nothing of ours, so start-up (``tiller.config``, answering
@@ -14,7 +14,7 @@ from typing import Literal, get_args
 
 __all__ = [
     "PERMISSION_MODES", "QUEUE_MODES", "THINKING_LEVELS", "PermissionMode", "QueueMode",
-    "ThinkingLevel", "Verdict", "now_ms",
+    "SUMMARY_PREFIX", "ThinkingLevel", "Verdict", "now_ms",
 ]
 
 ThinkingLevel = Literal["off", "low", "medium", "high"]
@@ -31,6 +31,10 @@ QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 
 Verdict = Literal["allow", "deny", "ask"]
 """What the permission gate decides for one tool call (``tiller.permissions``)."""
+
+SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
+"""How a compaction's summary starts the user message that replaces what it summarized (the
+agent writes it, the log's replay rebuilds it)."""
 
 
 def now_ms() -> int:

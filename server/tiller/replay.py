@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 
-from tiller.store import Outline, SessionFile, SessionLogError, corrupt, outline
+from tiller.errors import SessionLogError
+from tiller.store import Outline, SessionFile, corrupt, outline
 from tiller.types import Message, Usage, UserMessage
 
 __all__ = ["Replay", "replay", "validated"]

@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiller.errors import UnknownSessionError
+from tiller.errors import SessionLogError, UnknownSessionError
 from tiller.store import (
     Outline,
     SessionFile,
     SessionLog,
-    SessionLogError,
     interrupted_result,
     outline,
     read_session_file,

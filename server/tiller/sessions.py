@@ -17,7 +17,7 @@ import anyio
 
 from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context import ProjectContext, PromptSettings
-from tiller.errors import AgentBusyError, UnknownEntryError, UnknownSessionError
+from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol.models import SessionNewParams
@@ -33,7 +33,7 @@ from tiller.session_files import (
     saved_logs,
     summarize,
 )
-from tiller.store import SessionLog, SessionLogError, read_session_file
+from tiller.store import SessionLog, read_session_file
 
 __all__ = ["SessionRegistry"]
 

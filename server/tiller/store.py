@@ -29,18 +29,16 @@ from typing import IO, Any
 
 from pydantic_core import from_json
 
-from tiller.errors import RequestError
-from tiller.modes import now_ms
+from tiller.errors import SessionLogError
+from tiller.modes import SUMMARY_PREFIX, now_ms
 
 __all__ = [
     "FORMAT_VERSION",
     "LOADERS",
-    "SUMMARY_PREFIX",
     "Entry",
     "Outline",
     "SessionFile",
     "SessionLog",
-    "SessionLogError",
     "interrupted_result",
     "outline",
     "read_session_file",
@@ -67,13 +65,6 @@ ENTRY_TYPES = (
     "checkpoint_end",  # {checkpointId, tree, files}: after a mutating call of that turn
     "revert",  # {entryId, restored}: session/revert put these files back
 )
-
-
-class SessionLogError(RequestError):
-    """A session file that cannot be used at all (no header, a newer format, corrupt: a
-    ``parentId`` loop or a malformed entry)."""
-
-    code = -32016
 
 
 @dataclass(slots=True)
@@ -283,8 +274,6 @@ class SessionLog:
 # ---------------------------------------------------------------------------------------------
 # Outline: what a log says about its session, its messages as saved
 
-SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
-"""How a compaction's summary starts the user message that replaces what it summarized."""
 INTERRUPTED_STARTED = (
     "Tool call interrupted: Tiller restarted while this call was running, so its side effects "
     "are unknown. Check the current state before re-running it."

@@ -8,22 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
-from tiller.errors import RequestError, UnknownSessionError
+from tiller.errors import RequestError, ResourceNotFoundError, UnknownSessionError
 from tiller.permissions import PermissionMode
 from tiller.types import WireModel
-
-
-class AuthRequiredError(RequestError):
-    """ACP's "authentication required": the provider has no key (tiller.acp.auth)."""
-
-    code = -32000
-
-
-class ResourceNotFoundError(RequestError):
-    """ACP's own code for an unknown ``sessionId``; Tiller's ``UnknownSessionError`` (-32013)
-    is answered with it in ACP mode."""
-
-    code = -32002
 
 
 def acp_error(error: RequestError) -> RequestError:

@@ -56,8 +56,6 @@ from tiller.acp.params import (
     AcpSetModeParams,
     AcpSteeringParams,
     AcpSteeringResult,
-    AuthRequiredError,
-    ResourceNotFoundError,
     acp_error,
 )
 from tiller.acp.sessions import LIST_PAGE, session_info
@@ -65,6 +63,7 @@ from tiller.acp.terminal import AcpTerminal
 from tiller.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.config import ServerConfig
+from tiller.errors import AuthRequiredError
 from tiller.mcp.config import parse_server_list
 from tiller.protocol.models import (
     ChangesParams,
@@ -89,7 +88,7 @@ from tiller.types import (
 )
 from tiller.wire.jsonrpc import Front
 
-__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "ResourceNotFoundError", "is_acp_initialize"]
+__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]
 
 log = logging.getLogger(__name__)
 

@@ -41,6 +41,7 @@ from tiller.errors import (
     ProviderNotConfiguredError,
     RequestError,
     RunFailedError,
+    SessionLogError,
     UnknownEntryError,
     UnknownSessionError,
 )
@@ -51,7 +52,6 @@ from tiller.protocol.models import (
     SERVER_REQUESTS,
     EmptyResult,
 )
-from tiller.store import SessionLogError
 from tiller.types import AgentEvent, AssistantMessage, ToolResultMessage, UserMessage, WireModel
 
 __all__ = ["SCHEMA_ID", "main", "protocol_schema"]
