@@ -68,7 +68,7 @@ from bench_server import (  # noqa: E402
 from bench_sessions import ENTRIES, Load, build_entries, load_in_server, write_log  # noqa: E402
 
 from fake_openai import text_reply  # noqa: E402
-from tiller.session_files import workspace_dir_name  # noqa: E402
+from tiller.store.saved import workspace_dir_name  # noqa: E402
 
 PI_PACKAGE = "@earendil-works/pi-coding-agent"
 PI_VERSION = "1.6.0"

@@ -1,6 +1,6 @@
 """Session-log benchmark: writing, reading and replaying a 10,000-entry session, and loading it.
 
-What it measures (``tiller.store`` in this process, and a real ``python -m tiller``):
+What it measures (``tiller.store.log`` in this process, and a real ``python -m tiller``):
 
 1. Append throughput of ``SessionLog.append`` (entries/s), with ``durable=True`` (an fsync per
    entry, the server's setting) and ``durable=False`` (flush only). The entries are a realistic
@@ -56,9 +56,9 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 from bench_server import TappedClient, cpu_seconds, initialize, rss_kib, server_env  # noqa: E402
 
 from tiller import __version__ as tiller_version  # noqa: E402
-from tiller.replay import replay  # noqa: E402
-from tiller.session_files import workspace_dir_name  # noqa: E402
-from tiller.store import SessionLog, read_session_file  # noqa: E402
+from tiller.store.log import SessionLog, read_session_file  # noqa: E402
+from tiller.store.replay import replay  # noqa: E402
+from tiller.store.saved import workspace_dir_name  # noqa: E402
 from tiller.types import (  # noqa: E402
     AssistantMessage,
     TextContent,
@@ -226,8 +226,8 @@ def read_and_replay(path: Path) -> tuple[float, float, Any]:
 RSS_SCRIPT = """
 import sys
 from pathlib import Path
-from tiller.replay import replay
-from tiller.store import read_session_file
+from tiller.store.replay import replay
+from tiller.store.log import read_session_file
 
 def kib(name):
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -16,8 +16,8 @@ from acp.schema import McpServerStdio
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from test_acp import Recorder, spawn_acp, user_texts
-from tiller.session_files import log_path
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.saved import log_path
 from tiller.types import UserMessage
 
 pytestmark = pytest.mark.anyio

@@ -18,8 +18,8 @@ import pytest
 
 from helpers import spawn_tiller
 from tiller.client import RpcError, TillerClient
-from tiller.session_files import log_path
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.saved import log_path
 from tiller.types import (
     AssistantMessage,
     ImageContent,

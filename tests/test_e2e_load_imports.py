@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from helpers import clean_env
-from tiller.session_files import log_path
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.saved import log_path
 from tiller.types import UserMessage
 
 NOT_FOR_A_LOAD = ("tree_sitter", "tree_sitter_bash", "difflib")

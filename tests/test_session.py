@@ -16,9 +16,9 @@ from helpers import clean_env
 from tiller.config import load_config
 from tiller.protocol.models import SessionNewParams
 from tiller.session import Session
-from tiller.session_files import log_path, open_saved
 from tiller.sessions import SessionRegistry
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.saved import log_path, open_saved
 from tiller.types import (
     AgentSettled,
     AgentStart,

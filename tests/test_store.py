@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiller.replay import replay
-from tiller.store import (
+from tiller.store.log import (
     ENTRY_TYPES,
     INTERRUPTED_STARTED,
     LOADERS,
@@ -18,6 +17,7 @@ from tiller.store import (
     outline,
     read_session_file,
 )
+from tiller.store.replay import replay
 from tiller.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
 
 SAMPLE_DATA = {
@@ -100,7 +100,7 @@ def test_a_bad_line_in_the_middle_is_skipped(
         handle.write(b"not json at all\n[1, 2]\n\"a string\"\n{\"type\": \"label\"}\n\xff\xfe\n")
     session_log.append("label", label="two")
     session_log.close()
-    with caplog.at_level("WARNING", logger="tiller.store"):
+    with caplog.at_level("WARNING", logger="tiller.store.log"):
         loaded = read_session_file(path)
     assert [e.data["label"] for e in loaded.entries] == ["one", "two"]
     assert loaded.torn_tail is False

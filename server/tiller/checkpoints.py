@@ -32,9 +32,9 @@ from tiller.protocol.checkpoints import (
     SkippedFile,
     TurnCheckpoint,
 )
-from tiller.recorder import LogRecorder
 from tiller.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
-from tiller.store import Entry, read_session_file
+from tiller.store.log import Entry, read_session_file
+from tiller.store.recorder import LogRecorder
 from tiller.tools.base import EditorFiles, Tool, describe
 from tiller.types import AgentEnd, AgentEvent, CheckpointEvent, ToolCall, ToolResultMessage, TurnEnd
 

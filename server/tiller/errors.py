@@ -10,7 +10,7 @@
     │   ├── UnknownSessionError      -32013  no session with that id
     │   ├── ProviderNotConfiguredError -32014  no usable provider (missing key, unknown name)
     │   ├── UnknownEntryError        -32015  session/fork at an entry the session does not have
-    │   ├── SessionLogError          -32016  a session file that cannot be read (tiller.store)
+    │   ├── SessionLogError          -32016  a session file that cannot be read (tiller.store.log)
     │   ├── CheckpointsOffError      -32017  session/changes or session/revert without checkpoints
     │   ├── CommandFailedError       -32018  a slash command whose source could not expand it
     │                                        (an MCP prompt the server refused)

@@ -3,7 +3,7 @@ the timestamp unit and the compaction summary's prefix.
 
 Each is spelled once, here, with its values in documentation order; ``tiller.types`` re-exports
 them. This module imports nothing of ours, so start-up (``tiller.config``, answering
-``initialize``) and the session log (``tiller.store``) use them without loading pydantic or the
+``initialize``) and the session log (``tiller.store.log``) use them without loading pydantic or the
 models.
 """
 

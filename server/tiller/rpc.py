@@ -2,7 +2,7 @@
 
 ``initialize`` is answered here without pydantic, the protocol's models or the session
 machinery, and so is ``session/load`` of a saved session: its answer is the log's messages as
-saved (``tiller.session_files.open_saved``), and the session goes live (its messages validated,
+saved (``tiller.store.saved.open_saved``), and the session goes live (its messages validated,
 the models and the session machinery imported) right after the answer is written. Every other
 method is registered lazily, its handler in ``tiller.rpc_methods`` (imported, with the models, on
 the first such call), and waits until no session is on its way to going live. A session's events
@@ -30,8 +30,8 @@ from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
     from tiller.rpc_methods import Methods
     from tiller.session import Session
-    from tiller.session_files import SavedSession
     from tiller.sessions import SessionRegistry
+    from tiller.store.saved import SavedSession
 
 __all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "SessionId", "TillerFront"]
 
@@ -201,7 +201,7 @@ class TillerFront:
             return self.handlers.history(self._sessions.sessions[params.session_id])
         from pydantic_core import to_json
 
-        from tiller.session_files import open_saved
+        from tiller.store.saved import open_saved
 
         self._loads.enter()
         try:

@@ -2,7 +2,7 @@
 editor bridge, and the bus its events go out on.
 
 The Session is its Agent's ``emit``: every event is published, in order, to the subscribers,
-the log recorder (tiller.recorder) first, so an event is on disk before a front sends it.
+the log recorder (tiller.store.recorder) first, so an event is on disk before a front sends it.
 Fronts take part only through two seams: ``subscribe`` (events, typed) and
 ``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
 method changes in a session goes through a method here. Checkpoints (tiller.checkpoints) use the
@@ -33,10 +33,10 @@ from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
-from tiller.recorder import LogRecorder
-from tiller.replay import Replay
 from tiller.settings import AgentSettings
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.recorder import LogRecorder
+from tiller.store.replay import Replay
 from tiller.tools import default_tools
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.execute import BeforeToolCallResult
@@ -324,7 +324,7 @@ class Session:
     def restore(self, state: Replay) -> None:
         """Take over a replayed log's transcript, queues, thinking level and spending (what a
         crash left unfinished was repaired in the log before:
-        ``tiller.session_files.open_saved``)."""
+        ``tiller.store.saved.open_saved``)."""
         agent = self.agent
         agent.usage = state.usage
         agent.messages.extend(state.messages)

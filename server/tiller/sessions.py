@@ -1,8 +1,8 @@
 """The session registry: new, load, list, fork, close and delete; each session a ``Session``.
 
 A session is created by ``session/new`` or, for the default session, on first use by any
-``agent/*`` method without a ``sessionId``. Its log (``tiller.store``, written by
-``tiller.recorder``) lives under ``<session_dir>/<workspace>/<id>.jsonl``;
+``agent/*`` method without a ``sessionId``. Its log (``tiller.store.log``, written by
+``tiller.store.recorder``) lives under ``<session_dir>/<workspace>/<id>.jsonl``;
 ``session_dir=None`` keeps sessions in memory. The front that owns the registry attaches to
 each session as it goes live (``on_start``).
 """
@@ -21,9 +21,10 @@ from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, Un
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.permissions import PermissionMode
 from tiller.protocol.models import SessionNewParams
-from tiller.replay import Replay, validated
 from tiller.session import EditorClient, ProviderFactory, Session, provider_factory
-from tiller.session_files import (
+from tiller.store.log import SessionLog, read_session_file
+from tiller.store.replay import Replay, validated
+from tiller.store.saved import (
     SavedSession,
     SessionSummary,
     find_log,
@@ -33,7 +34,6 @@ from tiller.session_files import (
     saved_logs,
     summarize,
 )
-from tiller.store import SessionLog, read_session_file
 
 __all__ = ["SessionRegistry"]
 
@@ -132,7 +132,7 @@ class SessionRegistry:
             return await self.adopt(saved)
 
     async def adopt(self, saved: SavedSession) -> Session:
-        """Make an opened saved session live: its messages validated (``tiller.replay``, in a
+        """Make an opened saved session live: its messages validated (``tiller.store.replay``, in a
         worker thread), the session built and started. A log whose messages are not valid
         raises SessionLogError (its log closed) and is remembered as ``unusable`` until a later
         load succeeds. A session made live meanwhile (a concurrent load) is kept, ``saved``

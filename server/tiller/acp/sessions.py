@@ -3,7 +3,7 @@
 
 * ``session/list`` pages hold ``LIST_PAGE`` sessions, most recently updated first; the cursor is
   opaque to the client (an offset). ``updatedAt`` is the session's last log entry, ISO 8601 UTC.
-* A session's title is its first user message (``tiller.store.title_of``), as Tiller's own
+* A session's title is its first user message (``tiller.store.log.title_of``), as Tiller's own
   ``session/list`` shows it.
 * ``usage_update`` follows each model call when the model's context window is known (ACP
   requires ``size``): ``used`` is the tokens of the context that call saw plus its answer,
@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tiller.session_files import SessionSummary
-from tiller.store import title_of
+from tiller.store.log import title_of
+from tiller.store.saved import SessionSummary
 from tiller.types import AssistantMessage, UserMessage
 
 __all__ = ["LIST_PAGE", "iso_time", "session_info", "title_update", "usage_update"]

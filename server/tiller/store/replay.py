@@ -1,6 +1,6 @@
-"""A saved session's state as models: ``tiller.store``'s outline with its messages validated.
+"""A saved session's state as models: ``tiller.store.log``'s outline with its messages validated.
 
-``tiller.session_files.open_saved`` reads a log without the models; a session goes live from
+``tiller.store.saved.open_saved`` reads a log without the models; a session goes live from
 ``validated(file, outline)``. ``replay`` does both for one branch of a file.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pydantic import TypeAdapter
 
 from tiller.errors import SessionLogError
-from tiller.store import Outline, SessionFile, corrupt, outline
+from tiller.store.log import Outline, SessionFile, corrupt, outline
 from tiller.types import Message, Usage, UserMessage
 
 __all__ = ["Replay", "replay", "validated"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tiller.store import Entry, SessionLog
+from tiller.store.log import Entry, SessionLog
 from tiller.types import (
     AgentEnd,
     AgentEvent,

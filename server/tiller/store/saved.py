@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tiller.errors import SessionLogError, UnknownSessionError
-from tiller.store import (
+from tiller.store.log import (
     Outline,
     SessionFile,
     SessionLog,

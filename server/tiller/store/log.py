@@ -11,7 +11,7 @@ Tiller is refused with a message saying so, and so is a corrupt one (a ``parentI
 malformed entry) when its branch is walked or outlined.
 
 ``outline`` reads what a branch says about its session (transcript, queues, settings, title)
-with the messages as saved, plain JSON; ``tiller.replay`` validates them into models. Nothing
+with the messages as saved, plain JSON; ``tiller.store.replay`` validates them into models. Nothing
 here imports pydantic (only pydantic_core's JSON parser), so a server can read a log and answer
 ``session/load`` before the models are loaded.
 """
@@ -325,7 +325,7 @@ def outline(file: SessionFile, leaf_id: str | None = None) -> Outline:
     replaces the messages before its first kept entry with a summary message. Raises
     SessionLogError for an entry this reading cannot use (a message without a known ``role``,
     a ``model_change`` without a model ...); the messages' other fields are checked when they
-    are validated (``tiller.replay``)."""
+    are validated (``tiller.store.replay``)."""
     found = Outline(provider=file.header.get("provider"), model=file.header.get("model"))
     kept: list[tuple[str, JSON]] = []
     queued: dict[str, tuple[str, JSON]] = {}
