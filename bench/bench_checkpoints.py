@@ -2,8 +2,8 @@
 
 What it measures:
 
-1. In this process, ``tiller.shadow.ShadowRepo`` alone: the first snapshot (an empty shadow
-   index: every file is hashed), a snapshot after one file changed (the per-turn cost; the
+1. In this process, ``tiller.checkpoints.shadow.ShadowRepo`` alone: the first snapshot (an empty
+   shadow index: every file is hashed), a snapshot after one file changed (the per-turn cost; the
    target is <= 150 ms on a 2-core machine), and one after nothing changed.
 2. Through a real ``python -m tiller`` driven by the loopback fake OpenAI server: 100 runs, each
    one turn whose ``bash`` call appends a line to a different file (so each run takes the
@@ -38,7 +38,7 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 from bench_server import TappedClient, initialize, server_env  # noqa: E402
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply  # noqa: E402
-from tiller.shadow import ShadowRepo  # noqa: E402
+from tiller.checkpoints.shadow import ShadowRepo  # noqa: E402
 
 FILES = 10_000
 FILE_BYTES = 10_000  # 10,000 x 10 kB = 100 MB

@@ -19,8 +19,8 @@ from acp import text_block
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env, spawn_tiller, wait_requests
 from test_acp import Recorder, spawn_acp, start
+from tiller.checkpoints.shadow import ShadowRepo
 from tiller.client import RpcError
-from tiller.shadow import ShadowRepo
 
 pytestmark = pytest.mark.anyio
 

@@ -129,7 +129,8 @@ class ServerConfig:
     system_prompt: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_max_bytes: int = 2 * 1024 * 1024
-    """Files larger than this are left out of checkpoints (tiller.checkpoints)."""
+    """Files larger than this are left out of checkpoints
+    (tiller.checkpoints.checkpoints)."""
     mcp_servers: list[McpServerConfig] = field(default_factory=list)
     """The config file's ``[mcp_servers.NAME]`` (tiller.mcp), started by every session."""
 

@@ -21,10 +21,10 @@ import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
+from tiller.checkpoints.shadow import git_available
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES
-from tiller.shadow import git_available
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize

@@ -5,8 +5,8 @@ The Session is its Agent's ``emit``: every event is published, in order, to the 
 the log recorder (tiller.store.recorder) first, so an event is on disk before a front sends it.
 Fronts take part only through two seams: ``subscribe`` (events, typed) and
 ``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
-method changes in a session goes through a method here. Checkpoints (tiller.checkpoints) use the
-same seams plus the Agent's ``after_tool_call``: the Agent never learns about git.
+method changes in a session goes through a method here. Checkpoints (tiller.checkpoints.checkpoints)
+use the same seams plus the Agent's ``after_tool_call``: the Agent never learns about git.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.agent import Agent
-from tiller.checkpoints import Checkpoints, open_shadow
+from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
 from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
@@ -148,7 +148,8 @@ class Session:
                                        config.checkpoint_max_bytes)
         self.checkpoints = Checkpoints(repo, off_reason, self.recorder, lambda: self.tools,
                                        self.publish)
-        """The workspace snapshots around the agent's mutating turns (tiller.checkpoints)."""
+        """The workspace snapshots around the agent's mutating turns
+        (tiller.checkpoints.checkpoints)."""
         self.subscribe(self.checkpoints)
         self.plan = PlanTracker(self.publish, lambda: self.tools)
         """The agent's plan (its last ``todo`` call; tiller.plan)."""

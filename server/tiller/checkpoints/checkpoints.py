@@ -1,13 +1,13 @@
 """Checkpoints: what the agent changed in the workspace, and putting it back.
 
 Before the first mutating tool call of a turn (a tool whose ``ToolInfo.mutates`` is true) the
-workspace is snapshotted into the shadow repository (tiller.shadow) and a ``checkpoint`` log
-entry ``{tree, notCovered}`` is written; after each mutating call of that turn another snapshot
-is taken, logged as ``checkpoint_end {checkpointId, tree, files}`` and published as a
-``checkpoint`` event. The agent's changes are the differences inside those (before, after)
-pairs; whatever changed between pairs was someone else (the user), so it is never reported or
-undone. Everything lives in the log and the shadow repository, so checkpoints survive a restart,
-``session/load`` and ``session/fork``.
+workspace is snapshotted into the shadow repository (tiller.checkpoints.shadow) and a ``checkpoint``
+log entry ``{tree, notCovered}`` is written; after each mutating call of that turn another snapshot
+is taken, logged as ``checkpoint_end {checkpointId, tree, files}`` and published as a ``checkpoint``
+event. The agent's changes are the differences inside those (before, after) pairs; whatever changed
+between pairs was someone else (the user), so it is never reported or undone. Everything lives in
+the log and the shadow repository, so checkpoints survive a restart, ``session/load`` and
+``session/fork``.
 
 The Agent and the loop know nothing of this: a ``Session`` wires ``Checkpoints`` in as a cleared
 hook (before), an after-tool hook and a subscriber (turn end). Git runs in worker threads.
@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
+from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
 from tiller.errors import CheckpointsOffError, ToolError, UnknownEntryError
 from tiller.protocol.checkpoints import (
     ChangesResult,
@@ -32,7 +33,6 @@ from tiller.protocol.checkpoints import (
     SkippedFile,
     TurnCheckpoint,
 )
-from tiller.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
 from tiller.store.log import Entry, read_session_file
 from tiller.store.recorder import LogRecorder
 from tiller.tools.base import EditorFiles, Tool, describe
