@@ -21,7 +21,7 @@ from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import spawn_tiller
 from tiller.abort import AbortSignal
 from tiller.errors import ToolError
-from tiller.permissions import PermissionGate
+from tiller.gate.permissions import PermissionGate
 from tiller.settings import AgentSettings
 from tiller.tools import EditTool, ReadTool, WriteTool, default_tools
 from tiller.tools.base import ToolContext

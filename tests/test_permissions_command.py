@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tiller.permissions import Outcome, PermissionGate, PermissionRequest, PermissionRule
-from tiller.permissions_command import parse_command
+from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest, PermissionRule
+from tiller.gate.shell import parse_command
 from tiller.tools import default_tools
 from tiller.types import ToolCall
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 import tiller
 from schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
-from tiller.permissions import OPTIONS
+from tiller.gate.permissions import OPTIONS
 from tiller.protocol.models import METHODS, PermissionOutcome
 from tiller.protocol.schema import protocol_schema
 from tiller.rpc import TillerFront

@@ -13,8 +13,8 @@ from pydantic import BaseModel
 
 from tiller.acp.editor import AcpEditorBridge, BridgedSession
 from tiller.acp.updates import UpdateMapper
+from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.modes import Verdict
-from tiller.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.tools import default_tools
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall, ToolExecutionStart

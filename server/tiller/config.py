@@ -85,7 +85,7 @@ class RetryPolicy:
 class PermissionRule:
     """A config-file rule; the first that matches decides. ``path`` is a glob against the
     resolved path (relative globs are taken from the workspace root); ``command`` the first words
-    of a command tool's (``bash``'s) command (see tiller.permissions_command)."""
+    of a command tool's (``bash``'s) command (see tiller.gate.shell)."""
 
     action: Verdict
     tool: str | None = None

@@ -22,7 +22,7 @@ ThinkingLevel = Literal["off", "low", "medium", "high"]
 THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
 
 PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
-"""A session's permission policy (protocol.md, "Permissions"; ``tiller.permissions``)."""
+"""A session's permission policy (protocol.md, "Permissions"; ``tiller.gate.permissions``)."""
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
 
 QueueMode = Literal["one-at-a-time", "all"]
@@ -30,7 +30,7 @@ QueueMode = Literal["one-at-a-time", "all"]
 QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 
 Verdict = Literal["allow", "deny", "ask"]
-"""What the permission gate decides for one tool call (``tiller.permissions``)."""
+"""What the permission gate decides for one tool call (``tiller.gate.permissions``)."""
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
 """How a compaction's summary starts the user message that replaces what it summarized (the

@@ -23,12 +23,12 @@ from tiller.agent import Agent
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
-from tiller.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.errors import AgentBusyError
+from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
+from tiller.gate.permissions import PermissionGate, PermissionMode
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
-from tiller.permissions import PermissionGate, PermissionMode
 from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import RevertResult

@@ -1,6 +1,6 @@
 """The ACP client as Tiller's editor: ``client/*`` requests translated to ACP's.
 
-Tiller's sessions talk to "the editor" through one ``ClientRequest`` callable (tiller.editor):
+Tiller's sessions talk to "the editor" through one ``ClientRequest`` callable (tiller.gate.editor):
 ``client/readTextFile``, ``client/writeTextFile`` and ``client/requestPermission``. In ACP mode
 that callable is ``AcpEditorBridge``: the file requests become ``fs/read_text_file`` and
 ``fs/write_text_file`` (same params, same results), and a permission question becomes
@@ -17,7 +17,7 @@ ACP option id      ACP kind           Tiller outcome
 
 The ``cancelled`` outcome (the client's answer to ``session/cancel``) is a rejection. Answers
 "always" are remembered by Tiller's PermissionGate per session: for file tools per tool and
-path, for a command tool (``bash``) per exact simple command (tiller.permissions_command); the
+path, for a command tool (``bash``) per exact simple command (tiller.gate.shell); the
 option names say so, reading the call's command or path as its tool describes them
 (``tiller.tools.base.ToolInfo``).
 
@@ -126,7 +126,7 @@ class BridgedSession:
 
 @dataclass
 class AcpEditorBridge:
-    """A ``ClientRequest`` (tiller.editor) that speaks ACP. ``send`` reaches the client;
+    """A ``ClientRequest`` (tiller.gate.editor) that speaks ACP. ``send`` reaches the client;
     ``session_info(session_id)`` gives the session as the bridge needs it."""
 
     send: Send
@@ -134,7 +134,7 @@ class AcpEditorBridge:
 
     async def __call__(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Forward one Tiller ``client/*`` request as its ACP counterpart; the answer (or the
-        failure) comes back as tiller.editor expects it."""
+        failure) comes back as tiller.gate.editor expects it."""
         if method == "client/requestPermission":
             return await self._request_permission(params, timeout)
         acp_method = FILE_METHODS.get(method)

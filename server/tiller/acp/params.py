@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from tiller.errors import RequestError, ResourceNotFoundError, UnknownSessionError
-from tiller.permissions import PermissionMode
+from tiller.gate.permissions import PermissionMode
 from tiller.types import WireModel
 
 

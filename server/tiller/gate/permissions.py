@@ -17,7 +17,7 @@ mode             changes a file in     may change anything      any path outside
 ===============  ====================  =======================  ================  ===========
 
 For a command tool the rules' ``command`` and the remembered answers match each simple command
-of the command line, parsed as shell (tiller.permissions_command): an answer never covers more
+of the command line, parsed as shell (tiller.gate.shell): an answer never covers more
 than the command the user saw, and a command the parser cannot vouch for is never allowed by
 them.
 
@@ -42,8 +42,8 @@ import anyio
 
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
+from tiller.gate.shell import CommandMemory, decide_command
 from tiller.modes import Verdict
-from tiller.permissions_command import CommandMemory, decide_command
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff

@@ -108,7 +108,7 @@ class ShellCommand:
 
 
 class CommandRule(Protocol):
-    """The part of a config rule (``tiller.permissions.PermissionRule``) commands look at."""
+    """The part of a config rule (``tiller.gate.permissions.PermissionRule``) commands look at."""
 
     @property
     def action(self) -> Verdict: ...

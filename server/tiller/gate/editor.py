@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tiller.errors import ToolError
-from tiller.permissions import OPTIONS, Outcome, PermissionRequest
+from tiller.gate.permissions import OPTIONS, Outcome, PermissionRequest
 
 __all__ = ["ClientFiles", "ClientPermissions", "ClientRequest"]
 
