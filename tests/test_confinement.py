@@ -19,13 +19,13 @@ import pytest
 
 from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import spawn_tiller
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
 from tiller.errors import ToolError
 from tiller.gate.permissions import PermissionGate
-from tiller.settings import AgentSettings
 from tiller.tools import EditTool, ReadTool, WriteTool, default_tools
 from tiller.tools.base import ToolContext
-from tiller.tools.execute import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
 from tiller.tools.safefs import open_nofollow
 from tiller.types import TextContent, ToolCall, ToolResultMessage
 

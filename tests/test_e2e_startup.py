@@ -13,10 +13,12 @@ from helpers import clean_env
 
 LAZY = ("openai", "anthropic", "mcp", "httpx2", "tiller.acp", "tiller.providers.openai",
         "tiller.providers.anthropic")
-SESSION_ONLY = ("tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "tiller.tools.grep",
-                "tiller.tools.ls", "tiller.tools.read", "tiller.tools.todo", "tiller.tools.write",
-                "tiller.compaction", "tiller.model_call", "tiller.retry", "tiller.gate.permissions",
-                "tiller.tools.execute", "tree_sitter", "tree_sitter_bash")
+SESSION_ONLY = (
+    "tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "tiller.tools.grep",
+    "tiller.tools.ls", "tiller.tools.read", "tiller.tools.todo", "tiller.tools.write",
+    "tiller.agent.compaction", "tiller.agent.model_call", "tiller.agent.retry",
+    "tiller.gate.permissions", "tiller.agent.tool_batch", "tree_sitter", "tree_sitter_bash",
+)
 """Modules only a session needs (the tools' engines, the run's machinery, the bash parser):
 answering ``initialize`` never loads them."""
 MODELS = ("pydantic", "pydantic_core", "tiller.types", "tiller.protocol.models",

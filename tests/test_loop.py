@@ -18,8 +18,12 @@ import pytest
 from pydantic import BaseModel
 
 from scripted import ScriptedProvider, call, reply_error, reply_text, reply_tools
-from tiller.abort import AbortSignal
-from tiller.agent import Agent
+from tiller.agent.abort import AbortSignal
+from tiller.agent.agent import Agent
+from tiller.agent.loop import LENGTH_POISON_MESSAGE, Queues, run_agent_loop
+from tiller.agent.model_call import ModelSpec, model_context, streaming_call
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import AfterToolCallResult, BeforeToolCallResult
 from tiller.errors import (
     AgentBusyError,
     CannotContinueError,
@@ -27,12 +31,8 @@ from tiller.errors import (
     ProviderNotConfiguredError,
     ToolError,
 )
-from tiller.loop import LENGTH_POISON_MESSAGE, Queues, run_agent_loop
-from tiller.model_call import ModelSpec, model_context, streaming_call
 from tiller.providers.base import ModelRequest
-from tiller.settings import AgentSettings
 from tiller.tools.base import Tool, ToolContext, ToolResult
-from tiller.tools.execute import AfterToolCallResult, BeforeToolCallResult
 from tiller.types import (
     AgentEvent,
     AssistantMessage,

@@ -10,14 +10,14 @@ import anyio
 import pytest
 
 from scripted import ScriptedProvider, reply_error, reply_text
-from tiller.abort import AbortSignal
-from tiller.compaction import with_compaction
+from tiller.agent.abort import AbortSignal
+from tiller.agent.compaction import with_compaction
+from tiller.agent.model_call import ModelCall, ModelSpec, streaming_call
+from tiller.agent.pricing import priced
+from tiller.agent.retry import with_retry
 from tiller.config import CompactionSettings, RetryPolicy
-from tiller.model_call import ModelCall, ModelSpec, streaming_call
 from tiller.modes import SUMMARY_PREFIX
-from tiller.pricing import priced
 from tiller.providers.base import ModelCost
-from tiller.retry import with_retry
 from tiller.types import AgentEvent, AssistantMessage, Message, UserMessage
 
 pytestmark = pytest.mark.anyio

@@ -165,8 +165,8 @@ def test_each_built_in_tool_describes_arguments_it_has() -> None:
 
 
 @pytest.mark.parametrize("module", [
-    "permissions.py", "session.py", "sessions.py", "acp/updates.py", "acp/editor.py",
-    "acp/server.py", "editor.py", "rpc.py", "chat.py", "chat_render.py",
+    "gate/permissions.py", "session.py", "sessions.py", "acp/updates.py", "acp/editor.py",
+    "acp/server.py", "gate/editor.py", "rpc.py", "chat.py", "chat_render.py",
 ])
 def test_no_module_outside_the_tools_names_a_built_in_tool(module: str) -> None:
     source = (SERVER / module).read_text(encoding="utf-8")

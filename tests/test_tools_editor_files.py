@@ -15,13 +15,13 @@ from typing import Any
 import anyio
 import pytest
 
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import execute_tool_calls
 from tiller.errors import ToolError
-from tiller.settings import AgentSettings
 from tiller.tools import EditTool, ReadTool, Tool, ToolContext, WriteTool
 from tiller.tools import files as files_module
 from tiller.tools.base import EditorFiles, ToolResult
-from tiller.tools.execute import execute_tool_calls
 from tiller.types import ImageContent, TextContent, ToolCall
 
 pytestmark = pytest.mark.anyio

@@ -199,8 +199,8 @@ class Methods:
         return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
 
     async def compact(self, params: CompactParams) -> CompactResult:
-        from tiller.compaction import estimate_tokens
-        from tiller.model_call import model_context
+        from tiller.agent.compaction import estimate_tokens
+        from tiller.agent.model_call import model_context
         from tiller.modes import SUMMARY_PREFIX
 
         session = self.sessions.get(params.session_id)

@@ -19,7 +19,9 @@ from typing import Any, Literal
 
 import anyio
 
-from tiller.agent import Agent
+from tiller.agent.agent import Agent
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
 from tiller.context import ProjectContext
@@ -33,13 +35,11 @@ from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
-from tiller.settings import AgentSettings
 from tiller.store.log import SessionLog
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
 from tiller.tools import default_tools
 from tiller.tools.base import EditorFiles, Terminal, Tool
-from tiller.tools.execute import BeforeToolCallResult
 from tiller.types import (
     THINKING_LEVELS,
     AgentEvent,

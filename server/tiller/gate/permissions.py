@@ -40,12 +40,12 @@ from typing import Any, Literal
 
 import anyio
 
+from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
 from tiller.gate.shell import CommandMemory, decide_command
 from tiller.modes import Verdict
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
-from tiller.tools.execute import BeforeToolCallResult
 from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
 from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall

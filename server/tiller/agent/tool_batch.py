@@ -5,7 +5,7 @@ tool that raises, a timeout and an abort all become error results the model can 
 prepared (validated, hooked) one by one in source order, then executed in parallel unless a tool
 in the batch is sequential. ``tool_execution_end`` events follow completion order; the returned
 results follow the assistant's source order. What a batch reads of the agent's settings
-(``tiller.settings.AgentSettings``) is spelled out by ``ToolSettings``. A call whose arguments
+(``tiller.agent.settings.AgentSettings``) is spelled out by ``ToolSettings``. A call whose arguments
 did not parse as one JSON object (``ToolCall.arguments_error``) never runs: its error result asks
 the model to re-send it.
 """
@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import anyio
 from pydantic import BaseModel, ValidationError
 
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
 from tiller.errors import ToolError
 from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult
 from tiller.tools.truncate import printable

@@ -1,9 +1,9 @@
 """``Agent``: the thin stateful owner of one conversation: its messages, queues and abort.
 
-The loop itself is stateless (``tiller.loop``); the Agent hands it the context, its settings, the
-model call (streamed, retried, compacted and priced: ``_model_call``), the steering and follow-up
-queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is active at a time;
-``prompt`` while busy raises ``AgentBusyError``.
+The loop itself is stateless (``tiller.agent.loop``); the Agent hands it the context, its settings,
+the model call (streamed, retried, compacted and priced: ``_model_call``), the steering and
+follow-up queues as polling callbacks and a fresh ``AbortSignal`` per run. Only one run is active at
+a time; ``prompt`` while busy raises ``AgentBusyError``.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from tiller.abort import AbortSignal
-from tiller.compaction import run_compaction, with_compaction
+from tiller.agent.abort import AbortSignal
+from tiller.agent.compaction import run_compaction, with_compaction
+from tiller.agent.loop import Queues, run_agent_loop
+from tiller.agent.model_call import Emit, ModelCall, ModelSpec, model_context, streaming_call
+from tiller.agent.pricing import priced
+from tiller.agent.retry import with_retry
+from tiller.agent.settings import AgentSettings
 from tiller.config import CompactionSettings
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
-from tiller.loop import Queues, run_agent_loop
-from tiller.model_call import Emit, ModelCall, ModelSpec, model_context, streaming_call
-from tiller.pricing import priced
 from tiller.providers.base import ModelInfo, Provider
-from tiller.retry import with_retry
-from tiller.settings import AgentSettings
 from tiller.types import (
     AgentSettled,
     AssistantMessage,

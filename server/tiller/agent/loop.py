@@ -2,9 +2,10 @@
 
 ``run_agent_loop`` owns no state beyond one run: the caller (``Agent``) hands it the context to
 extend, the settings, the model call (already wrapped for retry, compaction and pricing, see
-``tiller.model_call``), the queues as polling callbacks, an ``AbortSignal``, and ``emit``. Every
-message is appended to ``context`` before its ``message_end`` is emitted, so an ``emit`` that
-persists events persists the transcript in order. Tool execution lives in ``tiller.tools.execute``.
+``tiller.agent.model_call``), the queues as polling callbacks, an ``AbortSignal``, and ``emit``.
+Every message is appended to ``context`` before its ``message_end`` is emitted, so an ``emit`` that
+persists events persists the transcript in order. Tool execution lives in
+``tiller.agent.tool_batch``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tiller.abort import AbortSignal
-from tiller.model_call import Emit, ModelCall
-from tiller.settings import AgentSettings
-from tiller.tools.execute import ToolBatch, execute_tool_calls, fail_tool_calls
+from tiller.agent.abort import AbortSignal
+from tiller.agent.model_call import Emit, ModelCall
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import ToolBatch, execute_tool_calls, fail_tool_calls
 from tiller.types import (
     AgentEnd,
     AgentStart,

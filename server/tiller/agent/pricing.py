@@ -1,11 +1,11 @@
 """Pricing: the model's per-token prices turned into each assistant message's ``usage.cost``.
 
-``priced`` wraps a run's model call (``tiller.model_call``), so the loop never sees prices.
+``priced`` wraps a run's model call (``tiller.agent.model_call``), so the loop never sees prices.
 """
 
 from __future__ import annotations
 
-from tiller.model_call import ModelCall
+from tiller.agent.model_call import ModelCall
 from tiller.providers.base import ModelCost
 from tiller.types import AssistantMessage, Message
 

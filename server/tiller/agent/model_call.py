@@ -3,8 +3,9 @@
 A ``ModelCall`` is what the loop awaits once per turn: given the context, it calls the model,
 emits ``message_start`` and the deltas, and returns the final message without appending it; it
 never raises. ``streaming_call`` makes the plain call from a ``ModelSpec``; the Agent wraps it
-(``tiller.retry.with_retry``, ``tiller.compaction.with_compaction``, ``tiller.pricing.priced``),
-the way pi wraps its stream function, so the loop knows none of them.
+(``tiller.agent.retry.with_retry``, ``tiller.agent.compaction.with_compaction``,
+``tiller.agent.pricing.priced``), the way pi wraps its stream function, so the loop knows none of
+them.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
 from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
 from tiller.tools.base import Tool
 from tiller.types import (

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiller.agent.tool_batch import AfterToolCall, BeforeToolCall
 from tiller.config import CompactionSettings, RetryPolicy
 from tiller.tools.base import EditorFiles, Terminal, Tool
-from tiller.tools.execute import AfterToolCall, BeforeToolCall
 
 __all__ = ["AgentSettings"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import anyio
 
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
+from tiller.agent.model_call import Emit, ModelCall, aborted_message
 from tiller.config import RetryPolicy
-from tiller.model_call import Emit, ModelCall, aborted_message
 from tiller.types import AssistantMessage, Message, MessageStart, RetryEnd, RetryScheduled
 
 __all__ = ["with_retry"]

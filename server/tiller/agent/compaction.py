@@ -15,9 +15,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tiller.abort import AbortSignal
+from tiller.agent.abort import AbortSignal
+from tiller.agent.model_call import Emit, ModelCall, StreamFn, model_context
 from tiller.config import CompactionSettings
-from tiller.model_call import Emit, ModelCall, StreamFn, model_context
 from tiller.modes import SUMMARY_PREFIX
 from tiller.providers.base import ModelRequest
 from tiller.types import (
