@@ -1,5 +1,6 @@
 """Unit tests of the parsers and finders behind context files, templates and skills, with the bad
-input they must survive: tiller.frontmatter, tiller.commands, tiller.skills, tiller.context."""
+input they must survive: tiller.context.frontmatter, tiller.context.commands, tiller.context.skills,
+tiller.context.project."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tiller.commands import CommandCatalog, TemplateSource, expand_arguments, split_command
-from tiller.context import MAX_CONTEXT_BYTES, ProjectContext, PromptSettings, find_context_files
-from tiller.frontmatter import FrontMatterError, parse_front_matter
-from tiller.skills import SkillSource
+from tiller.context.commands import CommandCatalog, TemplateSource, expand_arguments, split_command
+from tiller.context.frontmatter import FrontMatterError, parse_front_matter
+from tiller.context.project import (
+    MAX_CONTEXT_BYTES,
+    ProjectContext,
+    PromptSettings,
+    find_context_files,
+)
+from tiller.context.skills import SkillSource
 
 pytestmark = pytest.mark.anyio
 
@@ -77,7 +83,7 @@ async def test_templates_load_skip_broken_ones_and_first_folder_wins(
     write(user / "bad name.md", "x\n")
     (user / "binary.md").write_bytes(b"\xff\xfe\x00bad")
     write(user / "notes.txt", "not a template")
-    with caplog.at_level(logging.WARNING, logger="tiller.commands"):
+    with caplog.at_level(logging.WARNING, logger="tiller.context.commands"):
         catalog = CommandCatalog([TemplateSource([workspace, user, tmp_path / "missing"])])
     assert [(c.name, c.description, c.argument_hint) for c in catalog.commands] == [
         ("review", "Review it", "<file>"), ("plain", "Plain heading", None)]
@@ -115,7 +121,7 @@ async def test_skills_need_name_and_description(
     write(skills / "spaces" / "SKILL.md", "---\nname: has spaces\ndescription: d\n---\n")
     write(skills / "empty" / "README.md", "no SKILL.md here")
     source = SkillSource([skills])
-    with caplog.at_level(logging.WARNING, logger="tiller.skills"):
+    with caplog.at_level(logging.WARNING, logger="tiller.context.skills"):
         commands = source.load()
     assert [(c.name, c.source, c.description) for c in commands] == [
         ("skill:pdf", "skill", "Fill PDF forms")]

@@ -24,7 +24,7 @@ from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig
-from tiller.context import ProjectContext
+from tiller.context.project import ProjectContext
 from tiller.errors import AgentBusyError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate, PermissionMode
@@ -113,7 +113,7 @@ class Session:
         self.providers = providers
         self.id, self.cwd, self.provider, self.model = session_id, cwd, provider, model
         self.context = context
-        """Context files, slash commands and skills (tiller.context)."""
+        """Context files, slash commands and skills (tiller.context.project)."""
         self.recorder = LogRecorder(session_id, session_log)
         self._subscribers: list[Subscriber] = [self.recorder]
         self._cleared_hooks: list[ClearedHook] = []

@@ -16,7 +16,7 @@ from pathlib import Path
 import anyio
 
 from tiller.config import ServerConfig, config_dir, default_system_prompt
-from tiller.context import ProjectContext, PromptSettings
+from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.gate.permissions import PermissionMode
 from tiller.mcp.config import McpServerConfig, parse_server_list

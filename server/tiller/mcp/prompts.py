@@ -21,7 +21,7 @@ import shlex
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from tiller.commands import Command
+from tiller.context.commands import Command
 from tiller.errors import CommandFailedError, ToolError
 from tiller.mcp.tool import map_block, tool_name
 from tiller.types import TextContent

@@ -15,8 +15,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tiller.commands import NAME, Command
-from tiller.frontmatter import FrontMatterError, parse_front_matter
+from tiller.context.commands import NAME, Command
+from tiller.context.frontmatter import FrontMatterError, parse_front_matter
 
 __all__ = ["SKILL_PREFIX", "Skill", "SkillSource", "skills_prompt"]
 

@@ -1,13 +1,13 @@
 """Slash commands: prompt templates, and the catalog every command source feeds.
 
 A command is ``/name arguments`` at the start of a prompt. Each source (``TemplateSource``
-here, ``tiller.skills.SkillSource``, an MCP client's prompts) implements ``CommandSource``;
+here, ``tiller.context.skills.SkillSource``, an MCP client's prompts) implements ``CommandSource``;
 a ``CommandCatalog`` merges them (the first source to claim a name wins), notices changes with
 each source's cheap ``fingerprint`` and expands a prompt through the source that owns its
 command. An unknown ``/name`` is not a command: the prompt is sent as typed.
 
 Templates are ``*.md`` files (the name is the file's stem) with optional front matter
-(``description``, ``argument-hint``; tiller.frontmatter). A template that cannot be read or
+(``description``, ``argument-hint``; tiller.context.frontmatter). A template that cannot be read or
 whose front matter is broken is skipped with a log line and listed nowhere.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from tiller.frontmatter import FrontMatterError, parse_front_matter
+from tiller.context.frontmatter import FrontMatterError, parse_front_matter
 
 __all__ = [
     "Command",

@@ -6,8 +6,8 @@ holding ``.git``; the filesystem root if none) down to the session's cwd, neares
 into the system prompt headed by its path; a file over ``MAX_CONTEXT_BYTES`` is cut with a note.
 
 The system prompt is: the base prompt (the built-in one, or ``session/new {systemPrompt}``),
-``appendSystemPrompt``, the context files, the skills (tiller.skills). ``ProjectContext`` holds
-all of it for one session and refreshes its commands between prompts.
+``appendSystemPrompt``, the context files, the skills (tiller.context.skills). ``ProjectContext``
+holds all of it for one session and refreshes its commands between prompts.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tiller.commands import Command, CommandCatalog, CommandSource, TemplateSource
-from tiller.skills import SkillSource, skills_prompt
+from tiller.context.commands import Command, CommandCatalog, CommandSource, TemplateSource
+from tiller.context.skills import SkillSource, skills_prompt
 from tiller.types import TextContent, UserContent
 
 __all__ = [
