@@ -4,7 +4,7 @@ What it measures (each against a real ``python -m tiller`` subprocess and the lo
 ``FakeOpenAI`` server from tests/fake_openai.py, so no network and no API key):
 
 1. Start-up: spawn -> ``initialize`` response, over 10 fresh processes (NDJSON framing), next to
-   a bare ``python -c pass`` and ``python -c "import tiller.rpc"`` for scale.
+   a bare ``python -c pass`` and ``python -c "import tiller.fronts.tiller.front"`` for scale.
 2. Memory: VmRSS of the server after ``initialize``, after one prompt (which imports the
    ``openai`` SDK lazily) and after the 5,000-token stream (with its VmHWM peak).
 3. The first ``agent/prompt`` round trip on a fresh server (session creation, SDK import, HTTP
@@ -276,11 +276,12 @@ async def measure_startup(results: Results, workdir: Path) -> None:
             await initialize(client)
             samples.append(time.perf_counter() - start)
     bare = await anyio.to_thread.run_sync(python_runs, "pass")
-    imports = await anyio.to_thread.run_sync(python_runs, "import tiller.rpc")
+    imports = await anyio.to_thread.run_sync(python_runs, "import tiller.fronts.tiller.front")
     section = "1. start-up (ndjson)"
     results.add(section, f"spawn -> initialize response, {SPAWNS} spawns", spread(samples))
     results.add(section, "for scale: `python -c pass`", spread(bare))
-    results.add(section, "for scale: `python -c 'import tiller.rpc'`", spread(imports))
+    results.add(section, "for scale: `python -c 'import tiller.fronts.tiller.front'`",
+                spread(imports))
 
 
 async def measure_first_prompt(results: Results, fake: FakeOpenAI, workdir: Path) -> None:

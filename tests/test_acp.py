@@ -1,5 +1,5 @@
 """ACP mode end to end: the official ``agent-client-protocol`` client drives a real ``tiller``
-against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.acp.diff``."""
+against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.fronts.acp.diff``."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ from acp.schema import (
 from acp_schema import AcpWireCheck
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import clean_env, process_gone, wait_requests
-from tiller.acp.diff import apply_hunks, diff_contents, parse_hunks
-from tiller.acp.editor import permission_options, tiller_outcome
-from tiller.acp.updates import UpdateMapper, user_content
+from tiller.fronts.acp.diff import apply_hunks, diff_contents, parse_hunks
+from tiller.fronts.acp.editor import permission_options, tiller_outcome
+from tiller.fronts.acp.updates import UpdateMapper, user_content
 from tiller.tools import BashTool, default_tools
 from tiller.tools.files import unified_diff
 from tiller.types import (

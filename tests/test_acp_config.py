@@ -85,8 +85,8 @@ async def test_config_options_round_trip_and_announce_every_change(
 def test_model_choices_are_the_usable_providers_models() -> None:
     from types import SimpleNamespace
 
-    from tiller.acp.options import model_choices
     from tiller.config import ServerConfig
+    from tiller.fronts.acp.options import model_choices
 
     session: Any = SimpleNamespace(provider="openai", model="my-finetune")
     without = model_choices(ServerConfig(provider="openai", env={}), session)

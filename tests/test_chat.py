@@ -37,9 +37,9 @@ from fake_openai import (
     tool_call_reply,
 )
 from helpers import clean_env, roles
-from tiller.chat import Renderer, build_parser, server_args
-from tiller.chat_checkpoints import CONFIRM_UNDO
-from tiller.chat_render import ASK_PROMPT
+from tiller.chat.app import Renderer, build_parser, server_args
+from tiller.chat.checkpoints import CONFIRM_UNDO
+from tiller.chat.render import ASK_PROMPT
 
 COLUMNS, ROWS = 140, 40
 DEADLINE = 30.0
@@ -855,7 +855,7 @@ def test_changes_and_undo_with_a_confirmation(
 
 
 def test_a_tool_call_is_one_readable_line() -> None:
-    from tiller.chat_status import tool_line
+    from tiller.chat.status import tool_line
 
     assert tool_line("bash", {"command": "git status\ngit diff"}) == "bash: git status …"
     assert tool_line("grep", {"pattern": "TODO", "path": "src"}) == "grep: TODO in src"

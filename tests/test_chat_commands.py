@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fake_openai import FakeOpenAI, text_reply
 from test_chat import Terminal, chat_argv
-from tiller.chat_complete import CommandNames
+from tiller.chat.complete import CommandNames
 
 
 def test_slash_tab_completes_and_lists_commands(fake_openai: FakeOpenAI, tmp_path: Path) -> None:

@@ -57,5 +57,5 @@ def test_session_load_imports_no_bash_parser(tmp_path: Path) -> None:
     session_log.close()
     modules = imported_by_a_load(tmp_path, session_dir, session_id)
     # the listing is real:
-    assert "tiller.sessions" in modules and "tiller.gate.permissions" in modules
+    assert "tiller.session.registry" in modules and "tiller.gate.permissions" in modules
     assert sorted(modules & set(NOT_FOR_A_LOAD)) == []

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from helpers import clean_env
 
-LAZY = ("openai", "anthropic", "mcp", "httpx2", "tiller.acp", "tiller.providers.openai",
+LAZY = ("openai", "anthropic", "mcp", "httpx2", "tiller.fronts.acp", "tiller.providers.openai",
         "tiller.providers.anthropic")
 SESSION_ONLY = (
     "tiller.tools.bash", "tiller.tools.edit", "tiller.tools.find", "tiller.tools.grep",
@@ -21,8 +21,11 @@ SESSION_ONLY = (
 )
 """Modules only a session needs (the tools' engines, the run's machinery, the bash parser):
 answering ``initialize`` never loads them."""
-MODELS = ("pydantic", "pydantic_core", "tiller.types", "tiller.protocol.models",
-          "tiller.rpc_methods", "tiller.event_wire", "tiller.session", "tiller.sessions")
+MODELS = (
+    "pydantic", "pydantic_core", "tiller.types", "tiller.protocol.models",
+    "tiller.fronts.tiller.handlers", "tiller.fronts.tiller.events", "tiller.session.session",
+    "tiller.session.registry",
+)
 """The models and the handlers of every other method: ``initialize`` is answered without them."""
 
 
@@ -44,7 +47,7 @@ def test_initialize_imports_no_sdk_and_no_acp(tmp_path: Path) -> None:
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"clientInfo": {"name": "test"}, "capabilities": {}},
     })
-    assert "tiller.rpc" in modules  # the listing is real
+    assert "tiller.fronts.tiller.front" in modules  # the listing is real
     assert sorted(name for name in modules if name.split(".")[0] in LAZY or name in LAZY) == []
 
 
@@ -63,7 +66,7 @@ def test_initialize_needs_no_model(tmp_path: Path) -> None:
         "params": {"clientInfo": {"name": "test"}, "protocolVersion": 1,
                    "capabilities": {"permissions": True, "fs": {"readTextFile": True}}},
     })
-    assert "tiller.rpc" in modules  # the listing is real
+    assert "tiller.fronts.tiller.front" in modules  # the listing is real
     assert sorted(modules & set(MODELS)) == []
 
 
@@ -73,4 +76,4 @@ def test_the_next_method_loads_them(tmp_path: Path) -> None:
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}},
         {"jsonrpc": "2.0", "id": 2, "method": "models/list", "params": {}},
     )
-    assert {"pydantic", "tiller.protocol.models", "tiller.rpc_methods"} <= modules
+    assert {"pydantic", "tiller.protocol.models", "tiller.fronts.tiller.handlers"} <= modules

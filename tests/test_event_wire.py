@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tiller.event_wire import EventNotifier
+from tiller.fronts.tiller.events import EventNotifier
 from tiller.types import AgentEnd, MessageUpdate, Usage
 from tiller.wire.framing import Framing
 from tiller.wire.transport import FramedWriter

@@ -1,6 +1,6 @@
 """``initialize``'s params are read without pydantic when they have the usual shape
-(``tiller.rpc.Initialize``); whatever else a client sends goes through the pydantic model. Over
-every combination below, both readings agree: the same values, or both refuse."""
+(``tiller.fronts.tiller.front.Initialize``); whatever else a client sends goes through the pydantic
+model. Over every combination below, both readings agree: the same values, or both refuse."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tiller.fronts.tiller.front import EVENT_TYPES, METHODS, Initialize
 from tiller.protocol.models import InitializeParams
-from tiller.rpc import EVENT_TYPES, METHODS, Initialize
 from tiller.types import AgentEvent
 
 MISSING = object()
@@ -70,7 +70,7 @@ def test_the_editors_params_are_read_without_pydantic() -> None:
 
 
 def test_initialize_lists_the_event_union_and_every_method() -> None:
-    from tiller.rpc_methods import Methods
+    from tiller.fronts.tiller.handlers import Methods
 
     union = [member.model_fields["type"].default
              for member in AgentEvent.__args__[0].__args__]  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ from scripted import ScriptedProvider, reply_text
 from tiller.config import ServerConfig
 from tiller.protocol.models import SessionNewParams
 from tiller.providers import Provider
-from tiller.sessions import SessionRegistry
+from tiller.session.registry import SessionRegistry
 
 pytestmark = pytest.mark.anyio
 

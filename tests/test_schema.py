@@ -37,10 +37,10 @@ from pydantic import BaseModel, ValidationError
 import tiller
 from schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
+from tiller.fronts.tiller.front import TillerFront
 from tiller.gate.permissions import OPTIONS
 from tiller.protocol.models import METHODS, PermissionOutcome
 from tiller.protocol.schema import protocol_schema
-from tiller.rpc import TillerFront
 
 PROTOCOL_MD = Path(__file__).resolve().parent.parent / "protocol.md"
 

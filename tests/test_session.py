@@ -15,8 +15,8 @@ from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from helpers import clean_env
 from tiller.config import load_config
 from tiller.protocol.models import SessionNewParams
-from tiller.session import Session
-from tiller.sessions import SessionRegistry
+from tiller.session.registry import SessionRegistry
+from tiller.session.session import Session
 from tiller.store.log import SessionLog
 from tiller.store.saved import log_path, open_saved
 from tiller.types import (

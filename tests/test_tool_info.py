@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tiller.acp.editor import AcpEditorBridge, BridgedSession
-from tiller.acp.updates import UpdateMapper
+from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession
+from tiller.fronts.acp.updates import UpdateMapper
 from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.modes import Verdict
 from tiller.tools import default_tools
@@ -165,8 +165,9 @@ def test_each_built_in_tool_describes_arguments_it_has() -> None:
 
 
 @pytest.mark.parametrize("module", [
-    "gate/permissions.py", "session.py", "sessions.py", "acp/updates.py", "acp/editor.py",
-    "acp/server.py", "gate/editor.py", "rpc.py", "chat.py", "chat_render.py",
+    "gate/permissions.py", "session/session.py", "session/registry.py", "fronts/acp/updates.py",
+    "fronts/acp/editor.py", "fronts/acp/server.py", "gate/editor.py", "fronts/tiller/front.py",
+    "chat/app.py", "chat/render.py",
 ])
 def test_no_module_outside_the_tools_names_a_built_in_tool(module: str) -> None:
     source = (SERVER / module).read_text(encoding="utf-8")

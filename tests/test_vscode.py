@@ -84,7 +84,7 @@ def test_typescript_checks_and_builds(built: Path) -> None:
     assert (EXTENSION / "out" / "src" / "client.js").is_file()
     package = json.loads((EXTENSION / "package.json").read_text())
     commands = {c["command"] for c in package["contributes"]["commands"]}
-    assert {"tiller.prompt", "tiller.steer", "tiller.followUp", "tiller.agent.abort"} <= commands
+    assert {"tiller.prompt", "tiller.steer", "tiller.followUp", "tiller.abort"} <= commands
     settings = package["contributes"]["configuration"]["properties"]
     assert settings["tiller.path"]["default"] == "tiller"
     assert {"tiller.provider", "tiller.model", "tiller.baseUrl", "tiller.extraArgs"} <= set(

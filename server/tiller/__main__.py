@@ -1,9 +1,9 @@
 """``tiller`` / ``python -m tiller``: serve JSON-RPC on stdio. Logs go to stderr, never stdout.
 
-``tiller --acp`` serves the Agent Client Protocol instead (``tiller.acp``); without the flag an
-ACP client is recognised by its first ``initialize``.
+``tiller --acp`` serves the Agent Client Protocol instead (``tiller.fronts.acp``); without the flag
+an ACP client is recognised by its first ``initialize``.
 
-``tiller chat ...`` is the terminal front end instead (``tiller.chat``), ``tiller run PROMPT``
+``tiller chat ...`` is the terminal front end instead (``tiller.chat.app``), ``tiller run PROMPT``
 its one-shot mode for scripts; ``tiller schema`` prints
 the protocol's JSON Schema (``tiller.protocol.schema``).
 """
@@ -52,11 +52,11 @@ def serve(argv: Sequence[str]) -> int:
     from tiller.wire.jsonrpc import serve as serve_front
 
     if config.acp:  # --acp: the Agent Client Protocol from the first message on
-        from tiller.acp import AcpFront
+        from tiller.fronts.acp.server import AcpFront
 
         front, switch = AcpFront(config, tuple(argv)).front, None
     else:
-        from tiller.rpc import TillerFront
+        from tiller.fronts.tiller.front import TillerFront
 
         front, switch = TillerFront(config).front, acp_on_initialize(config, argv)
     gc.freeze()  # what start-up built lives as long as the process: no collection walks it again
@@ -84,10 +84,10 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
     def switch(first: dict[str, Any]) -> Front | None:
         params = first.get("params")
         if not (isinstance(params, dict) and "protocolVersion" in params):
-            return None  # not ACP's initialize: tiller.acp is never imported
+            return None  # not ACP's initialize: tiller.fronts.acp is never imported
         if "capabilities" in params and "clientCapabilities" not in params:
             return None  # a Tiller client stating its version: neither
-        from tiller.acp import AcpFront, is_acp_initialize
+        from tiller.fronts.acp.server import AcpFront, is_acp_initialize
 
         if not is_acp_initialize(first):
             return None
@@ -103,7 +103,7 @@ def _hint_tiller_methods(front: Front) -> None:
     why."""
     from pygls.exceptions import JsonRpcMethodNotFound
 
-    from tiller.rpc import METHODS
+    from tiller.fronts.tiller.front import METHODS
 
     def hint(name: str) -> Any:
         async def handle(_params: Any = None) -> Any:
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["chat"], ["run"]):
-        from tiller.chat import main as chat_main
+        from tiller.chat.app import main as chat_main
 
         return chat_main(args[1:], run=args[0] == "run")
     if args[:1] == ["schema"]:

@@ -107,7 +107,7 @@ class ServerConfig:
     cwd: Path = field(default_factory=Path.cwd)
     framing: FramingOption = "auto"
     acp: bool = False
-    """Serve the Agent Client Protocol (``--acp``) instead of Tiller's own (tiller.acp)."""
+    """Serve the Agent Client Protocol (``--acp``) instead of Tiller's own (tiller.fronts.acp)."""
     log_file: Path | None = None
     log_level: str = "WARNING"
     max_turns: int = 50

@@ -15,9 +15,9 @@
     │   ├── CommandFailedError       -32018  a slash command whose source could not expand it
     │                                        (an MCP prompt the server refused)
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
-    │   │                                    (tiller.acp)
+    │   │                                    (tiller.fronts.acp)
     │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
-    │       ├── AuthRequiredError    -32000  the provider has no key (tiller.acp.auth)
+    │       ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     └── ConfigError                  invalid command line or environment at start-up
@@ -124,7 +124,7 @@ class AcpRequestError(RequestError):
 
 
 class AuthRequiredError(AcpRequestError):
-    """ACP's "authentication required": the provider has no key (tiller.acp.auth)."""
+    """ACP's "authentication required": the provider has no key (tiller.fronts.acp.auth)."""
 
     code = -32000
 

@@ -1,9 +1,9 @@
 """``AgentSettings``: the one immutable settings object an Agent's runs are made with.
 
-A session builds it once (``tiller.sessions``); whoever changes it replaces it as a whole with
-``dataclasses.replace``, never field by field, and a run keeps the object it started with. The
-loop and tool execution read it as handed down. What changes between runs on request (the
-provider and model, the thinking level) is the Agent's own state, not a setting.
+A session builds it once (``tiller.session.registry``); whoever changes it replaces it as a whole
+with ``dataclasses.replace``, never field by field, and a run keeps the object it started with. The
+loop and tool execution read it as handed down. What changes between runs on request (the provider
+and model, the thinking level) is the Agent's own state, not a setting.
 """
 
 from __future__ import annotations

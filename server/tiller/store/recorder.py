@@ -1,7 +1,7 @@
 """The session log as an event subscriber: which events a session's log records, and how.
 
-``LogRecorder`` is the first subscriber of every Session (tiller.session), so an event's entry
-is on disk before any front sends the event and before the step that depends on it proceeds.
+``LogRecorder`` is the first subscriber of every Session (tiller.session.session), so an event's
+entry is on disk before any front sends the event and before the step that depends on it proceeds.
 It also keeps ``entry_ids``: the log entry of each message in the agent's transcript.
 """
 

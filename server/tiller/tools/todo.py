@@ -2,8 +2,8 @@
 ``in_progress`` or ``completed`` (as Claude Code's TodoWrite and Codex's update_plan do).
 
 Every call replaces the whole list. The tool only validates and returns it (``details``: a
-``TodoList``); ``tiller.plan.PlanTracker`` turns each successful result into the session's plan
-and a ``plan`` event. It changes nothing else, so the permission gate never asks about it.
+``TodoList``); ``tiller.session.plan.PlanTracker`` turns each successful result into the session's
+plan and a ``plan`` event. It changes nothing else, so the permission gate never asks about it.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The JSON-RPC plumbing both fronts share: typed method registration, server-to-client
 requests, cancellation of pending requests, and serving stdio until the end.
 
-A front (``tiller.rpc`` for protocol.md, ``tiller.acp`` for ACP) owns a ``Front`` and registers
-one handler per wire method. ``register`` validates params into a model (failure: -32602 naming
-the field), turns ``RequestError``s into their documented codes, and never leaks a traceback:
-unexpected failures are logged and answered -32603 with a one-line message. Results go out
-as the JSON pydantic serializes (``SerializedResult``), never through cattrs. pygls dispatches;
-the stdio framing and message validation live in ``transport``.
+A front (``tiller.fronts.tiller.front`` for protocol.md, ``tiller.fronts.acp`` for ACP) owns a
+``Front`` and registers one handler per wire method. ``register`` validates params into a model
+(failure: -32602 naming the field), turns ``RequestError``s into their documented codes, and never
+leaks a traceback: unexpected failures are logged and answered -32603 with a one-line message.
+Results go out as the JSON pydantic serializes (``SerializedResult``), never through cattrs. pygls
+dispatches; the stdio framing and message validation live in ``transport``.
 
 Nothing here imports pydantic: ``register_lazy`` names methods whose params models and handlers
 are imported on their first call, so a front can answer ``initialize`` before any model exists.

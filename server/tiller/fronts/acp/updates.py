@@ -3,8 +3,8 @@ prompt content as Tiller user content.
 
 Everything here is a pure function of Tiller's typed events and messages (``tiller.types``) and
 ACP's content blocks, so it is tested without a server. ``UpdateMapper`` keeps the little state a
-session needs: the file snapshots its diffs are built from (``tiller.acp.diff``). A call's title,
-kind and locations come from how its tool describes itself (``tiller.tools.base.ToolInfo``),
+session needs: the file snapshots its diffs are built from (``tiller.fronts.acp.diff``). A call's
+title, kind and locations come from how its tool describes itself (``tiller.tools.base.ToolInfo``),
 never from its name.
 
 Live events map as follows (everything else, e.g. ``turn_start`` or ``message_end``, sends
@@ -16,13 +16,13 @@ Tiller event                           ACP ``sessionUpdate``
 ``message_update`` ``text``            ``agent_message_chunk`` (the delta)
 ``message_update`` ``thinking``        ``agent_thought_chunk`` (the delta)
 ``tool_execution_start``               ``tool_call`` (``pending``: it may wait for permission)
-(the call is cleared to run)           ``tool_call_update`` ``in_progress`` (see tiller.acp)
+(the call is cleared to run)           ``tool_call_update`` ``in_progress`` (see tiller.fronts.acp)
 ``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
 ``tool_execution_update`` terminal     ``tool_call_update`` with ``{type: "terminal"}`` (once)
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
 ``message_end`` of the first user msg   ``session_info_update`` with the title
-``message_end`` of an assistant msg    ``usage_update`` (tiller.acp.sessions)
+``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions)
 ``plan`` (a ``todo`` call)              ``plan``: every step, priority ``medium``
 =====================================  ======================================================
 """
@@ -37,8 +37,8 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from tiller.acp.diff import diff_contents
-from tiller.acp.sessions import title_update, usage_update
+from tiller.fronts.acp.diff import diff_contents
+from tiller.fronts.acp.sessions import title_update, usage_update
 from tiller.tools.base import Tool, ToolInfo, describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
@@ -82,7 +82,7 @@ STOP_REASONS: dict[str, str] = {
     "maxTokens": "max_turn_requests",
     "aborted": "cancelled",
 }
-"""Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.acp answers the
+"""Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.fronts.acp answers the
 prompt with a JSON-RPC error instead)."""
 
 TITLE_LIMIT = 120
@@ -199,7 +199,7 @@ class UpdateMapper:
     snapshots: dict[str, str | None] = field(default_factory=dict)
     titled: bool = False
     terminals: dict[str, str] = field(default_factory=dict)
-    """Tool call id -> the client's terminal the call runs in (tiller.acp.terminal)."""
+    """Tool call id -> the client's terminal the call runs in (tiller.fronts.acp.terminal)."""
     cost: float = 0.0
     context_window: Callable[[], int | None] = lambda: None
 

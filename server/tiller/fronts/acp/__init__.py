@@ -5,9 +5,3 @@
 ``diff`` rebuilds ACP's two-text diffs from Tiller's unified diffs. protocol.md's "ACP"
 section is the contract.
 """
-
-from __future__ import annotations
-
-from tiller.acp.server import ACP_PROTOCOL_VERSION, AcpFront, is_acp_initialize
-
-__all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]

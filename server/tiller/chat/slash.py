@@ -3,7 +3,7 @@
 
 ``SlashCommands.handle`` takes a typed line when it is one of them (the server's own commands,
 ``/name`` templates and skills, are sent as prompts by the chat, and ``/changes``, ``/undo`` are
-``tiller.chat_checkpoints``'). ``/continue`` with no argument asks the chat to run
+``tiller.chat.checkpoints``'). ``/continue`` with no argument asks the chat to run
 ``agent/continue`` through ``start_continue``: the chat owns runs.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tiller.chat_complete import CommandNames
-from tiller.chat_connection import Connection
-from tiller.chat_render import Renderer
+from tiller.chat.complete import CommandNames
+from tiller.chat.connection import Connection
+from tiller.chat.render import Renderer
 from tiller.client import RpcError
 from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 

@@ -5,7 +5,7 @@
 prompt (model, permission mode, session, tokens and cost, context use); ``activity(now)``, what
 a running agent is doing with a spinner and the seconds it has been at it, a retry countdown,
 or compaction; ``notice(event)``, the one-line report of a retry or a compaction to print. It
-never writes anything itself: ``tiller.chat_render.Renderer`` shows what it says.
+never writes anything itself: ``tiller.chat.render.Renderer`` shows what it says.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def text_of(result: Any) -> str:
 
 
 class InputArea:
-    """What is drawn with the input line (tiller.chat_input), above it: the streamed line not
+    """What is drawn with the input line (tiller.chat.input), above it: the streamed line not
     finished yet (``partial``) and the activity line (``activity``); then ``prompt`` (``> ``,
     ``… `` or a question). Changes show at the next ``invalidate()``."""
 

@@ -5,7 +5,7 @@ across chats), editing, ``/`` + Tab completing the session's commands (``Command
 twice lists them, as readline does), Esc Enter (or Alt-Enter) for a new line in the message.
 While it reads, everything the ``Renderer`` writes is printed *above* the input line
 (``patch_stdout``); a streamed line not finished yet and the activity line are drawn with the
-input line (``tiller.chat_status.InputArea``), so what is typed never lands inside the
+input line (``tiller.chat.status.InputArea``), so what is typed never lands inside the
 transcript, and the transcript never inside what is typed. An accepted line is put in the
 transcript as ``prompt + text``. Ctrl-C clears the line and raises SIGINT, as the terminal does
 when not in raw mode; Ctrl-D on an empty line is the end of input (None).
@@ -33,11 +33,11 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts import CompleteStyle
 
-from tiller.chat_complete import CommandNames
-from tiller.chat_status import InputArea
+from tiller.chat.complete import CommandNames
+from tiller.chat.status import InputArea
 
 if TYPE_CHECKING:
-    from tiller.chat_render import Lines, Renderer
+    from tiller.chat.render import Lines, Renderer
 
 __all__ = ["input_lines"]
 

@@ -21,7 +21,7 @@ from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, Un
 from tiller.gate.permissions import PermissionMode
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.protocol.models import SessionNewParams
-from tiller.session import EditorClient, ProviderFactory, Session, provider_factory
+from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
 from tiller.store.replay import Replay, validated
 from tiller.store.saved import (

@@ -7,10 +7,10 @@ same session registry, Sessions, Agents, logs, permission gates and editor file 
 Tiller's own front, so there is no second loop. It adds three thin pieces:
 
 * events -> ``session/update``: it subscribes to each session's typed events and sends what
-  ``tiller.acp.updates.UpdateMapper`` makes of them;
-* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.acp.editor``);
-* turns: ``session/prompt`` runs ``Agent.prompt`` (``tiller.acp.turns``: a prompt during a turn
-  steers it).
+  ``tiller.fronts.acp.updates.UpdateMapper`` makes of them;
+* the editor: Tiller's ``client/*`` requests become ACP's (``tiller.fronts.acp.editor``);
+* turns: ``session/prompt`` runs ``Agent.prompt`` (``tiller.fronts.acp.turns``: a prompt during a
+  turn steers it).
 
 Around them: ``auth`` (the env_var method), ``options`` (config options), ``sessions``
 (``session/list`` entries, titles, usage) and ``params`` (the wire models and ACP's codes).
@@ -33,10 +33,12 @@ import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import __version__
-from tiller.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
-from tiller.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
-from tiller.acp.options import MODES, OptionError, config_options, set_option
-from tiller.acp.params import (
+from tiller.config import ServerConfig
+from tiller.errors import AuthRequiredError
+from tiller.fronts.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
+from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
+from tiller.fronts.acp.options import MODES, OptionError, config_options, set_option
+from tiller.fronts.acp.params import (
     AcpAuthenticateParams,
     AcpCancelRequestParams,
     AcpConfigResult,
@@ -58,12 +60,10 @@ from tiller.acp.params import (
     AcpSteeringResult,
     acp_error,
 )
-from tiller.acp.sessions import LIST_PAGE, session_info
-from tiller.acp.terminal import AcpTerminal
-from tiller.acp.turns import IDLE_BEHAVIORS, Turns
-from tiller.acp.updates import UpdateMapper, available_commands, plan_update, user_content
-from tiller.config import ServerConfig
-from tiller.errors import AuthRequiredError
+from tiller.fronts.acp.sessions import LIST_PAGE, session_info
+from tiller.fronts.acp.terminal import AcpTerminal
+from tiller.fronts.acp.turns import IDLE_BEHAVIORS, Turns
+from tiller.fronts.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.mcp.config import parse_server_list
 from tiller.protocol.models import (
     ChangesParams,
@@ -73,8 +73,8 @@ from tiller.protocol.models import (
     RevertResult,
     SessionNewParams,
 )
-from tiller.session import EditorClient, Session
-from tiller.sessions import SessionRegistry
+from tiller.session.registry import SessionRegistry
+from tiller.session.session import EditorClient, Session
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
 from tiller.types import (

@@ -1,8 +1,8 @@
 """protocol.md's methods after ``initialize``: thin handlers over the session registry.
 
-``tiller.rpc`` imports this module (and with it pydantic, the protocol's models and the session
-machinery) on the first call of any of them. Each handler reads its validated params, calls the
-session or its agent, and shapes the result.
+``tiller.fronts.tiller.front`` imports this module (and with it pydantic, the protocol's models and
+the session machinery) on the first call of any of them. Each handler reads its validated params,
+calls the session or its agent, and shapes the result.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from tiller.types import RunResult, UserContent, WireModel
 from tiller.wire.jsonrpc import Front, Method
 
 if TYPE_CHECKING:
-    from tiller.session import Session
-    from tiller.sessions import SessionRegistry
+    from tiller.session.registry import SessionRegistry
+    from tiller.session.session import Session
 
 __all__ = ["Methods"]
 
@@ -78,8 +78,8 @@ class Methods:
         return self._sessions()
 
     def table(self) -> Mapping[str, Method]:
-        """Every method but ``initialize`` and ``session/load`` (``tiller.rpc`` serves them): wire
-        name -> (params model, handler)."""
+        """Every method but ``initialize`` and ``session/load`` (``tiller.fronts.tiller.front``
+        serves them): wire name -> (params model, handler)."""
         return {
             "session/new": (SessionNewParams, self.session_new),
             "session/list": (SessionListParams, self.session_list),

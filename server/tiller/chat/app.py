@@ -14,21 +14,21 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
   call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
   On a terminal, lines are typed on an input line kept below the transcript, with history,
-  editing and ``/`` + Tab completing the session's slash commands (``tiller.chat_input``);
-  else they are read as they come (``tiller.chat_complete.terminal_lines``).
+  editing and ``/`` + Tab completing the session's slash commands (``tiller.chat.input``);
+  else they are read as they come (``tiller.chat.complete.terminal_lines``).
   ``/changes`` lists the files the agent changed; ``/undo`` puts back what its last run changed,
-  after a y/N confirmation (tiller.chat_checkpoints); ``/help``, ``/model``, ``/mode``... are
-  ``tiller.chat_slash``'s. The status line and activity line are ``tiller.chat_status``'s.
+  after a y/N confirmation (tiller.chat.checkpoints); ``/help``, ``/model``, ``/mode``... are
+  ``tiller.chat.slash``'s. The status line and activity line are ``tiller.chat.status``'s.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
   ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
 * ``--json`` (one-shot only): each event's params as one JSON line, then ``{"type": "result"}``.
 
-Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat_render``) turn events into output and
-know nothing of input; ``Connection`` (``tiller.chat_connection``) owns the server, the session
+Layers: ``Renderer`` and ``JsonRenderer`` (``tiller.chat.render``) turn events into output and
+know nothing of input; ``Connection`` (``tiller.chat.connection``) owns the server, the session
 and the task feeding events to a renderer; ``OneShot`` and ``Repl`` are the two ways of driving
-it; ``PermissionPrompt`` (``tiller.chat_render`` too) answers the server's questions from the
-Repl's input; ``main`` parses the command line (``tiller.chat_cli``).
+it; ``PermissionPrompt`` (``tiller.chat.render`` too) answers the server's questions from the
+Repl's input; ``main`` parses the command line (``tiller.chat.cli``).
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from tiller.chat_checkpoints import CheckpointCommands
-from tiller.chat_cli import (
+from tiller.chat.checkpoints import CheckpointCommands
+from tiller.chat.cli import (
     build_parser,
     history_file,
     log_file,
@@ -53,17 +53,17 @@ from tiller.chat_cli import (
     server_args,
     workspace,
 )
-from tiller.chat_complete import CommandNames, terminal_lines
-from tiller.chat_connection import Connection, ServerExited
-from tiller.chat_input import input_lines
-from tiller.chat_render import (
+from tiller.chat.complete import CommandNames, terminal_lines
+from tiller.chat.connection import Connection, ServerExited
+from tiller.chat.input import input_lines
+from tiller.chat.render import (
     OK_STOPS,
     JsonRenderer,
     Lines,
     PermissionPrompt,
     Renderer,
 )
-from tiller.chat_slash import LOCAL_COMMANDS, SlashCommands
+from tiller.chat.slash import LOCAL_COMMANDS, SlashCommands
 from tiller.client import RpcError
 from tiller.errors import ProviderNotConfiguredError
 
@@ -119,7 +119,7 @@ class Repl:
         self.connection, self.renderer, self.lines = connection, renderer, lines
         self.permissions = permissions
         self.checkpoints = CheckpointCommands(connection, renderer)  # /changes, /undo
-        self.slash: SlashCommands | None = None  # /help, /model, /mode... (tiller.chat_slash)
+        self.slash: SlashCommands | None = None  # /help, /model, /mode... (tiller.chat.slash)
         self.running: anyio.Event | None = None  # set when the active run ends
         self.aborting = False
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"

@@ -1,7 +1,7 @@
 """The server side of ``tiller chat``: ``Connection`` spawns ``python -m tiller`` in a session
 of its own, opens the chat session (new, or loaded with ``--resume``) and hands the server's
 events, in order, to a callback; ``ServerExited`` says the server went away. It knows nothing of
-the terminal: ``tiller.chat`` drives it and ``tiller.chat_render`` shows what it hands on.
+the terminal: ``tiller.chat.app`` drives it and ``tiller.chat.render`` shows what it hands on.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 
 from tiller import __version__
-from tiller.chat_render import Event
+from tiller.chat.render import Event
 from tiller.client import RpcError, TillerClient
 from tiller.protocol.models import EVENT_METHOD
 from tiller.wire.transport import Framing

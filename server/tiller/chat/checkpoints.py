@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tiller.chat_connection import Connection
-from tiller.chat_render import Renderer
+from tiller.chat.connection import Connection
+from tiller.chat.render import Renderer
 from tiller.client import RpcError
 
 __all__ = ["CONFIRM_UNDO", "CheckpointCommands"]

@@ -2,7 +2,7 @@
 
 ``terminal_lines`` reads lines from a file descriptor in a daemon thread (``lines_from_thread``);
 ``CommandNames`` keeps the session's command names (from ``commands/list``, then each
-``commands_changed`` event) that ``tiller.chat_input`` completes on Tab.
+``commands_changed`` event) that ``tiller.chat.input`` completes on Tab.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from tiller.chat_render import Lines
+from tiller.chat.render import Lines
 
 __all__ = ["CommandNames", "Deliver", "lines_from_thread", "terminal_lines"]
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import anyio
 
-from tiller.acp.params import AcpPromptResult
-from tiller.acp.updates import acp_stop_reason
 from tiller.errors import RunFailedError
-from tiller.session import Session
+from tiller.fronts.acp.params import AcpPromptResult
+from tiller.fronts.acp.updates import acp_stop_reason
+from tiller.session.session import Session
 from tiller.types import RunResult, UserContent
 
 __all__ = ["IDLE_BEHAVIORS", "Turn", "Turns"]

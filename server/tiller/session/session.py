@@ -31,10 +31,10 @@ from tiller.gate.permissions import PermissionGate, PermissionMode
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
-from tiller.plan import PlanTracker
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import RevertResult
 from tiller.providers import Provider, create_provider
+from tiller.session.plan import PlanTracker
 from tiller.store.log import SessionLog
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
@@ -152,7 +152,7 @@ class Session:
         (tiller.checkpoints.checkpoints)."""
         self.subscribe(self.checkpoints)
         self.plan = PlanTracker(self.publish, lambda: self.tools)
-        """The agent's plan (its last ``todo`` call; tiller.plan)."""
+        """The agent's plan (its last ``todo`` call; tiller.session.plan)."""
         self.subscribe(self.plan)
         self.on_tool_cleared(self.checkpoints.before_tool)
         self.files: EditorFiles | None = None

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tiller.acp.editor import Send
 from tiller.errors import ToolError
+from tiller.fronts.acp.editor import Send
 from tiller.tools.base import TerminalOutput
 
 __all__ = ["AcpTerminal"]

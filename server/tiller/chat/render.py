@@ -4,7 +4,7 @@
 status (errors, aborts, usage) to ``err``, styled only on a terminal without NO_COLOR.
 ``JsonRenderer`` is ``--json``: each event as one JSON line. ``PermissionPrompt`` asks
 permission questions with a Renderer and takes their answers from the typed ``Lines``
-(``tiller.chat_complete`` reads them). None of them speaks JSON-RPC: ``tiller.chat`` does,
+(``tiller.chat.complete`` reads them). None of them speaks JSON-RPC: ``tiller.chat.app`` does,
 and decides what to show.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tiller.chat_markdown import MarkdownBlocks, diff_style
-from tiller.chat_status import InputArea, Status, money, remembered, text_of, tool_line
+from tiller.chat.markdown import MarkdownBlocks, diff_style
+from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
 
 __all__ = [
     "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
@@ -68,7 +68,7 @@ class Renderer:
         self.at_line_start, self.status_shown = True, False
         self.prompt_open = False  # "> " or a question waits for a typed line
         self.status = Status()
-        self.area: InputArea | None = None  # the input line (tiller.chat_input) while it reads
+        self.area: InputArea | None = None  # the input line (tiller.chat.input) while it reads
 
     def handle(self, event: Event) -> None:
         self.status.observe(event)
@@ -240,7 +240,7 @@ class Renderer:
         self._line(self._tool_call(str(event["toolName"]), event.get("args") or {}))
 
     def _tool_call(self, name: str, args: Mapping[str, Any]) -> str:
-        """``⚙ name: what it does`` on one line (tiller.chat_status.tool_line)."""
+        """``⚙ name: what it does`` on one line (tiller.chat.status.tool_line)."""
         head, _, rest = _clip(tool_line(name, args), ARGS_CHARS).partition(": ")
         return self.style("⚙ " + head, "bold") + (": " + rest if rest else "")
 

@@ -22,7 +22,7 @@ option names say so, reading the call's command or path as its tool describes th
 (``tiller.tools.base.ToolInfo``).
 
 ``read_snapshot`` gives a file's current text the way the tools see it (the editor's buffer when
-it can read files, else the disk), for the diffs of tiller.acp.diff.
+it can read files, else the disk), for the diffs of tiller.fronts.acp.diff.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from typing import Any
 
 import anyio
 
-from tiller.acp.diff import diff_contents
-from tiller.acp.updates import tool_call_fields
 from tiller.errors import ToolError
+from tiller.fronts.acp.diff import diff_contents
+from tiller.fronts.acp.updates import tool_call_fields
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe
 
 __all__ = [

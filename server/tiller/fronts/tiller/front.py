@@ -4,10 +4,10 @@
 machinery, and so is ``session/load`` of a saved session: its answer is the log's messages as
 saved (``tiller.store.saved.open_saved``), and the session goes live (its messages validated,
 the models and the session machinery imported) right after the answer is written. Every other
-method is registered lazily, its handler in ``tiller.rpc_methods`` (imported, with the models, on
-the first such call), and waits until no session is on its way to going live. A session's events
-go out as ``agent/event`` notifications (``tiller.event_wire.EventNotifier``, its deltas
-coalesced within the ``initialize`` ``deltaWindowMs``).
+method is registered lazily, its handler in ``tiller.fronts.tiller.handlers`` (imported, with the
+models, on the first such call), and waits until no session is on its way to going live. A session's
+events go out as ``agent/event`` notifications (``tiller.fronts.tiller.events.EventNotifier``, its
+deltas coalesced within the ``initialize`` ``deltaWindowMs``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from tiller.modes import PERMISSION_MODES, QUEUE_MODES
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
-    from tiller.rpc_methods import Methods
-    from tiller.session import Session
-    from tiller.sessions import SessionRegistry
+    from tiller.fronts.tiller.handlers import Methods
+    from tiller.session.registry import SessionRegistry
+    from tiller.session.session import Session
     from tiller.store.saved import SavedSession
 
 __all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "SessionId", "TillerFront"]
@@ -44,7 +44,7 @@ METHODS = (
     "agent/setQueueModes", "agent/compact", "agent/setPermissionMode", "models/list",
     "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
 )
-"""Every method but ``initialize`` (``tiller.rpc_methods.Methods.table`` serves them, but
+"""Every method but ``initialize`` (``tiller.fronts.tiller.handlers.Methods.table`` serves them, but
 ``session/load`` of a session that is not live)."""
 EVENT_TYPES = (
     "agent_start", "turn_start", "message_start", "message_update", "message_end",
@@ -166,7 +166,7 @@ class TillerFront:
     def sessions(self) -> SessionRegistry:
         """The session registry, built (its modules imported) when first needed."""
         if self._sessions is None:
-            from tiller.sessions import SessionRegistry
+            from tiller.session.registry import SessionRegistry
 
             self._sessions = SessionRegistry(self.config, self._attach)
             self._connect_client()
@@ -174,9 +174,9 @@ class TillerFront:
 
     @property
     def handlers(self) -> Methods:
-        """The methods' handlers (``tiller.rpc_methods``), imported when first needed."""
+        """The methods' handlers (``tiller.fronts.tiller.handlers``), imported when first needed."""
         if self._handlers is None:
-            from tiller.rpc_methods import Methods
+            from tiller.fronts.tiller.handlers import Methods
 
             self._handlers = Methods(self.front, self.config, lambda: self.sessions)
         return self._handlers
@@ -236,7 +236,7 @@ class TillerFront:
     def _connect_client(self) -> None:
         """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
         if self._sessions is not None and self._capabilities is not None:
-            from tiller.session import EditorClient
+            from tiller.session.session import EditorClient
 
             self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
 
@@ -250,7 +250,7 @@ class TillerFront:
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
-        from tiller.event_wire import DEFAULT_DELTA_WINDOW, EventNotifier
+        from tiller.fronts.tiller.events import DEFAULT_DELTA_WINDOW, EventNotifier
 
         def window() -> float:
             ms = self.delta_window_ms

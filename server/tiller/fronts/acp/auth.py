@@ -16,7 +16,7 @@ from typing import Any
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ProviderNotConfiguredError
 from tiller.procs import scrub_environ
-from tiller.session import provider_factory
+from tiller.session.session import provider_factory
 
 __all__ = ["ConfigLoader", "auth_methods", "config_loader", "method_id", "missing_key"]
 
