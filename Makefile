@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CHAT_ARGS ?=
 
-.PHONY: install test lint chat bench bench-peer clean test-vscode
+.PHONY: install test test-fast lint chat bench bench-peer clean test-vscode
 
 # llama-cpp-python (the embedded model) compiles from source. It is built once per machine for a
 # generic x86-64/arm64 CPU (GGML_NATIVE=OFF) and kept in LLAMA_WHEELS: a -march=native build
@@ -34,11 +34,16 @@ lint: install
 test: lint
 	$(BIN)/python -m pytest -n 3
 
+# The tests that drive no other program over a protocol (not marked `process`, which conftest
+# enforces): the loop, tools, providers against loopback fakes, the store... in about a minute.
+test-fast: install
+	$(BIN)/python -m pytest -n 2 -q -m "not process"
+
 # The VS Code extension in a real VS Code (code-server + headless Chromium); the set-up script
 # installs them once (~10 min) under ~/.cache/tiller/code-server. Prints the screenshots folder.
 test-vscode: install
 	editors/vscode/e2e/setup.sh
-	TILLER_VSCODE_E2E=required $(BIN)/python -m pytest tests/test_vscode_e2e.py -s -p no:cacheprovider
+	TILLER_VSCODE_E2E=required $(BIN)/python -m pytest tests/editors/test_vscode_e2e.py -s -p no:cacheprovider
 
 chat: install
 	$(BIN)/tiller chat $(CHAT_ARGS)

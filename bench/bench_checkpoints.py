@@ -37,7 +37,7 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 
 from bench_server import TappedClient, initialize, server_env  # noqa: E402
 
-from fake_openai import FakeOpenAI, text_reply, tool_call_reply  # noqa: E402
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply  # noqa: E402
 from tiller.checkpoints.shadow import ShadowRepo  # noqa: E402
 
 FILES = 10_000

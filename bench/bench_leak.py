@@ -34,7 +34,7 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
 
 from bench_server import initialize, rss_kib, server_env  # noqa: E402
 
-from fake_openai import FakeOpenAI, Reply, text_reply, tool_call_reply  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply, text_reply, tool_call_reply  # noqa: E402
 from tiller import __version__ as tiller_version  # noqa: E402
 from tiller.client import TillerClient  # noqa: E402
 

@@ -4,9 +4,9 @@ pi (npm ``@earendil-works/pi-coding-agent@1.6.0``) needs Node >= 22.19; both com
 registry (the ``node@22`` package ships the binary) and are installed once into a cache folder,
 ``~/.cache/tiller/peer`` (``TILLER_PEER_CACHE`` overrides it). pi runs as ``pi --mode rpc
 --no-session`` with a custom provider in ``$PI_CODING_AGENT_DIR/models.json`` pointing at the
-loopback fake of bench_providers.py (``RecordingOpenAI``: tests/fake_openai.py's server, paced
-when asked); Tiller as ``python -m tiller --no-session --base-url``. Both speak NDJSON on stdio
-and are driven by the same minimal client here, which counts every byte they write.
+loopback fake of bench_providers.py (``RecordingOpenAI``: tests/support/fake_openai.py's server,
+paced when asked); Tiller as ``python -m tiller --no-session --base-url``. Both speak NDJSON on
+stdio and are driven by the same minimal client here, which counts every byte they write.
 
 Measured, for each:
 
@@ -67,7 +67,7 @@ from bench_server import (  # noqa: E402
 )
 from bench_sessions import ENTRIES, Load, build_entries, load_in_server, write_log  # noqa: E402
 
-from fake_openai import text_reply  # noqa: E402
+from support.fake_openai import text_reply  # noqa: E402
 from tiller.store.saved import workspace_dir_name  # noqa: E402
 
 PI_PACKAGE = "@earendil-works/pi-coding-agent"

@@ -61,8 +61,7 @@ from bench_server import (  # noqa: E402
     server_env,
 )
 
-import fake_anthropic  # noqa: E402
-import fake_openai  # noqa: E402
+from support import fake_anthropic, fake_openai  # noqa: E402
 from tiller import __version__ as tiller_version  # noqa: E402
 
 TOKENS = 5_000

@@ -1,7 +1,7 @@
 """Micro-benchmarks of the ``tiller`` stdio server, measured end to end through its pipes.
 
 What it measures (each against a real ``python -m tiller`` subprocess and the loopback
-``FakeOpenAI`` server from tests/fake_openai.py, so no network and no API key):
+``FakeOpenAI`` server from tests/support/fake_openai.py, so no network and no API key):
 
 1. Start-up: spawn -> ``initialize`` response, over 10 fresh processes (NDJSON framing), next to
    a bare ``python -c pass`` and ``python -c "import tiller.fronts.tiller.front"`` for scale.
@@ -55,8 +55,8 @@ for _path in (ROOT / "tests", ROOT / "server"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-from fake_openai import FakeOpenAI, Reply, _render, text_reply  # noqa: E402
-from helpers import clean_env  # noqa: E402
+from support.fake_openai import FakeOpenAI, Reply, _render, text_reply  # noqa: E402
+from support.helpers import clean_env  # noqa: E402
 from tiller import __version__ as tiller_version  # noqa: E402
 from tiller.client import TillerClient  # noqa: E402
 from tiller.wire.transport import Framing, frame  # noqa: E402

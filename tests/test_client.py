@@ -14,11 +14,12 @@ from typing import Any
 import anyio
 import pytest
 
-from fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from helpers import clean_env, spawn_tiller, wait_requests
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from support.helpers import clean_env, spawn_tiller, wait_requests
+from support.paths import README
 from tiller.client import RpcError
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 
 async def test_helpers_steer_follow_up_and_iterate_one_sessions_events(
@@ -142,7 +143,7 @@ async def test_a_request_pending_when_the_server_dies_raises_eof(
 
 def test_the_readmes_python_client_runs(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     """README.md's "Write a client in 30 lines" Python example, run as written."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    readme = README.read_text()
     section = readme[readme.index("### Write a client in 30 lines"):]
     start = section.index("```python\n") + len("```python\n")
     example = section[start : section.index("\n```", start)]

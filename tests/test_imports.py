@@ -1,5 +1,7 @@
 """The package's shape: no module of ``server/tiller`` imports, directly or through others, a
-module that imports it back (eagerly or inside a function: both are cycles to untangle)."""
+module that imports it back (eagerly or inside a function: both are cycles to untangle); no two
+folders (or top-level modules) import each other; and the layers point one way, fronts ->
+session -> agent -> (tools, providers)."""
 
 from __future__ import annotations
 
@@ -65,3 +67,49 @@ def test_no_import_cycle_in_the_package() -> None:
     graph = import_graph()
     assert "tiller.fronts.tiller.front" in graph and "tiller.fronts.acp.server" in graph
     assert find_cycle(graph) is None
+
+
+def part(module: str) -> str:
+    """The folder (``fronts.acp`` and ``fronts.tiller`` are two) or top-level module of a name."""
+    parts = module.split(".")[1:]
+    if parts[:1] == ["fronts"] and len(parts) > 1:
+        return ".".join(parts[:2])
+    return parts[0] if parts else "tiller"
+
+
+def two_way_parts(graph: dict[str, set[str]]) -> list[tuple[str, str, list[str]]]:
+    """Each pair of parts that import each other, with the imports that make it so."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for module, targets in graph.items():
+        for target in targets:
+            if part(module) != part(target):
+                arrows.setdefault((part(module), part(target)), []).append(f"{module} -> {target}")
+    return sorted((a, b, why + arrows[b, a]) for (a, b), why in arrows.items()
+                  if (b, a) in arrows and a < b)
+
+
+def test_the_two_way_finder_finds_a_pair() -> None:
+    graph = {
+        "tiller.agent.loop": {"tiller.tools.base"}, "tiller.tools.base": {"tiller.agent.abort"},
+        "tiller.agent.abort": set(), "tiller.fronts.acp.x": {"tiller.fronts.tiller.y"},
+        "tiller.fronts.tiller.y": set(),
+    }
+    assert [(a, b) for a, b, _ in two_way_parts(graph)] == [("agent", "tools")]
+
+
+def test_no_two_folders_import_each_other() -> None:
+    graph = import_graph()
+    assert "tiller.agent.loop" in graph and "tiller.fronts.acp.server" in graph
+    assert two_way_parts(graph) == []
+
+
+def test_the_fronts_come_first_and_the_agent_knows_no_session() -> None:
+    """The direction of the layers: fronts -> session -> agent -> (tools, providers)."""
+    graph = import_graph()
+    below = {"session": {"fronts.tiller", "fronts.acp"},
+             "agent": {"session", "fronts.tiller", "fronts.acp", "store", "checkpoints", "mcp"},
+             "tools": {"agent", "session", "fronts.tiller", "fronts.acp", "gate"},
+             "providers": {"agent", "session", "fronts.tiller", "fronts.acp", "tools"}}
+    wrong = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                   for target in targets if part(target) in below.get(part(module), set()))
+    assert wrong == []

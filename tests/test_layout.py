@@ -4,11 +4,11 @@ and each enumeration is spelled once (in ``tiller.types``)."""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 from typing import get_args
 
 import pytest
 
+from support.paths import PACKAGE
 from tiller.types import (
     COMPACTION_REASONS,
     PERMISSION_MODES,
@@ -17,7 +17,7 @@ from tiller.types import (
     StopReason,
 )
 
-PACKAGE = Path(__file__).resolve().parents[1] / "server" / "tiller"
+PACKAGE = PACKAGE
 
 
 def modules() -> dict[str, ast.Module]:

@@ -1,5 +1,5 @@
 -- End to end: the commands of tiller.nvim driving the real `tiller` (config.cmd, config.args)
--- whose model is the fake OpenAI server of tests/test_neovim.py. The pytest side scripted the
+-- whose model is the fake OpenAI server of tests/editors/test_neovim.py. The pytest side scripted the
 -- replies; this script plays the user and records what the chat buffer showed.
 --
 -- Runs: 1. a prompt whose tools are an echo and a wait (released by writing `release` after a

@@ -1,6 +1,6 @@
 -- The answers to the server's requests (tiller.handlers), called directly with crafted params:
 -- reads see unsaved buffers, writes change buffers undoably (permission questions: review.lua).
--- tests/test_neovim.py checks the observations and the files on disk.
+-- tests/editors/test_neovim.py checks the observations and the files on disk.
 
 local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')

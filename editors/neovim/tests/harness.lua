@@ -1,4 +1,4 @@
--- A tiny harness for the headless test scripts that tests/test_neovim.py runs:
+-- A tiny harness for the headless test scripts that tests/editors/test_neovim.py runs:
 --
 --   nvim --headless --clean -u NONE --cmd 'set rtp+=editors/neovim' \
 --     --cmd "let g:tiller_test_config = '/tmp/.../config.json'" -c 'luafile <script>'

@@ -1,5 +1,5 @@
 -- Against the real server (config.cmd, config.args; the model is the fake OpenAI server of
--- tests/test_neovim.py): the model runs a 300-character command and an edit in one batch; the
+-- tests/editors/test_neovim.py): the model runs a 300-character command and an edit in one batch; the
 -- question waits in the chat while the user types in another buffer, then the questions are
 -- answered with the chat's keys. Then (run 2) the agent's bash reads the file the accepted edit changed.
 

@@ -1,4 +1,4 @@
--- tiller.rpc against tests/rpc_peer.py (config.cmd): requests and answers, a server request
+-- tiller.rpc against tests/support/rpc_peer.py (config.cmd): requests and answers, a server request
 -- answered later while other requests are served, notifications both ways, framing split
 -- across writes, an exit with pending requests, and a command that cannot start.
 

@@ -1,5 +1,5 @@
 // src/client.ts against the REAL tiller (spawned over stdio, LSP framing), whose model is a
-// FakeOpenAI started by tests/test_vscode.py: one fake per scenario, scripted with exactly the
+// FakeOpenAI started by tests/editors/test_vscode.py: one fake per scenario, scripted with exactly the
 // replies the test of that name expects. Without the environment these tests are skipped.
 
 import assert from 'node:assert/strict';

@@ -1,6 +1,6 @@
 // extension.ts, chatView.ts and vscodeHandlers.ts under Node: `require('vscode')` returns the
 // fake of fakeVscode.ts, the chat webview is a fake that records what it is posted, and the
-// server is the REAL tiller against the `extension` scenario's FakeOpenAI (tests/test_vscode.py):
+// server is the REAL tiller against the `extension` scenario's FakeOpenAI (tests/editors/test_vscode.py):
 // a bash call (its approval card in the view), a write of a new file (a diff editor and an
 // approval card, answered in the view; the diff tab closes; the file is created and saved), and
 // a final Markdown answer.

@@ -1,5 +1,5 @@
 // Shared test helpers: the real-server settings from the environment (set by
-// tests/test_vscode.py), a started TillerClient with an event log, and fake handlers.
+// tests/editors/test_vscode.py), a started TillerClient with an event log, and fake handlers.
 
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -17,7 +17,7 @@ import type {
 } from '../src/protocol';
 
 /**
- * Environment contract with tests/test_vscode.py:
+ * Environment contract with tests/editors/test_vscode.py:
  * - TILLER_CMD: the server command, a JSON array (["/venv/bin/python", "-m", "tiller"]) or a
  *   whitespace-separated string ("/venv/bin/python -m tiller").
  * - TILLER_SCENARIOS: JSON object, scenario name -> {baseUrl, ...details}; each scenario has its
@@ -59,7 +59,7 @@ export function e2eSkip(): { skip: string | false } {
   if (process.env.TILLER_E2E === 'required') {
     throw new Error(`TILLER_E2E=required but ${missing.join(', ')} not set`);
   }
-  return { skip: `set ${missing.join(', ')} (tests/test_vscode.py does) to run against the real server` };
+  return { skip: `set ${missing.join(', ')} (tests/editors/test_vscode.py does) to run against the real server` };
 }
 
 export function scenario(name: string): Scenario {

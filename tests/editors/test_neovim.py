@@ -1,0 +1,636 @@
+"""tiller.nvim (``editors/neovim``) in a headless Neovim.
+
+The Lua scripts in ``editors/neovim/tests`` play the user; this side scripts the model and checks
+what they observed (a JSON file). The end-to-end test has the plugin spawn the real ``tiller``
+against the fake OpenAI server; the handler test calls the plugin's answers to the server's
+requests (files, permissions) directly, for the cases a real run does not reach; the help test
+runs ``:helptags`` on the help file; the RPC test drives the plugin's JSON-RPC client against
+``tests/support/rpc_peer.py``. Skipped only when ``nvim`` is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.fake_openai import (
+    FakeOpenAI,
+    cut_reply,
+    error_reply,
+    stall_reply,
+    text_reply,
+    tool_call_reply,
+)
+from support.helpers import clean_env, process_gone, roles
+from support.paths import EDITORS, SUPPORT
+
+NVIM = shutil.which("nvim")
+PLUGIN = EDITORS / "neovim"
+SCRIPTS = PLUGIN / "tests"
+
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(NVIM is None, reason="nvim is not installed"),
+    pytest.mark.timeout(400),  # a safety bound: each run takes seconds
+]
+
+
+def tiller_command() -> list[str]:
+    """The ``tiller`` of the Python running the tests (not necessarily on PATH)."""
+    script = Path(sys.executable).with_name("tiller")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "tiller"]
+
+
+def fname(path: Path) -> str:
+    """``path`` escaped for an Ex command's file argument (what fnameescape() does)."""
+    return "".join("\\" + c if c in " \t\n*?[{`$\\%#'\"|!<" else c for c in str(path))
+
+
+def set_value(path: Path) -> str:
+    """``path`` escaped for a ``:set`` option value."""
+    return "".join("\\" + c if c in ' \t\\|"' else c for c in str(path))
+
+
+def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360) -> Any:
+    """Run ``editors/neovim/tests/<script>`` headless with ``config``; return its observations."""
+    output = tmp_path / f"{script}.json"
+    config_path = tmp_path / f"{script}.config.json"
+    config_path.write_text(json.dumps({**config, "output": str(output)}))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = clean_env(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+    )
+    config_str = str(config_path).replace("'", "''")
+    argv = [
+        str(NVIM), "--headless", "--clean", "-u", "NONE",
+        "--cmd", f"set rtp+={set_value(PLUGIN)}",
+        "--cmd", f"let g:tiller_test_config = '{config_str}'",
+        "-c", f"luafile {fname(SCRIPTS / script)}",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        argv,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert output.exists(), (
+        f"{script} wrote no observations (nvim exited {proc.returncode})\n"
+        f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    )
+    observations = json.loads(output.read_text())
+    if not observations["ok"]:
+        details = {k: v for k, v in observations.items() if k.endswith("_at_failure")}
+        pytest.fail(
+            f"{script} failed:\n{observations.get('error')}\n"
+            f"{json.dumps(details, indent=1, ensure_ascii=False)}\nstderr:\n{proc.stderr}"
+        )
+    return observations
+
+
+def line_index(lines: list[str], text: str, start: int = 0) -> int:
+    """The index of the first line from ``start`` that equals ``text``."""
+    for index in range(start, len(lines)):
+        if lines[index] == text:
+            return index
+    raise AssertionError(f"{text!r} not in lines[{start}:]:\n" + "\n".join(lines))
+
+
+def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    wait_command = (
+        "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; cat release"
+    )
+    edit_args = {
+        "path": "notes.txt",
+        "edits": [{"oldText": "buffer line", "newText": "edited line"}],
+    }
+    fake_openai.enqueue(
+        # Run 1: two tools; the second waits until the script writes `release`.
+        tool_call_reply(
+            [
+                ("call_echo", "bash", {"command": "echo hello-from-bash"}),
+                ("call_wait", "bash", {"command": wait_command}),
+            ],
+            text="Running two commands.",
+        ),
+        text_reply("Changed direction.", reasoning="Tabs it is."),
+        text_reply("Follow-up done.\nSecond line."),
+        # Run 2: a failing model call.
+        error_reply(400, "upstream refused"),
+        # Run 3: a stalled reply, aborted.
+        stall_reply("Partial answer"),
+        # Run 4: continue; the first stream is cut (a transient failure) and retried.
+        cut_reply("Doomed partial text", after_chunks=4),
+        text_reply("Continued after abort."),
+        # Run 5: read and edit a file with unsaved changes; a command the user rejects.
+        tool_call_reply([("call_read", "read", {"path": "notes.txt"})]),
+        tool_call_reply([("call_edit", "edit", edit_args)]),
+        tool_call_reply([("call_rm", "bash", {"command": "rm -rf build"})]),
+        text_reply("Edited."),
+        # Run 6: a command still running when the user stops the server.
+        tool_call_reply([("call_sleep", "bash", {"command": "echo pid=$$; exec sleep 300"})]),
+    )
+    (workdir / "notes.txt").write_text("disk line\n")
+    (tmp_path / "config.toml").write_text("[retry]\nbase_delay = 0.01\n")
+    args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
+    args += ["--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("e2e.lua", config, tmp_path)
+
+    assert all(obs["commands"].values()), obs["commands"]
+    assert obs["chat_filetype"] == "tiller" and obs["chat_buftype"] == "nofile"
+    assert obs["chat_window"] is True
+    assert obs["server_info"]["serverInfo"]["name"] == "tiller"
+    assert obs["server_info"]["protocolVersion"] == 1
+    assert obs["running_during_tools"] is True
+
+    # Run 1, as the chat shows it: prompt, streamed text, tool blocks, the steer, thinking, the
+    # follow-up, each reply line on its own line.
+    lines = obs["run1"]
+    you = line_index(lines, "## You")
+    assert lines[you + 1] == "run the commands"
+    reply = line_index(lines, "## Tiller", you)
+    assert lines[reply + 1] == "Running two commands."
+    echo = line_index(lines, "✓ bash: echo hello-from-bash", reply)
+    assert lines[echo + 1] == "  hello-from-bash"
+    wait = line_index(lines, f"✓ bash: {wait_command}", echo)
+    assert lines[wait + 1] == "  released"
+    steer = line_index(lines, "use tabs, not spaces", wait)
+    assert lines[steer - 1] == "## You"
+    thinking = line_index(lines, "> Tabs it is.", steer)
+    changed = line_index(lines, "Changed direction.", thinking)
+    follow = line_index(lines, "and add a test", changed)
+    done = line_index(lines, "Follow-up done.", follow)
+    assert lines[done + 1] == "Second line."
+
+    # Tool calls are closed folds: the fold line names the tool and its arguments.
+    folds = obs["folds"]
+    assert folds["call_echo"]["line"] == echo + 1
+    assert folds["call_echo"]["closed"] == echo + 1
+    assert folds["call_echo"]["closed_end"] == echo + 2
+    assert "bash: echo hello-from-bash" in folds["call_echo"]["text"]
+    assert folds["call_wait"]["closed"] == wait + 1
+    assert folds["call_wait"]["closed_end"] == wait + 2
+
+    # The steer and the follow-up reached the model, each in its own request.
+    messages = [note["message"] for note in obs["notes"]]
+    assert "tiller: steering queued (1 waiting)" in messages
+    assert "tiller: follow-up queued (1 waiting)" in messages
+    requests = fake_openai.requests
+    assert len(requests) == 12
+    assert roles(requests[1]) == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert requests[1]["messages"][-1]["content"] == "use tabs, not spaces"
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "and add a test"}
+
+    # Run 2: the prompt was typed in the input area; the error is shown.
+    assert obs["input_focused"] is True and obs["input_mode"] == "n"
+    assert requests[3]["messages"][-1]["content"] == "break please"
+    run2 = obs["run2"][len(lines):]
+    error = next(line for line in run2 if line.startswith("✗ Error:"))
+    assert "upstream refused" in error
+
+    # Run 3: aborted mid-stream; run 4 continues.
+    run3 = obs["run3"][len(obs["run2"]):]
+    assert "Partial answer" in run3 and "⊘ Aborted" in run3
+    run4 = obs["run4"][len(obs["run3"]):]
+    assert "Continued after abort." in run4
+    retry = next(line for line in run4 if line.startswith("⟳ "))
+    assert "(retry 1/3 in" in retry
+    assert not any("Doomed" in line for line in run4)  # the discarded partial message
+    for request in requests[5:7]:
+        assert request["messages"][-1] == {"role": "user", "content": "stall please"}
+
+    # Run 5: the tools saw and changed the buffer, not the disk; the change is undoable.
+    read_result = requests[8]["messages"][-1]
+    assert read_result["tool_call_id"] == "call_read"
+    assert "buffer line" in read_result["content"] and "disk line" not in read_result["content"]
+    edit_result = requests[9]["messages"][-1]
+    assert edit_result["tool_call_id"] == "call_edit" and "rejected" not in edit_result["content"]
+    assert obs["notes_edited"] == ["edited line"] and obs["notes_modified"] is False
+    assert (workdir / "notes.txt").read_text() == "edited line\n"  # saved (save_edits)
+    assert obs["notes_undone"] == ["buffer line"]
+    rm_result = requests[10]["messages"][-1]
+    assert rm_result["tool_call_id"] == "call_rm" and "rejected" in rm_result["content"]
+    assert (workdir / "build").exists() is False
+    run5 = obs["run5"][len(obs["run4"]):]
+    assert "✓ edit: notes.txt" in run5 and "✗ bash: rm -rf build" in run5
+
+    # Every bash call and the edit were asked about, with the options the server offered.
+    questions = obs["questions"]
+    options = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
+    assert all(q["options"] == options for q in questions)
+    firsts = [q["lines"][:2] for q in questions]
+    assert [f"? bash: run in {workdir}:", "    echo hello-from-bash"] in firsts[:2]
+    assert firsts[2] == [f"? edit: change {workdir / 'notes.txt'}:", "    --- a/notes.txt"]
+    assert firsts[3] == [f"? bash: run in {workdir}:", "    rm -rf build"]
+    answers = ["allowOnce", "allowOnce", "allowOnce", None, "allowOnce"]
+    assert [q["answer"] for q in questions] == answers
+
+    # :TillerStop during run 6 aborted the run, killed the command, ended the server.
+    assert obs["stopped"][-3:] == ["⊘ Aborted", "", "■ Tiller stopped"]
+    assert process_gone(obs["command_pid"])
+    assert process_gone(obs["pid"])
+    assert obs["events"].count("agent_end") == 6
+
+
+def test_editor_request_handlers(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "a.txt").write_text("disk line 1\ndisk line 2\n")
+    (workdir / "b.txt").write_text("b1\nb2\nb3")
+    obs = run_nvim("handlers.lua", {"workdir": str(workdir)}, tmp_path)
+
+    # Reads: the buffer's unsaved text, else the disk's; `line`/`limit` select lines.
+    assert obs["read_buffer"] == {"content": "buffer line 1\nbuffer line 2\nbuffer line 3\n"}
+    assert obs["read_buffer_slice"] == {"content": "buffer line 2\n"}
+    assert obs["read_buffer_tail"] == {"content": "buffer line 3\n"}
+    assert obs["read_disk"] == {"content": "b1\nb2\nb3"}
+    assert obs["read_disk_slice"] == {"content": "b2\nb3"}
+    assert obs["read_disk_past_end"] == {"content": ""}
+    assert obs["read_missing"]["code"] == -32603
+    assert "missing.txt" in obs["read_missing"]["message"]
+    assert obs["read_bad_line"]["code"] == -32602 and "line" in obs["read_bad_line"]["message"]
+    assert obs["read_no_path"]["code"] == -32602 and "path" in obs["read_no_path"]["message"]
+
+    # Writes: the buffer changes (not the disk), and one undo restores the unsaved text.
+    assert obs["write_result"] == "{}"
+    assert obs["after_write"] == [
+        "buffer line 1", "changed line 2", "buffer line 3", "added line 4",
+    ]
+    assert obs["after_write_modified"] is True
+    assert (workdir / "a.txt").read_text() == "disk line 1\ndisk line 2\n"
+    assert obs["after_undo"] == ["buffer line 1", "buffer line 2", "buffer line 3"]
+    assert obs["write_disk"] == "{}" and obs["c_loaded"] is False
+    assert (workdir / "new/dir/c.txt").read_text() == "c1\nc2"
+
+    assert obs["dispatch_read"]["result"] == {"content": "b1\n"}
+    assert obs["dispatch_unknown"]["code"] == -32601
+
+
+def test_help_file(tmp_path: Path) -> None:
+    root = tmp_path / "tiller.nvim"
+    shutil.copytree(PLUGIN / "doc", root / "doc")
+    obs = run_nvim("help.lua", {"root": str(root)}, tmp_path)
+
+    assert obs["helptags_error"] is None
+    tags = set(obs["tags"])
+    commands = {":Tiller", ":TillerSteer", ":TillerFollowUp", ":TillerAbort", ":TillerStop",
+                ":TillerSessions", ":TillerNew", ":TillerModel", ":TillerMode",
+                ":TillerChanges", ":TillerUndo"}
+    topics = {"tiller.txt", "tiller", "tiller-setup", "tiller-permissions", "tiller-input",
+              "tiller-status", "tiller-sessions"}
+    assert commands | topics <= tags
+    assert len(obs["tags"]) == len(tags)
+    for opened in obs["help"]:
+        assert opened["file"] == "tiller.txt" and opened["filetype"] == "help"
+    assert "*tiller*" in obs["help"][0]["line"]
+    assert "*:TillerSteer*" in obs["help"][1]["line"]
+    assert "*tiller-permissions*" in obs["help"][2]["line"]
+
+
+def test_rpc_client(tmp_path: Path) -> None:
+    peer = SUPPORT / "rpc_peer.py"
+    config = {"cmd": [sys.executable, str(peer)], "workdir": str(tmp_path)}
+    obs = run_nvim("rpc.lua", config, tmp_path)
+    answers = obs["answers"]
+
+    assert answers["echo"] == {"err": None, "result": {"text": 'naïve ✓ "quoted"\n', "n": 3}}
+    # The server's request was answered after another request went both ways.
+    assert obs["ask_open_meanwhile"] is True
+    assert answers["meanwhile"]["result"] == {"while_asked": True}
+    question = {"method": "client/question", "params": {"q": "sure?"}, "id": "peer-1"}
+    assert obs["asked"][0] == question
+    assert obs["asked"][1] == {"method": "client/other", "params": {}, "id": "peer-2"}
+    # (The peer answers {result, error}; the decoder drops the null one.)
+    assert answers["ask"]["result"] == {"result": {"outcome": "allowOnce"}}
+    error = {"code": -32601, "message": "not here"}
+    assert answers["ask_error"]["result"] == {"error": error}
+    # Notifications both ways; framing split across writes and joined in one.
+    assert answers["remembered"]["result"] == {"value": 42}
+    notes = obs["notes"]
+    assert [n["params"]["i"] for n in notes] == [*range(50), -1]
+    assert all(n["method"] == "note" for n in notes)
+    assert notes[7]["params"]["text"] == "naïve ✓"
+    assert answers["unknown"]["err"]["code"] == -32601
+    # An exit fails the pending request and keeps the stderr tail.
+    assert obs["exit"] == {"code": 3, "signal": 0}
+    assert answers["exit"]["err"]["exited"] is True
+    assert obs["stderr"] == ["first line", "usage: peer", "bad argument"]
+    assert obs["alive"] is False
+    assert answers["after"]["err"]["exited"] is True
+    assert obs["missing"]["conn"] is None and "no-such-command" in obs["missing"]["err"]
+
+
+def test_startup_errors(tmp_path: Path) -> None:
+    config = {"cmd": tiller_command(), "workdir": str(tmp_path)}
+    obs = run_nvim("startup.lua", config, tmp_path)
+
+    lines = obs["bad_argument"]
+    sent = line_index(lines, "## You (not sent)")
+    assert lines[sent + 1] == "hello there"
+    error = line_index(lines, "✗ Error: tiller exited (code 2, signal 0); :Tiller starts it again")
+    assert error > sent
+    assert lines[error + 1] == "its last words (stderr):"
+    assert "  tiller: error: unrecognized arguments: --bogus-flag" in lines[error + 2:]
+
+    more = obs["missing"][len(lines):]
+    assert more[more.index("## You (not sent)") + 1] == "second try"
+    refused = next(line for line in more if line.startswith("✗ Error: could not start"))
+    assert "no-such-tiller" in refused and "ENOENT" in refused
+
+
+def test_permission_questions_inline(tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "a.txt").write_text("one\ntwo\nthree\n")
+    obs = run_nvim("review.lua", {"workdir": str(workdir)}, tmp_path)
+
+    # Asked in the chat, which opened without taking the focus.
+    assert obs["focus_kept"] is True and obs["chat_shown"] is True
+    asked = obs["asked"]
+    start = line_index(asked, f"? bash: run in {workdir}:")
+    assert asked[start + 1] == "    " + obs["command"]  # all 300 characters
+    assert len(obs["command"]) == 300
+    keys = "  a: allow once · A: always allow · r: reject · R: always reject"
+    assert asked[start + 2] == keys + " · gd: view"
+    edit = line_index(asked, f"? edit: change {workdir / 'a.txt'}:")
+    assert asked[edit + 1 : edit + 7] == [
+        "    --- a/a.txt", "    +++ b/a.txt", "    @@ -2 +2 @@", "    -two (unsaved)",
+        "    +TWO", keys + " · gd: diff",
+    ]  # fmt: skip
+    line_index(asked, f"? write: change {workdir / 'new.txt'}:")
+    outside = line_index(asked, "? read: /etc/hostname (/etc/hostname is outside the workspace)")
+    assert asked[outside + 1] == keys
+
+    # Typing in another buffer went on and answered nothing.
+    assert obs["typed"] == ["one", "two (unsaved)", "three", "typed while asked 3", "and Enter"]
+    assert obs["replies_while_typing"] == 0
+
+    # gd: the real buffer (unsaved text included) beside the proposal, in diff mode.
+    real, proposal = obs["edit_view"]
+    assert real["is_a"] is True and real["diff"] is True and proposal["diff"] is True
+    assert proposal["name"] == f"tiller://proposal/{workdir / 'a.txt'}"
+    assert proposal["lines"] == ["one", "TWO", "three", "typed while asked 3", "and Enter"]
+    new_real, new_proposal = obs["new_view"]
+    assert new_real["lines"] == [""] and new_proposal["lines"] == ["n1", "n2"]
+    assert [w["lines"] for w in obs["command_view"]] == [[obs["command"]]]
+    assert obs["tabs_restored"] is True
+
+    # A on the edit answered it; then `a` and `r` the oldest open ones; the withdrawn question
+    # got no answer from here.
+    replies = [(r["id"], r["result"]["outcome"]) for r in obs["replies"]]
+    assert replies == [("edit", "allowAlways"), ("cmd", "allowOnce"), ("new", "rejectOnce")]
+    answered = obs["answered"]
+    assert answered[start + 2] == "  → allowed once"
+    assert answered[edit + 6] == "  → always allowed"
+    assert answered[outside + 1] == "  → withdrawn: Tiller stopped waiting for this answer"
+    assert "tiller: no question is waiting for you" in [n["message"] for n in obs["notes"]]
+
+
+LONG_COMMAND = "echo begin; " + "printf %s " + "y" * 252 + " > /dev/null; echo the-end"
+
+
+def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
+    """Run ``live.lua``: a batch of a 300-character command and an edit of ``notes.txt``, then
+    a ``cat notes.txt``; returns the observations and the work directory."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("disk line\n")
+    edit_args = {"path": "notes.txt", "edits": [{"oldText": "disk line", "newText": "edited"}]}
+    fake_openai.enqueue(
+        tool_call_reply([
+            ("call_long", "bash", {"command": LONG_COMMAND}),
+            ("call_edit", "edit", edit_args),
+        ]),
+        text_reply("Done."),
+        tool_call_reply([("call_cat", "bash", {"command": "cat notes.txt"})]),
+        text_reply("Checked."),
+    )
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
+    return run_nvim("live.lua", config, tmp_path), workdir
+
+
+def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    assert len(LONG_COMMAND) == 300
+    obs, workdir = live_run(fake_openai, tmp_path, {})
+
+    asked = obs["asked"]
+    start = line_index(asked, f"? bash: run in {workdir}:")
+    assert asked[start + 1] == "    " + LONG_COMMAND
+    line_index(obs["asked_edit"], f"? edit: change {workdir / 'notes.txt'}:")
+    # Typing went to the other buffer; the question stayed open and the tools waited.
+    assert obs["typed"] == ["first line 3", "second line", "2 typed"]
+    assert obs["still_open"] == 1
+    assert obs["tools_ended_while_open"] == 0 and obs["running_while_open"] is True
+
+    requests = fake_openai.requests
+    messages = requests[1]["messages"]
+    results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert "begin" in results["call_long"] and "the-end" in results["call_long"]
+    assert "Applied 1 edit" in results["call_edit"]
+    run1 = obs["run1"]
+    assert "  → allowed once" in run1 and obs["notes_lines"] == ["edited"]
+
+    # save_edits (the default): the accepted edit was saved; the next bash sees it.
+    assert obs["notes_modified"] is False
+    assert (workdir / "notes.txt").read_text() == "edited\n"
+    cat = requests[3]["messages"][-1]
+    assert cat["tool_call_id"] == "call_cat" and cat["content"].strip() == "edited"
+    assert "unsaved" not in results["call_edit"]
+
+
+def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    obs, workdir = live_run(fake_openai, tmp_path, {"save_edits": False})
+
+    # The buffer keeps the change unsaved; the agent was told its shell sees the disk, and so
+    # was the user.
+    assert obs["notes_lines"] == ["edited"] and obs["notes_modified"] is True
+    assert (workdir / "notes.txt").read_text() == "disk line\n"
+    requests = fake_openai.requests
+    edit = next(m for m in requests[1]["messages"] if m.get("tool_call_id") == "call_edit")
+    assert "shell commands (bash) and searches read the file from disk" in edit["content"]
+    cat = requests[3]["messages"][-1]
+    assert cat["tool_call_id"] == "call_cat" and cat["content"].strip() == "disk line"
+    warning = next(line for line in obs["run1"] if "not saved" in line)
+    assert warning.startswith("⚠ work/notes.txt changed but not saved (save_edits = false)")
+
+
+def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("a note\n")
+    (workdir / "code.py").write_text("on disk\n")
+    wait = "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; cat release"
+    fake_openai.enqueue(
+        text_reply("Explained."),
+        tool_call_reply([("call_wait", "bash", {"command": wait})]),
+        text_reply("Steered."),
+        text_reply("Followed up."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("input.lua", config, tmp_path)
+
+    requests = fake_openai.requests
+    assert requests[0]["messages"][-1]["content"] == (
+        "explain this\n\nwork/code.py, lines 2-3:\n```python\ntwo = 2\nthree = 3  # unsaved\n```"
+    )
+    assert obs["layout"] == {"input_below_chat": True, "same_column": True}
+    assert requests[1]["messages"][-1]["content"] == (
+        "first line\nsee @notes.txt and #buffer\n\n"
+        "@notes.txt:\n```\na note\n```\n\n"
+        "#buffer (work/code.py):\n```python\none = 1\ntwo = 2\nthree = 3  # unsaved\n```"
+    )
+    assert obs["input_after_send"] == [""]
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "steer now"}
+    assert requests[3]["messages"][-1] == {"role": "user", "content": "later please"}
+    assert "Followed up." in obs["chat"]
+
+    assert obs["range_input"] == ["", "work/code.py, line 1:", "```python", "one = 1", "```"]
+    assert obs["range_focus"] is True and obs["range_cursor"] == [1, 0]
+
+
+def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    fake_openai.enqueue(
+        text_reply("First answer."),
+        text_reply("Other answer."),
+        text_reply("Resumed after stop."),
+        text_reply("Resumed after restart."),
+        text_reply("Back to first."),
+    )
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    first = run_nvim("sessions.lua", {**config, "phase": 1}, tmp_path)
+
+    def users(index: int) -> list[str]:
+        messages = fake_openai.requests[index]["messages"]
+        return [m["content"] for m in messages if m["role"] in ("user", "assistant")]
+
+    one, two = first["first_session"], first["second_session"]
+    assert one and two and one != two
+    assert users(0) == ["first question"]
+    assert users(1) == ["other topic"]  # :TillerNew started from nothing
+    # After :TillerStop the new server went on with the same session.
+    assert first["after_stop_session"] == two
+    assert users(2) == ["other topic", "Other answer.", "after stop"]
+    chat = first["chat"]
+    assert f"── new session {two[:8]} ──" in chat
+    assert chat.count("other topic") == 1  # not rendered again after the restart
+
+    second = run_nvim("sessions.lua", {**config, "phase": 2}, tmp_path)
+    # A new Neovim: the remembered session, its history shown before the new prompt.
+    assert second["restart_session"] == two
+    assert users(3) == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
+                        "after restart"]
+    restarted = second["restarted_chat"]
+    shown = [line for line in restarted if line and not line.startswith("##")]
+    assert shown[:5] == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
+                         f"── session {two[:8]} ──"]
+    assert shown[-2:] == ["after restart", "Resumed after restart."]
+    # :TillerSessions: both sessions offered, the current one marked; the first picked.
+    assert len(second["offered"]) == 2
+    assert any(item.startswith("● other topic") for item in second["offered"])
+    assert second["picked"]["id"] == one
+    picked = [line for line in second["picked_chat"] if line and not line.startswith("##")]
+    assert picked == ["first question", "First answer.", f"── session {one[:8]} ──"]
+    assert users(4) == ["first question", "First answer.", "back to first"]
+
+
+def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    slow = "echo one; while [ ! -f go ]; do sleep 0.05; done; echo two"
+    fake_openai.enqueue(
+        tool_call_reply([("call_slow", "bash", {"command": slow})], usage=(1000, 200)),
+        text_reply("All done.", usage=(1500, 100)),
+        tool_call_reply([("call_quick", "bash", {"command": "echo quick"})]),
+        text_reply("Again done."),
+    )
+    args = ["--base-url", fake_openai.url, "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
+              "pick_model": "openai/gpt-4o"}
+    obs = run_nvim("state.lua", config, tmp_path)
+
+    status = obs["status"]
+    assert obs["before"] == "Tiller: stopped"
+    spin = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    assert status["start"][0] in spin and status["start"][1:] == " Tiller: thinking"
+    assert status["question"][0] in spin
+    assert status["question"][1:].startswith(" Tiller: waiting for you · 1.2k tokens · $0.0")
+    assert status["tool"][1:].startswith(" Tiller: running bash · 1.2k tokens · $0.0")
+    assert status["idle"].startswith("Tiller: idle · 2.8k tokens · $0.0")  # no spinner
+    assert obs["stopped"].startswith("Tiller: stopped · 2.8k tokens")
+    assert "tiller.status" in obs["statusline_option"]
+    assert "Tiller: running bash" in obs["statusline_text"]
+
+    # The fold the user opened stayed open through the output updates and the result.
+    assert obs["fold_after_updates"] == {"closed": -1, "level": 1}
+    assert obs["block_lines"] == [f"✓ bash: {slow}", "  one", "  two"]
+    assert obs["foldlevel_after"] == 2
+
+    models, modes = obs["offered"]
+    assert "openai/gpt-4o" in models["labels"]
+    assert not any(label.startswith("anthropic/") for label in models["labels"])  # no key
+    assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-4o"}
+    assert modes["labels"] == ["ask", "acceptEdits", "auto", "readonly"]
+    assert obs["mode_set"]["result"] == {"mode": "auto"}
+    assert fake_openai.requests[2]["model"] == "gpt-4o"
+    assert obs["asked_in_auto"] is False
+
+
+def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.fail("git is needed for checkpoints (.ci/run installs it)")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "code.txt").write_text("one\ntwo\nthree\nfour\n")
+    edit_args = {"path": "code.txt", "edits": [{"oldText": "three", "newText": "THREE"}]}
+    fake_openai.enqueue(
+        tool_call_reply([
+            ("call_write", "write", {"path": "added.txt", "content": "new file\n"}),
+            ("call_edit", "edit", edit_args),
+        ]),
+        text_reply("Changed."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto",
+            "--session-dir", str(tmp_path / "sessions")]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim("changes.lua", config, tmp_path)
+
+    # The transcript shows the edit's diff inside its block.
+    chat = obs["chat"]
+    block = line_index(chat, "✓ edit: code.txt")
+    assert chat[block + 1 : block + 3] == ["  Applied 1 edit to code.txt", "  --- a/code.txt"]
+    assert "  -three" in chat[block:] and "  +THREE" in chat[block:]
+    assert obs["code_after_run"] == ["one", "two", "THREE", "four"]
+
+    # :TillerChanges: both files, each at its first changed line.
+    assert obs["qf_title"] == "Tiller changes" and obs["qf_open"] is True
+    listed = {Path(item["file"]).name: (item["lnum"], item["text"]) for item in obs["qflist"]}
+    assert listed == {"added.txt": (1, "added +1 -0"), "code.txt": (3, "modified +1 -1")}
+
+    # :TillerUndo: the new file is gone, the edit undone in the buffer and on disk.
+    result = obs["undone"]["result"]
+    assert sorted(result["restored"]) == ["added.txt", "code.txt"]
+    assert not (workdir / "added.txt").exists()
+    assert obs["code_after_undo"] == ["one", "two", "three", "four"]
+    assert (workdir / "code.txt").read_text() == "one\ntwo\nthree\nfour\n"
+    assert any(line.startswith("↶ Undone: ") for line in obs["chat_after_undo"])

@@ -1,0 +1,80 @@
+"""End to end: tool-call arguments that are not one JSON object are never executed.
+
+A stream can end (``finish_reason: tool_calls`` / ``stop_reason: tool_use``) with a call whose
+arguments are cut short. Repairing them for execution would run something the model never wrote
+(``rm -rf build/cache`` cut to ``rm -rf build``), so such a call gets an error result telling the
+model to re-send it, and the run goes on.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.fake_anthropic import FakeAnthropic, tool_use_reply
+from support.fake_anthropic import text_reply as anthropic_text_reply
+from support.fake_openai import FakeOpenAI, tool_call_reply
+from support.fake_openai import text_reply as openai_text_reply
+from support.helpers import clean_env, spawn_tiller
+
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
+
+CUT_COMMAND = '{"command": "touch created.txt && echo ran'
+"""Repaired, this would be ``touch created.txt && echo ran``: the file would appear."""
+
+
+def _tool_result_text(request: dict[str, Any], provider: str) -> str:
+    """The text of the tool result the second model request carries back."""
+    if provider == "openai":
+        return str(request["messages"][-1]["content"])
+    block = request["messages"][-1]["content"][0]
+    content = block["content"]
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
+
+
+@pytest.mark.parametrize(
+    ("provider", "raw"),
+    [
+        ("openai", CUT_COMMAND),
+        ("anthropic", CUT_COMMAND),
+        ("openai", '["touch", "created.txt"]'),  # valid JSON, but not an object
+    ],
+)
+async def test_unparseable_arguments_are_not_executed(
+    provider: str,
+    raw: str,
+    fake_openai: FakeOpenAI,
+    fake_anthropic: FakeAnthropic,
+    tmp_path: Path,
+) -> None:
+    fake: FakeOpenAI | FakeAnthropic
+    if provider == "openai":
+        fake = fake_openai
+        fake.enqueue(
+            tool_call_reply([("call_cut", "bash", raw)]), openai_text_reply("Re-sending.")
+        )
+    else:
+        fake = fake_anthropic
+        fake.enqueue(
+            tool_use_reply([("call_cut", "bash", raw)]), anthropic_text_reply("Re-sending.")
+        )
+    args = ("--provider", provider)
+    env = clean_env(ANTHROPIC_API_KEY="sk-ant-test")
+    async with spawn_tiller(fake, tmp_path, *args, env=env) as tiller:  # type: ignore[arg-type]
+        result = await tiller.request("agent/prompt", {"message": "make a file"})
+
+    assert result["stopReason"] == "stop"  # the run went on to the model's next reply
+    assert not (tmp_path / "created.txt").exists()
+    end = next(e for e in tiller.events if e["type"] == "tool_execution_end")
+    assert end["isError"] is True
+    text = end["result"]["content"][0]["text"]
+    assert "not valid JSON" in text and "re-send the call" in text
+    assert text in _tool_result_text(fake.requests[1], provider)
+    call_message = next(
+        e["message"] for e in tiller.events
+        if e["type"] == "message_end" and e["message"]["role"] == "assistant"
+    )
+    assert call_message["content"][0]["argumentsError"]
+

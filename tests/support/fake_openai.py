@@ -1,0 +1,306 @@
+"""A loopback HTTP server that speaks OpenAI's Chat Completions SSE wire format, for tests.
+
+Script replies, point a client (``OpenAIProvider`` or a ``tiller --base-url`` subprocess) at
+``fake.url``, and read what was sent from ``fake.requests``::
+
+    with FakeOpenAI() as fake:
+        fake.enqueue(text_reply("Hello!"), tool_call_reply([("call_1", "read", {"path": "a"})]))
+        ...  # run the client against fake.url
+        assert fake.requests[0]["model"] == "gpt-4o-mini"
+    fake.assert_script_complete()
+
+Each POST to ``/v1/chat/completions`` takes the next scripted reply (the serving and the script
+are ``loopback.ScriptedServer``'s). The script is strict: a request with no reply left gets HTTP
+500 (``fake_openai: no scripted reply for request N``, N counting from 1) and is recorded in
+``failures``; ``assert_script_complete`` fails on any failure and on any reply never used. The
+``fake_openai`` fixture in conftest.py checks this at teardown.
+
+Replies are built by ``text_reply``, ``tool_call_reply``, ``error_reply``, ``empty_reply``,
+``cut_reply``, ``stall_reply`` and ``sse_reply``. Any reply can be held by a ``gate``: the server
+sends nothing after the request arrives until the gate (a ``threading.Event``) is set. Closing
+the server sets every gate and ``until`` event a handler is waiting on, so nothing hangs.
+
+Streams look like OpenAI's: ``data: <chunk JSON>`` events separated by blank lines, the first
+delta carrying ``role: "assistant"``, a final chunk with ``finish_reason``, then (when the request
+asked for ``stream_options.include_usage``) a chunk with ``"choices": []`` and ``usage``, then
+``data: [DONE]``. Responses are HTTP/1.1 with ``Connection: close`` and no Content-Length.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from support.loopback import ScriptedHandler, ScriptedServer
+from support.loopback import compact as _compact
+from support.loopback import pieces as _pieces
+
+__all__ = [
+    "FakeOpenAI",
+    "Reply",
+    "ToolCallSpec",
+    "chunk",
+    "cut_reply",
+    "empty_reply",
+    "error_reply",
+    "sse_reply",
+    "stall_reply",
+    "text_reply",
+    "tool_call_reply",
+]
+
+ToolCallSpec = tuple[str | None, str, "Mapping[str, Any] | str"]
+"""``(id, name, arguments)``: arguments as a dict (sent as compact JSON) or a raw string (sent
+verbatim, e.g. truncated JSON). An id of None omits ``id`` from the chunks."""
+
+Delta = tuple[dict[str, Any], str | None]
+"""One choice chunk to send: ``(delta, finish_reason)``."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted response; build it with the ``*_reply`` functions.
+
+    ``ending`` says what happens after ``events``: ``complete`` sends the usage chunk (if asked
+    for) and ``[DONE]``; ``cut`` closes the connection; ``stall`` waits for ``until`` (or the
+    server closing), then closes. Raw string events are sent verbatim as ``data:`` payloads.
+    """
+
+    events: tuple[Delta | str, ...] = ()
+    ending: Literal["complete", "cut", "stall"] = "complete"
+    usage: tuple[int, int, int] | None = None
+    status: int = 200
+    error_body: Mapping[str, Any] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    gate: threading.Event | None = None
+    until: threading.Event | None = None
+
+    def released_when(self, event: threading.Event) -> Reply:
+        """This reply, held until ``event`` is set (same as passing ``gate=event``)."""
+        return dataclasses.replace(self, gate=event)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reply builders
+
+
+def _text_events(text: str, chunk_size: int, reasoning: str | None) -> list[Delta]:
+    events: list[Delta] = [({"role": "assistant", "content": "", "refusal": None}, None)]
+    for piece in _pieces(reasoning or "", chunk_size):
+        events.append(({"reasoning_content": piece}, None))
+    for piece in _pieces(text, chunk_size):
+        events.append(({"content": piece}, None))
+    return events
+
+
+def text_reply(
+    text: str,
+    *,
+    chunk_size: int = 4,
+    finish_reason: str = "stop",
+    usage: tuple[int, int] = (10, 5),
+    cached_tokens: int = 0,
+    reasoning: str | None = None,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """``text`` streamed ``chunk_size`` characters per chunk, after ``reasoning`` (sent as
+    ``delta.reasoning_content``, as DeepSeek and vLLM do). ``usage`` is (prompt, completion)
+    tokens; ``cached_tokens`` goes to ``prompt_tokens_details.cached_tokens``."""
+    events = [*_text_events(text, chunk_size, reasoning), ({}, finish_reason)]
+    return Reply(events=tuple(events), usage=(*usage, cached_tokens), gate=gate)
+
+
+def tool_call_reply(
+    calls: Sequence[ToolCallSpec],
+    *,
+    text: str | None = None,
+    chunk_size: int = 4,
+    fragment_size: int = 5,
+    finish_reason: str = "tool_calls",
+    usage: tuple[int, int] = (10, 5),
+    gate: threading.Event | None = None,
+) -> Reply:
+    """Optional ``text``, then each call as OpenAI streams it: a first chunk with index, id,
+    type, function.name and ``arguments: ""``, then chunks with only index and an argument
+    fragment of ``fragment_size`` characters."""
+    events: list[Delta] = _text_events(text, chunk_size, None) if text else []
+    for index, (call_id, name, arguments) in enumerate(calls):
+        raw = arguments if isinstance(arguments, str) else _compact(arguments)
+        opening: dict[str, Any] = {"index": index}
+        if call_id is not None:
+            opening["id"] = call_id
+        opening.update({"type": "function", "function": {"name": name, "arguments": ""}})
+        delta: dict[str, Any] = {"tool_calls": [opening]}
+        if not events:
+            delta = {"role": "assistant", "content": None, **delta, "refusal": None}
+        events.append((delta, None))
+        for fragment in _pieces(raw, fragment_size):
+            fragment_call = {"index": index, "function": {"arguments": fragment}}
+            events.append(({"tool_calls": [fragment_call]}, None))
+    events.append(({}, finish_reason))
+    return Reply(events=tuple(events), usage=(*usage, 0), gate=gate)
+
+
+def error_reply(
+    status: int,
+    message: str,
+    *,
+    type: str | None = None,
+    code: str | None = None,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """HTTP ``status`` with OpenAI's error body ``{"error": {message, type, param, code}}``.
+    ``type`` defaults as OpenAI's: ``server_error`` for 5xx, ``requests`` for 429, else
+    ``invalid_request_error``. ``headers`` (e.g. ``retry-after``) are added to the response."""
+    default_type = {429: "requests"}.get(status, "invalid_request_error")
+    error_type = type or ("server_error" if status >= 500 else default_type)
+    body = {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+    return Reply(status=status, error_body=body, headers=tuple((headers or {}).items()), gate=gate)
+
+
+def empty_reply(*, gate: threading.Event | None = None) -> Reply:
+    """HTTP 200 with ``text/event-stream`` headers, then the connection closes with no data."""
+    return Reply(ending="cut", gate=gate)
+
+
+def cut_reply(
+    text: str = "This answer is cut short",
+    *,
+    after_chunks: int = 2,
+    chunk_size: int = 4,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """The first ``after_chunks`` events of ``text_reply(text)`` (the role chunk counts), then
+    the connection closes: no finish_reason, no usage, no ``[DONE]``."""
+    events = _text_events(text, chunk_size, None)[:after_chunks]
+    return Reply(events=tuple(events), ending="cut", gate=gate)
+
+
+def stall_reply(
+    text: str = "",
+    *,
+    chunk_size: int = 4,
+    until: threading.Event | None = None,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """HTTP 200 headers, then the chunks of ``text`` if any (no finish_reason), then nothing
+    until ``until`` is set or the server closes; then the connection closes."""
+    events = _text_events(text, chunk_size, None) if text else []
+    return Reply(events=tuple(events), ending="stall", until=until, gate=gate)
+
+
+def sse_reply(
+    *events: Mapping[str, Any] | str,
+    done: bool = True,
+    gate: threading.Event | None = None,
+) -> Reply:
+    """Exactly these ``data:`` events: a mapping is sent as JSON (build one with ``chunk``), a
+    string verbatim (e.g. malformed JSON). Ends with ``[DONE]`` if ``done``, else just closes."""
+    raw = tuple(event if isinstance(event, str) else _compact(event) for event in events)
+    return Reply(events=raw, ending="complete" if done else "cut", gate=gate)
+
+
+def chunk(
+    delta: Mapping[str, Any] | None,
+    finish_reason: str | None = None,
+    *,
+    usage: Mapping[str, Any] | None = None,
+    model: str = "gpt-4o-mini",
+    chunk_id: str = "chatcmpl-fake",
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk`` object; ``delta=None`` gives ``"choices": []``."""
+    choices = []
+    if delta is not None:
+        choices = [
+            {"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish_reason}
+        ]
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "system_fingerprint": "fp_fake",
+        "choices": choices,
+        "usage": dict(usage) if usage is not None else None,
+    }
+
+
+def _usage_json(prompt: int, completion: int, cached: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+    }
+
+
+def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
+    """The ``data:`` payloads of ``reply`` for ``request`` (its model, whether usage is wanted)."""
+    model = str(request.get("model", "gpt-4o-mini"))
+    chunk_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    options = request.get("stream_options")
+    wants_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+    for event in reply.events:
+        if isinstance(event, str):
+            yield event
+            continue
+        delta, finish_reason = event
+        payload = chunk(delta, finish_reason, model=model, chunk_id=chunk_id)
+        if not wants_usage:
+            del payload["usage"]
+        yield _compact(payload)
+    if reply.ending == "complete":
+        if wants_usage and reply.usage is not None:
+            usage = _usage_json(*reply.usage)
+            yield _compact(chunk(None, usage=usage, model=model, chunk_id=chunk_id))
+        yield "[DONE]"
+
+
+# ---------------------------------------------------------------------------------------------
+# The server
+
+
+def _error(message: str, error_type: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+
+class _Handler(ScriptedHandler):
+    """Serves one request: the next scripted reply for chat completions, 404 for anything else."""
+
+    def _is_route(self) -> bool:
+        return self.path.rstrip("/") == "/v1/chat/completions"
+
+    def _error_body(self, status: int, message: str) -> dict[str, Any]:
+        return _error(message, "server_error" if status >= 500 else "invalid_request_error")
+
+    def _stream_headers(self) -> list[tuple[str, str]]:
+        return [
+            ("Content-Type", "text/event-stream"),
+            ("Cache-Control", "no-cache"),
+            ("Connection", "close"),
+        ]
+
+    def _frames(self, reply: Reply, request: Mapping[str, Any]) -> Iterator[bytes]:
+        for payload in _render(reply, request):
+            yield f"data: {payload}\n\n".encode()
+
+
+class FakeOpenAI(ScriptedServer[Reply]):
+    """The fake Chat Completions server; ``loopback.ScriptedServer`` has the script, the
+    lifecycle (a context manager, or ``start`` and ``close``) and the thread-safe methods."""
+
+    label = "fake_openai"
+    handler = _Handler
+
+    @property
+    def url(self) -> str:
+        """The base URL to give a client: ``http://127.0.0.1:PORT/v1``."""
+        return f"{self._origin}/v1"

@@ -1,0 +1,90 @@
+"""Helpers for end-to-end tests: spawning the real ``tiller`` against the fake OpenAI server."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from support.fake_openai import FakeOpenAI
+from tiller.client import TillerClient
+
+EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="tiller-tests-config-")
+"""An empty XDG config home: the machine's own ~/.config/tiller (config file, AGENTS.md,
+prompts, skills) never reaches a test that does not ask for one."""
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without provider settings that would leak into a test, and
+    with an empty config home unless ``extra`` names one."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OPENAI_", "ANTHROPIC_", "TILLER_"))
+    }
+    env["XDG_CONFIG_HOME"] = EMPTY_CONFIG_HOME
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def spawn_tiller(
+    fake: FakeOpenAI | None,
+    cwd: Path,
+    *args: str,
+    framing: str = "ndjson",
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[TillerClient]:
+    """A running ``tiller`` whose provider is ``fake``; closed (stdin EOF) on exit. Sessions
+    are saved under ``cwd/.sessions`` unless ``args`` say otherwise."""
+    argv = ["--cwd", str(cwd), *args]
+    if "--session-dir" not in args and "--no-session" not in args:
+        argv += ["--session-dir", str(cwd / ".sessions")]
+    if fake is not None:
+        argv = ["--base-url", fake.url, *argv]
+    client = await TillerClient.spawn(argv, framing=framing, env=env or clean_env(), cwd=cwd)
+    async with client:
+        yield client
+
+
+async def wait_requests(fake: FakeOpenAI, n: int) -> list[dict[str, Any]]:
+    """Await (in a worker thread) until the fake has received ``n`` model requests."""
+    return await anyio.to_thread.run_sync(fake.wait_for_requests, n)
+
+
+def event_types(events: list[dict[str, Any]]) -> list[str]:
+    return [event["type"] for event in events]
+
+
+def roles(request: dict[str, Any]) -> list[str]:
+    """The roles of the messages of one chat completion request body."""
+    return [message["role"] for message in request["messages"]]
+
+
+def process_gone(pid: int) -> bool:
+    """True if ``pid`` no longer runs (absent, or a zombie nobody reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+async def wait_for_pid(tiller: TillerClient) -> int:
+    """The pid a running bash call printed as ``pid=N`` in its streamed output."""
+
+    def printed_pid(message: dict[str, Any]) -> bool:
+        params = message.get("params") or {}
+        output = str((params.get("partialResult") or {}).get("output", ""))
+        return params.get("type") == "tool_execution_update" and "pid=" in output
+
+    update = await tiller.wait_for(printed_pid)
+    match = re.search(r"pid=(\d+)", update["params"]["partialResult"]["output"])
+    assert match is not None
+    return int(match.group(1))

@@ -1,0 +1,245 @@
+"""End to end: no tool process outlives the server or its session, and the API keys the server
+holds cannot be read back by the commands it runs (``tiller.procs``).
+
+Processes are started by the real ``bash`` tool, scripted through the loopback OpenAI fake;
+"gone" is awaited with a bounded poll of ``/proc`` (``helpers.process_gone``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from support.fake_anthropic import FakeAnthropic, tool_use_reply
+from support.fake_anthropic import text_reply as anthropic_text
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from support.helpers import clean_env, process_gone, spawn_tiller
+from tiller.client import TillerClient
+
+pytestmark = pytest.mark.anyio
+
+DAEMONS = (
+    "setsid sleep 1000 >/dev/null 2>&1 & echo pid=$!; "
+    "nohup sleep 1000 >/dev/null 2>&1 & echo pid=$!"
+)
+"""A daemon in its own session and a ``nohup`` job in the call's group, both left running."""
+NOBODY = 65534
+
+
+def printed_pids(events: list[dict[str, Any]], call_id: str) -> list[int]:
+    """The ``pid=N`` numbers in the result of tool call ``call_id``."""
+    end = next(e for e in events
+               if e["type"] == "tool_execution_end" and e["toolCallId"] == call_id)
+    assert end["isError"] is False, end
+    return [int(n) for n in re.findall(r"pid=(\d+)", json.dumps(end["result"]))]
+
+
+async def still_running(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """The pids of ``pids`` still running after at most ``timeout`` seconds of polling."""
+    with anyio.move_on_after(timeout):
+        # No event to await: another process's end (not our child's) shows only in /proc.
+        while not all(process_gone(pid) for pid in pids):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    return [pid for pid in pids if not process_gone(pid)]
+
+
+@contextlib.contextmanager
+def killed_afterwards(pids: list[int]) -> Iterator[list[int]]:
+    """Yield a list to put pids in; whatever still runs of them at the end is SIGKILLed, so a
+    failing test leaves no sleeper behind."""
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+async def start_daemons(tiller: TillerClient, call_id: str, session_id: str | None = None) -> \
+        list[int]:
+    """Prompt a (scripted) bash call that leaves DAEMONS running; their pids, checked alive."""
+    params: dict[str, Any] = {"message": "start the daemons"}
+    if session_id is not None:
+        params["sessionId"] = session_id
+    result = await tiller.request("agent/prompt", params)
+    assert result["stopReason"] == "stop"
+    pids = printed_pids(tiller.events, call_id)
+    assert len(pids) == 2 and not any(process_gone(pid) for pid in pids)
+    return pids
+
+
+def daemon_script(call_id: str) -> tuple[Any, Any]:
+    return tool_call_reply([(call_id, "bash", {"command": DAEMONS})]), text_reply("started")
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("ending", ["eof", "sigterm", "sighup"])
+async def test_shutdown_kills_daemons_left_by_a_finished_call(
+    fake_openai: FakeOpenAI, tmp_path: Path, ending: str
+) -> None:
+    fake_openai.enqueue(*daemon_script("call_daemons"))
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            pids += await start_daemons(tiller, "call_daemons")
+            if ending == "eof":
+                exit_code = await tiller.close()
+            else:
+                tiller.process.send_signal(signal.SIGTERM if ending == "sigterm" else
+                                           signal.SIGHUP)
+                exit_code = await tiller.process.wait()
+
+        assert exit_code == 0
+        assert await still_running(pids) == []
+
+
+@pytest.mark.process
+async def test_session_close_kills_that_sessions_processes_only(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(*daemon_script("call_a"), *daemon_script("call_b"))
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            session_a = (await tiller.request("session/new"))["sessionId"]
+            session_b = (await tiller.request("session/new"))["sessionId"]
+            pids_a = await start_daemons(tiller, "call_a", session_a)
+            pids_b = await start_daemons(tiller, "call_b", session_b)
+            pids += pids_a + pids_b
+
+            assert await tiller.request("session/close", {"sessionId": session_a}) == {}
+            assert await still_running(pids_a) == []
+            assert not any(process_gone(pid) for pid in pids_b)
+            assert await tiller.close() == 0
+
+        assert await still_running(pids_b) == []
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """``/proc/PID/stat`` after the name: state, ppid, ...; None once the pid is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.process
+async def test_an_exited_orphan_is_the_servers_and_is_reaped(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.enqueue(
+        tool_call_reply([("call_orphan", "bash",
+                          {"command": "sleep 1 >/dev/null 2>&1 & echo pid=$!"})]),
+        text_reply("left one"),
+        tool_call_reply([("call_next", "bash", {"command": "true"})]),
+        text_reply("next"),
+    )
+    with killed_afterwards([]) as pids:
+        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+            await tiller.request("agent/prompt", {"message": "leave an orphan"})
+            [orphan] = pids[:] = printed_pids(tiller.events, "call_orphan")
+            with anyio.move_on_after(10):  # the orphan exits a second after its shell
+                while (stat_fields(orphan) or ["Z"])[0] != "Z":  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            fields = stat_fields(orphan)
+            assert fields is not None and fields[:2] == ["Z", str(tiller.process.pid)]
+
+            await tiller.request("agent/prompt", {"message": "run the next command"})
+            assert stat_fields(orphan) is None  # the server collected its exit status
+            assert await tiller.close() == 0
+
+
+# ------------------------------------------------------------------------------ secrets
+
+
+def as_nobody() -> list[str]:
+    """The command prefix that runs the server as an unprivileged user: root reads any process's
+    ``/proc`` entries, so only a non-root server shows what ``PR_SET_DUMPABLE`` protects."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.fail("this test runs as root and needs setpriv (util-linux) to drop to uid "
+                    f"{NOBODY}: install util-linux or run the tests as a non-root user")
+    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+
+
+@contextlib.contextmanager
+def open_workspace() -> Iterator[Path]:
+    """A workspace any user may use (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="tiller-procs-"))
+    try:
+        path.chmod(0o777)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_keys_cannot_be_read_through_proc(fake_openai: FakeOpenAI) -> None:
+    key = f"sk-proc-{uuid.uuid4().hex}"
+    with open_workspace() as workspace:
+        env = clean_env(OPENAI_API_KEY=key, HOME=str(workspace),
+                        XDG_CONFIG_HOME=str(workspace), PYTHONDONTWRITEBYTECODE="1")
+        argv = ["--base-url", fake_openai.url, "--cwd", str(workspace), "--no-session",
+                "--permission-mode", "auto"]
+        command = [*as_nobody(), sys.executable, "-m", "tiller"]
+        tiller = await TillerClient.spawn(argv, env=env, cwd=workspace, command=command)
+        async with tiller:
+            server_pid = tiller.process.pid
+            probe = (f"echo ppid=$PPID; cat /proc/$PPID/environ; echo rc=$?; "
+                     f"cat /proc/{server_pid}/environ; echo rc=$?; "
+                     f"head -c 4096 /proc/{server_pid}/cmdline >/dev/null; echo rc=$?")
+            fake_openai.enqueue(
+                tool_call_reply([("call_probe", "bash", {"command": probe})]),
+                text_reply("nothing to see"),
+            )
+            result = await tiller.request("agent/prompt", {"message": "read the keys"})
+            assert await tiller.close() == 0
+
+    assert result["stopReason"] == "stop"  # the server still works
+    end = next(e for e in tiller.events if e["type"] == "tool_execution_end")
+    output = end["result"]["content"][0]["text"]
+    assert f"ppid={server_pid}" in output  # $PPID is the server: the probe read the right file
+    assert re.findall(r"rc=(\d+)", output)[:2] == ["1", "1"], output
+    assert key not in json.dumps(tiller.received)
+    assert key not in json.dumps(fake_openai.requests[1])
+
+
+@pytest.mark.process
+async def test_provider_keys_leave_the_environment_commands_inherit(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    own_key, openai_key = f"sk-mine-{uuid.uuid4().hex}", f"sk-openai-{uuid.uuid4().hex}"
+    config = tmp_path / "config.toml"
+    config.write_text(  # commands may see secrets, but not the keys the providers use
+        "[tools]\nsanitize_env = false\n\n[providers.mine]\ntype = \"anthropic\"\n"
+        f"api_key_env = \"MINE_KEY\"\nbase_url = \"{fake_anthropic.url}\"\n"
+        "default_model = \"claude-test\"\n"
+    )
+    fake_anthropic.enqueue(
+        tool_use_reply([("toolu_env", "bash", {"command": "env"})]), anthropic_text("seen")
+    )
+    env = clean_env(MINE_KEY=own_key, OPENAI_API_KEY=openai_key, OTHER_TOKEN="for-commands")
+    argv = ["--config", str(config), "--provider", "mine", "--cwd", str(tmp_path),
+            "--no-session"]
+    async with await TillerClient.spawn(argv, env=env, cwd=tmp_path) as tiller:
+        result = await tiller.request("agent/prompt", {"message": "env"})
+
+    assert result["stopReason"] == "stop"
+    sent = fake_anthropic.request_headers  # the key reaches the SDK from the config
+    assert len(sent) == 2 and all(own_key in json.dumps(headers) for headers in sent)
+    output = next(e for e in tiller.events
+                  if e["type"] == "tool_execution_end")["result"]["content"][0]["text"]
+    assert "OTHER_TOKEN=for-commands" in output
+    assert own_key not in output and openai_key not in output
