@@ -306,6 +306,33 @@ def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) 
     assert obs["events"].count("agent_end") == 6
 
 
+def test_tool_folds(nvim: Neovim, tmp_path: Path) -> None:
+    obs = run_nvim(nvim, "folds.lua", {}, tmp_path)
+    lines = obs["lines"]
+
+    # Each block is one closed fold, header to last line, and the line after it is not folded.
+    expected = {
+        "lone": ("✓ bash: seq 5", 5),
+        "lone_after": ("✓ bash: seq 5", 5),
+        "a": ("✓ bash: slow", 6),
+        "b": ("✓ bash: fast", 4),
+        "e": ("✓ edit: x.txt", 6),
+    }
+    for name, (header, body) in expected.items():
+        fold = obs[name]
+        assert lines[fold["header"] - 1] == header, name
+        assert fold["last"] == fold["header"] + body, (name, fold)
+        assert (fold["closed"], fold["closed_end"]) == (fold["header"], fold["last"]), (name, fold)
+    assert obs["lone"]["level_after"] is None  # it was the end of the buffer
+    assert obs["lone_after"]["level_after"] == 0 and obs["e"]["level_after"] == 0
+    a, b, e = obs["a"], obs["b"], obs["e"]
+    assert b["header"] == a["last"] + 1 and e["header"] == b["last"] + 1  # one fold each
+    assert lines[a["header"] : a["last"]] == [f"  a{i}" for i in range(1, 7)]
+    assert lines[b["header"] : b["last"]] == [f"  b{i}" for i in range(1, 5)]
+    assert lines[obs["e"]["last"] - 1] == "  +new"
+    assert lines[-1] == "All done."
+
+
 def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
