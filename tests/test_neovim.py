@@ -15,16 +15,27 @@ installs as ``.venv/bin/nvim``, and ``system``, the first other ``nvim`` on ``PA
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
+import pty
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyte
 import pytest
 
 from fake_openai import (
@@ -157,6 +168,114 @@ def run_nvim(
             f"{json.dumps(details, indent=1, ensure_ascii=False)}\nstderr:\n{proc.stderr}"
         )
     return observations
+
+
+# What Neovim shows while a message holds the screen: the hit-enter and the more prompts.
+HELD = ("Press ENTER or type command to continue", "-- More --")
+
+
+class Terminal:
+    """Neovim's own UI in a pseudo-terminal, read with pyte as a person would see it, and an
+    RPC socket to ask it what mode it is in."""
+
+    def __init__(self, nvim: Neovim, master: int, proc: subprocess.Popen[bytes], socket: Path,
+                 rows: int, columns: int) -> None:
+        self.nvim, self.master, self.proc, self.socket = nvim, master, proc, socket
+        self.pyte_screen = pyte.Screen(columns, rows)
+        self.stream = pyte.ByteStream(self.pyte_screen)
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        # Always drained, so Neovim never blocks writing to the terminal.
+        while True:
+            try:
+                ready, _, _ = select.select([self.master], [], [], 0.5)
+                data = os.read(self.master, 65536) if ready else b""
+            except OSError:
+                return
+            if ready and not data:
+                return
+            with self.changed:
+                self.stream.feed(data)
+                self.changed.notify_all()
+
+    def screen(self) -> str:
+        with self.lock:
+            return "\n".join(line.rstrip() for line in self.pyte_screen.display)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The screen once it shows ``text``; fails at once if a prompt holds the screen."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                shown = "\n".join(line.rstrip() for line in self.pyte_screen.display)
+                if any(prompt in shown for prompt in HELD):
+                    pytest.fail(f"a message holds the screen:\n{shown}")
+                if text in shown:
+                    return shown
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    pytest.fail(f"{text!r} never showed:\n{shown}")
+                self.changed.wait(left)
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def ask(self, method: str, *params: Any) -> Any:
+        """The result of one RPC request to this Neovim (sent from another Neovim)."""
+        env = {**os.environ, "TILLER_TEST_SOCKET": str(self.socket),
+               "TILLER_TEST_ASK": json.dumps([method, list(params)])}
+        argv = [str(self.nvim.path), "--headless", "--clean", "-u", "NONE",
+                "-c", f"luafile {fname(SCRIPTS / 'ask.lua')}"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{method} got no answer (Neovim is held):\n{self.screen()}")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+
+@contextmanager
+def terminal(
+    nvim: Neovim, script: str, config: dict[str, Any], tmp_path: Path,
+    rows: int = 24, columns: int = 80,
+) -> Iterator[Terminal]:
+    """Neovim's terminal UI (``rows`` x ``columns``) running ``editors/neovim/tests/<script>``
+    with ``config``; killed at the end if the test did not quit it."""
+    config_path = tmp_path / f"{script}.config.json"
+    config_path.write_text(json.dumps(config))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    socket_dir = Path(tempfile.mkdtemp(prefix="tiller-nvim-"))  # short: a socket path is
+    socket = socket_dir / "nvim.sock"  # at most 107 bytes
+    env = clean_env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                    XDG_DATA_HOME=str(home / ".local/share"),
+                    XDG_STATE_HOME=str(home / ".local/state"),
+                    XDG_CACHE_HOME=str(home / ".cache"), TERM="xterm-256color")
+    config_str = str(config_path).replace("'", "''")
+    argv = [
+        str(nvim.path), "--clean", "-u", "NONE", "--listen", str(socket),
+        "--cmd", f"set rtp+={set_value(PLUGIN)}",
+        "--cmd", f"let g:tiller_test_config = '{config_str}'",
+        "-c", f"luafile {fname(SCRIPTS / script)}",
+    ]  # fmt: skip
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    os.close(slave)
+    try:
+        yield Terminal(nvim, master, proc, socket, rows, columns)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        os.close(master)
+        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def line_index(lines: list[str], text: str, start: int = 0) -> int:
@@ -722,3 +841,51 @@ def test_changes_and_undo(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path)
     assert obs["code_after_undo"] == ["one", "two", "three", "four"]
     assert (workdir / "code.txt").read_text() == "one\ntwo\nthree\nfour\n"
     assert any(line.startswith("↶ Undone: ") for line in obs["chat_after_undo"])
+
+
+def test_messages_never_hold_the_screen(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """In Neovim's own UI: a message too long for the command line (the agent's edit of a
+    read-only buffer could not be saved) and the answers to commands given while a run is
+    active are one line each, so no hit-enter prompt holds the screen and the chat goes on;
+    `:Tiller PROMPT` while a run is active steers, as the input area does."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("disk line\n")
+    wait = "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; echo released"
+    edit_args = {"path": "notes.txt", "edits": [{"oldText": "disk line", "newText": "edited"}]}
+    fake_openai.enqueue(
+        tool_call_reply([("call_edit", "edit", edit_args)]),
+        tool_call_reply([("call_wait", "bash", {"command": wait})]),
+        text_reply("Steered and done."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    with terminal(nvim, "tui.lua", config, tmp_path) as term:
+        term.wait_for("notes.txt")
+        term.type(":Tiller edit the notes\r")
+        # The save failed: one line, cut to fit (80 columns), and the chat went on.
+        shown = term.wait_for("bash: for i in")
+        bottom = shown.splitlines()[-1]
+        assert bottom.startswith("tiller: changed work/notes.txt but could not save it: E45")
+        assert bottom.endswith("…") and len(bottom) <= 80
+        assert term.ask("nvim_get_mode") == {"mode": "n", "blocking": False}
+        history = term.ask("nvim_call_function", "execute", ["messages"])
+        assert "tiller: changed work/notes.txt but could not save it" in history
+
+        # While the command runs: a prompt steers; :TillerContinue says what to use instead.
+        term.type(":Tiller use the other file\r")
+        term.wait_for("tiller: steering queued (1 waiting)")
+        term.type(":TillerContinue\r")
+        term.wait_for("tiller: a run is active (:TillerSteer, :TillerFollowUp add to it)")
+        assert term.ask("nvim_get_mode") == {"mode": "n", "blocking": False}
+
+        (workdir / "release").write_text("released\n")
+        term.wait_for("Steered and done.")
+        term.type(":qa!\r")
+        assert term.proc.wait(timeout=60) == 0
+
+    requests = fake_openai.requests
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "use the other file"}
+    assert (workdir / "notes.txt").read_text() == "disk line\n"  # the buffer was not saved
