@@ -705,6 +705,7 @@ def test_input_area(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> No
         "#buffer (work/code.py):\n```python\none = 1\ntwo = 2\nthree = 3  # unsaved\n```"
     )
     assert obs["input_after_send"] == [""]
+    assert obs["modes_after_send"] == ["i", "i"]  # <C-s> and <M-CR> kept insert mode
     assert requests[2]["messages"][-1] == {"role": "user", "content": "steer now"}
     assert requests[3]["messages"][-1] == {"role": "user", "content": "later please"}
     assert "Followed up." in obs["chat"]
@@ -793,12 +794,21 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
     assert obs["block_lines"] == [f"✓ bash: {slow}", "  one", "  two"]
     assert obs["foldlevel_after"] == 2
 
-    models, modes = obs["offered"]
-    assert "openai/gpt-4o" in models["labels"]
-    assert not any(label.startswith("anthropic/") for label in models["labels"])  # no key
+    # The pickers mark the current choice; the second time, the one made the first time.
+    models, modes, models_again, modes_again = obs["offered"]
+    assert "  openai/gpt-4o" in models["labels"]
+    assert [label for label in models["labels"] if label.startswith("●")] == [
+        "● openai/gpt-4o-mini"  # the default model
+    ]
+    assert not any("anthropic/" in label for label in models["labels"])  # no key
     assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-4o"}
-    assert modes["labels"] == ["ask", "acceptEdits", "auto", "readonly"]
+    assert modes["labels"] == ["● ask", "  acceptEdits", "  auto", "  readonly"]
     assert obs["mode_set"]["result"] == {"mode": "auto"}
+    assert [label for label in models_again["labels"] if label.startswith("●")] == [
+        "● openai/gpt-4o"
+    ]
+    assert modes_again["labels"] == ["  ask", "  acceptEdits", "● auto", "  readonly"]
+    assert obs["model_again"]["result"] is None and obs["mode_again"]["result"] is None
     assert fake_openai.requests[2]["model"] == "gpt-4o"
     assert obs["asked_in_auto"] is False
 

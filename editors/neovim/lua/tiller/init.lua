@@ -321,6 +321,19 @@ function M.stop()
   end
 end
 
+-- The session's state (agent/getState) for a picker's mark; then fn(state) ({} when it failed:
+-- the picker is still worth showing).
+local function with_state(id, fn)
+  client.request('agent/getState', { sessionId = id }, function(err, state)
+    fn(not err and type(state) == 'table' and state or {})
+  end)
+end
+
+-- A picker's label: '● ' before the current item, two spaces before the others.
+local function marked(label, current)
+  return (current and '● ' or '  ') .. label
+end
+
 -- Start the server and make sure of the session; then fn(id).
 local function with_session(fn)
   if not M.start() then
@@ -336,68 +349,84 @@ local function with_session(fn)
 end
 
 --- :TillerModel - pick a model of a usable provider (models/list) for the session's next run
---- (agent/setModel). `on_done(err, result)` is for scripts.
+--- (agent/setModel); the current one is marked ●. `on_done(err, result)` is for scripts.
 function M.model(on_done)
   on_done = on_done or function() end
+  local function picked(id, model)
+    if not model then
+      return on_done(nil, nil)
+    end
+    local params = { sessionId = id, provider = model.provider, model = model.id }
+    client.request('agent/setModel', params, function(err, set)
+      if err and err.code == messages.AGENT_BUSY then
+        notify('the model changes between runs (:TillerAbort stops this one)', vim.log.levels.WARN)
+      elseif err then
+        notify(':TillerModel failed: ' .. reason(err), vim.log.levels.ERROR)
+      else
+        notify(string.format('model: %s/%s', set.provider, set.model))
+      end
+      on_done(err, set)
+    end)
+  end
   with_session(function(id)
-    client.request('models/list', nil, function(err, result)
-      if err then
-        notify(':TillerModel could not list the models: ' .. reason(err), vim.log.levels.ERROR)
-        return on_done(err)
-      end
-      local usable = {}
-      for _, provider in ipairs(result.providers or {}) do
-        usable[provider.name] = provider.configured
-      end
-      local models = vim.tbl_filter(function(model)
-        return usable[model.provider]
-      end, result.models or {})
-      vim.ui.select(models, {
-        prompt = 'Tiller model',
-        kind = 'tiller.model',
-        format_item = function(model)
-          return model.provider .. '/' .. model.id
-        end,
-      }, function(model)
-        if not model then
-          return on_done(nil, nil)
+    with_state(id, function(state)
+      client.request('models/list', nil, function(err, result)
+        if err then
+          notify(':TillerModel could not list the models: ' .. reason(err), vim.log.levels.ERROR)
+          return on_done(err)
         end
-        local params = { sessionId = id, provider = model.provider, model = model.id }
-        client.request('agent/setModel', params, function(set_err, set)
-          if set_err and set_err.code == messages.AGENT_BUSY then
-            local busy = 'the model changes between runs (:TillerAbort stops this one)'
-            notify(busy, vim.log.levels.WARN)
-          elseif set_err then
-            notify(':TillerModel failed: ' .. reason(set_err), vim.log.levels.ERROR)
-          else
-            notify(string.format('model: %s/%s', set.provider, set.model))
-          end
-          on_done(set_err, set)
+        local usable = {}
+        for _, provider in ipairs(result.providers or {}) do
+          usable[provider.name] = provider.configured
+        end
+        local models = vim.tbl_filter(function(model)
+          return usable[model.provider]
+        end, result.models or {})
+        vim.ui.select(models, {
+          prompt = 'Tiller model',
+          kind = 'tiller.model',
+          format_item = function(model)
+            local current = model.provider == state.provider and model.id == state.model
+            return marked(model.provider .. '/' .. model.id, current)
+          end,
+        }, function(model)
+          picked(id, model)
         end)
       end)
     end)
   end)
 end
 
---- :TillerMode - pick the session's permission mode (agent/setPermissionMode).
+--- :TillerMode - pick the session's permission mode (agent/setPermissionMode); the current
+--- one is marked ●.
 function M.mode(on_done)
   on_done = on_done or function() end
-  with_session(function(id)
-    local info = client.server_info() or {}
-    local modes = (info.capabilities or {}).permissionModes
-      or { 'ask', 'acceptEdits', 'auto', 'readonly' }
-    vim.ui.select(modes, { prompt = 'Tiller permission mode', kind = 'tiller.mode' }, function(mode)
-      if not mode then
-        return on_done(nil, nil)
+  local function picked(id, mode)
+    if not mode then
+      return on_done(nil, nil)
+    end
+    client.request('agent/setPermissionMode', { sessionId = id, mode = mode }, function(err, result)
+      if err then
+        notify(':TillerMode failed: ' .. reason(err), vim.log.levels.ERROR)
+      else
+        notify('permission mode: ' .. tostring(result and result.mode or mode))
       end
-      local params = { sessionId = id, mode = mode }
-      client.request('agent/setPermissionMode', params, function(err, result)
-        if err then
-          notify(':TillerMode failed: ' .. reason(err), vim.log.levels.ERROR)
-        else
-          notify('permission mode: ' .. tostring(result and result.mode or mode))
-        end
-        on_done(err, result)
+      on_done(err, result)
+    end)
+  end
+  with_session(function(id)
+    with_state(id, function(state)
+      local info = client.server_info() or {}
+      local modes = (info.capabilities or {}).permissionModes
+        or { 'ask', 'acceptEdits', 'auto', 'readonly' }
+      vim.ui.select(modes, {
+        prompt = 'Tiller permission mode',
+        kind = 'tiller.mode',
+        format_item = function(mode)
+          return marked(mode, mode == state.permissionMode)
+        end,
+      }, function(mode)
+        picked(id, mode)
       end)
     end)
   end)
