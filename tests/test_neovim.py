@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import struct
@@ -556,6 +557,76 @@ def test_startup_errors(nvim: Neovim, tmp_path: Path) -> None:
     assert more[more.index("## You (not sent)") + 1] == "second try"
     refused = next(line for line in more if line.startswith("✗ Error: could not start"))
     assert "no-such-tiller" in refused and "ENOENT" in refused
+
+
+def health_report(lines: list[str]) -> list[tuple[str, str]]:
+    """The entries of a ``:checkhealth`` report as (kind, message), from 0.7's
+    ``  - OK: message`` and 0.11's ``- ✅ OK message`` (a bare ``- message`` is INFO)."""
+    entries = []
+    for line in lines:
+        old = re.match(r"^  - (OK|WARNING|ERROR|INFO): (.*)$", line)
+        new = re.match(r"^- (?:\S+ )?(OK|WARNING|ERROR) (.*)$", line) or re.match(
+            r"^- ()(.*)$", line
+        )
+        found = old or new
+        if found:
+            entries.append((found.group(1) or "INFO", found.group(2)))
+    return entries
+
+
+def test_checkhealth(nvim: Neovim, tmp_path: Path) -> None:
+    (tmp_path / "good.toml").write_text("[retry]\nbase_delay = 0.5\n")
+    (tmp_path / "bad.toml").write_text("[retry\nbase_delay = 0.5\n")
+    tiller = tiller_command()
+    no_model = "http://127.0.0.1:9/v1"  # never called: :checkhealth sends no prompt
+    tools = tmp_path / "tools"  # a stand-in bwrap, first on PATH for the last case
+    tools.mkdir()
+    (tools / "bwrap").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "bwrap").chmod(0o755)
+    good_args = ["--base-url", no_model, "--config", str(tmp_path / "good.toml")]
+    cases = [
+        {"setup": {"cmd": tiller, "args": good_args}},
+        {"setup": {"cmd": tiller, "args": ["--config", str(tmp_path / "bad.toml")]}},
+        {"setup": {"cmd": [str(tmp_path / "no-such-tiller")]}},
+        # clean_env: no OPENAI_API_KEY
+        {"setup": {"cmd": tiller, "args": ["--provider", "openai"]}},
+        {"setup": {"cmd": tiller, "args": good_args}, "path": str(tools)},
+    ]
+    obs = run_nvim(nvim, "health.lua", {"cases": cases}, tmp_path)
+    reports = [health_report(lines) for lines in obs["reports"]]
+    good, bad_config, missing, no_key, with_bwrap = reports
+    version = subprocess.run([*tiller, "--version"], capture_output=True, text=True, check=True)
+
+    dotted = ".".join(map(str, nvim.version))
+    assert good[:3] == [
+        ("OK", f"Neovim {dotted} (0.7 or newer is needed)"),
+        ("OK", f"executable: {shutil.which(tiller[0])}"),
+        ("OK", f"version: {version.stdout.strip()}"),
+    ]
+    assert ("OK", f"the server starts in {tmp_path}: tiller 0.1.0, protocol 1") in good
+    assert ("OK", f"config file: {tmp_path / 'good.toml'} (read without errors)") in good
+    assert any(kind == "OK" and text.startswith("new sessions use openai/") for kind, text in good)
+    assert not any(kind in ("ERROR", "WARNING") for kind, _ in good), good
+    # bubblewrap: found on PATH, or not.
+    bwrap = shutil.which("bwrap")
+    no_bwrap = "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    assert (("OK", f"bubblewrap: {bwrap}") if bwrap else ("INFO", no_bwrap)) in good
+    assert with_bwrap[-1] == ("OK", f"bubblewrap: {tools / 'bwrap'}")
+
+    # A config file that does not parse: the server's own reason.
+    errors = [text for kind, text in bad_config if kind == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith("the server exited at start (code 2): ")
+    assert "cannot read config file" in errors[0] and "bad.toml" in errors[0]
+
+    assert [kind for kind, _ in missing] == ["OK", "ERROR"]
+    missing_cmd = tmp_path / "no-such-tiller"
+    assert missing[1][1] == f"`{missing_cmd}` (setup cmd) is not an executable on PATH"
+
+    # The server starts, but a session could not: no key for the provider asked for.
+    assert ("OK", f"the server starts in {tmp_path}: tiller 0.1.0, protocol 1") in no_key
+    errors = [text for kind, text in no_key if kind == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith("a new session cannot start: ")
+    assert "OPENAI_API_KEY" in errors[0]
 
 
 def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
