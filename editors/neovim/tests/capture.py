@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fake_openai import FakeOpenAI, text_reply, tool_call_reply  # noqa: E402
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply  # noqa: E402
 
 
 def screen() -> str:

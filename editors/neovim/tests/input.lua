@@ -54,8 +54,13 @@ harness.run(function(config, obs)
     end
     return false
   end)
-  keys('isteer now<Esc><CR>')
-  keys('ilater please<M-CR>')
+  -- <C-s> and <M-CR> from insert mode: it stays insert mode, so the text typed after each is
+  -- the next message (were it normal mode, `later please` would be commands).
+  local mode_after = 'lua table.insert(_G.tiller_test_modes, vim.api.nvim_get_mode().mode)'
+  _G.tiller_test_modes = {}
+  keys('isteer now<C-s><Cmd>' .. mode_after .. '<CR>later please<M-CR><Cmd>' .. mode_after
+    .. '<CR><Esc>')
+  obs.modes_after_send = _G.tiller_test_modes
   wait_for('steering and follow-up queued', function()
     local steer, follow = false, false
     for _, note in ipairs(notes) do

@@ -71,32 +71,36 @@ harness.run(function(config, obs)
   obs.status = status_at
   obs.state = require('tiller.status').get()
 
-  -- Pickers: another model, then the mode `auto` (no question for the next command).
+  -- Pickers: another model, then the mode `auto` (no question for the next command); then
+  -- each picker again (cancelled), to see the new choice marked.
   local offered = {}
+  local pick = true
   vim.ui.select = function(items, opts, on_choice)
     local labels = vim.tbl_map(opts.format_item or tostring, items)
     table.insert(offered, { prompt = opts.prompt, labels = labels })
     for i, label in ipairs(labels) do
-      if label == config.pick_model or label == 'auto' then
+      local name = label:gsub('^● ', ''):gsub('^  ', '')
+      if pick and (name == config.pick_model or name == 'auto') then
         return on_choice(items[i])
       end
     end
     on_choice(nil)
   end
-  local model_set, mode_set
-  tiller.model(function(err, result)
-    model_set = { err = err or vim.NIL, result = result or vim.NIL }
-  end)
-  wait_for('the model', function()
-    return model_set ~= nil
-  end)
-  tiller.mode(function(err, result)
-    mode_set = { err = err or vim.NIL, result = result or vim.NIL }
-  end)
-  wait_for('the mode', function()
-    return mode_set ~= nil
-  end)
-  obs.offered, obs.model_set, obs.mode_set = offered, model_set, mode_set
+  local function picked(fn)
+    local answer
+    fn(function(err, result)
+      answer = { err = err or vim.NIL, result = result or vim.NIL }
+    end)
+    wait_for('the picker', function()
+      return answer ~= nil
+    end)
+    return answer
+  end
+  obs.model_set = picked(tiller.model)
+  obs.mode_set = picked(tiller.mode)
+  pick = false
+  obs.model_again, obs.mode_again = picked(tiller.model), picked(tiller.mode)
+  obs.offered = offered
 
   -- The user's foldlevel survives :Tiller.
   vim.wo[chat_win].foldlevel = 2

@@ -7,6 +7,7 @@
 -- editor's buffers, so `u` there undoes the undo). Both need the server's checkpoints (they
 -- need `git`, and a saved session).
 
+local messages = require('tiller.messages')
 local client = require('tiller.client')
 local chat = require('tiller.chat')
 
@@ -69,17 +70,17 @@ function M.quickfix(session_id, cwd, whole_session, on_done)
   on_done = on_done or function() end
   local off = checkpoints_off()
   if off then
-    vim.notify('tiller: no changes to show: ' .. off, vim.log.levels.WARN)
+    messages.show('no changes to show: ' .. off, vim.log.levels.WARN)
     return on_done({ message = off })
   end
   local from = not whole_session and M.last_run_entry() or nil
   if not whole_session and not from then
-    vim.notify('tiller: the last run changed no files', vim.log.levels.INFO)
+    messages.show('the last run changed no files', vim.log.levels.INFO)
     return on_done(nil, {})
   end
   client.request('session/changes', { sessionId = session_id, from = from }, function(err, result)
     if err then
-      vim.notify('tiller: session/changes failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+      messages.show(':TillerChanges failed: ' .. messages.reason(err), vim.log.levels.ERROR)
       return on_done(err)
     end
     local items = {}
@@ -111,12 +112,12 @@ function M.undo(session_id, on_done)
   local entry = M.last_run_entry()
   if off or not entry then
     local why = off or 'the last run changed no files'
-    vim.notify('tiller: nothing to undo: ' .. why, vim.log.levels.WARN)
+    messages.show('nothing to undo: ' .. why, vim.log.levels.WARN)
     return on_done({ message = why })
   end
   client.request('session/revert', { sessionId = session_id, entryId = entry }, function(err, result)
     if err then
-      chat.notice('error', 'undo failed: ' .. tostring(err.message))
+      chat.notice('error', 'undo failed: ' .. messages.reason(err))
       return on_done(err)
     end
     local lines = { '↶ Undone: ' .. (#(result.restored or {}) > 0

@@ -87,22 +87,29 @@ local function block_row(block)
 end
 
 -- Replace a block's body (and refresh its header line).
+--
+-- The header and the body are replaced by one change: Neovim 0.11 updates an expr fold
+-- incrementally, and a change to its header line right after lines were inserted under it
+-- left the fold one line short (0.7.2 got it right). Neovim evaluates 'foldexpr' during the
+-- change, while the block's mark is displaced, so the fold table is set beforehand to what it
+-- will be after the change.
 local function set_block(block, body)
   local row = block_row(block)
   if not row then
     return
   end
   local old = block.nlines
-  local open = open_folds_at(row + 1)
+  -- A header alone is a one-line fold, which never shows closed: not one the user opened.
+  local open = old > 0 and open_folds_at(row + 1) or {}
   block.nlines = #body
-  S.folds = nil
+  S.folds = B.build_folds(row, #body - old)
   edit(function(buf)
     api.nvim_buf_clear_namespace(buf, HIGHLIGHT, row, row + 1 + old)
-    api.nvim_buf_set_lines(buf, row + 1, row + 1 + old, false, body)
-    api.nvim_buf_set_lines(buf, row, row + 1, false, { header_text(block) })
+    local lines = { header_text(block) }
+    vim.list_extend(lines, body)
+    api.nvim_buf_set_lines(buf, row, row + 1 + old, false, lines)
     api.nvim_buf_set_extmark(buf, BLOCKS, row, 0, { id = block.mark })
   end)
-  S.folds = nil
   highlight(block.status == 'error' and 'TillerToolError' or 'TillerTool', row)
   reopen_folds(open, row + 1)
 end

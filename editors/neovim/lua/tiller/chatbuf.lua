@@ -260,12 +260,19 @@ end
 
 -- Folds ----------------------------------------------------------------------------------------
 
-local function build_folds()
+-- The fold table (lnum -> level string) from the blocks' marks and sizes; with `after_row` and
+-- `shift`, blocks whose header row is past `after_row` are counted `shift` lines lower: the
+-- table as it will be once an edit about to be made has moved them.
+local function build_folds(after_row, shift)
   local folds = {}
   for _, block in ipairs(S.blocks) do
     local pos = api.nvim_buf_get_extmark_by_id(S.buf, BLOCKS, block.mark, {})
     if pos and pos[1] then
-      local lnum = pos[1] + 1
+      local row = pos[1]
+      if after_row and row > after_row then
+        row = row + shift
+      end
+      local lnum = row + 1
       folds[lnum] = '>1'
       for i = 1, block.nlines do
         folds[lnum + i] = '1'
@@ -418,7 +425,7 @@ M.S = S
 M.BLOCKS, M.HIGHLIGHT = BLOCKS, HIGHLIGHT
 M.valid, M.line_count, M.last_line = valid, line_count, last_line
 M.edit, M.highlight, M.append, M.gap = edit, highlight, append, gap
-M.open_folds_at, M.reopen_folds = open_folds_at, reopen_folds
+M.open_folds_at, M.reopen_folds, M.build_folds = open_folds_at, reopen_folds, build_folds
 M.stream, M.end_stream = stream, end_stream
 M.content_lines, M.trim_trailing_blanks = content_lines, trim_trailing_blanks
 

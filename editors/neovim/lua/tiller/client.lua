@@ -6,6 +6,7 @@
 -- (client/*) through tiller.handlers (a permission question whenever the user answers it), and
 -- fails the pending requests when the process exits.
 
+local messages = require('tiller.messages')
 local handlers = require('tiller.handlers')
 local rpc_mod = require('tiller.rpc')
 
@@ -50,7 +51,7 @@ function M.on_exit(fn)
 end
 
 local function report(what, err)
-  vim.notify(string.format('tiller: %s: %s', what, tostring(err)), vim.log.levels.ERROR)
+  messages.show(string.format('%s: %s', what, tostring(err)), vim.log.levels.ERROR)
 end
 
 local function emit(event)

@@ -10,6 +10,8 @@
 -- edits and its writes can be undone.
 -- Relative paths resolve against the server's working directory.
 
+local messages = require('tiller.messages')
+
 local M = {}
 
 local uv = vim.uv or vim.loop
@@ -208,7 +210,15 @@ local function set_buffer_lines(buf, lines)
     -- Close the undo block in progress so that `u` undoes exactly this write.
     vim.cmd('let &undolevels = &undolevels')
   end)
-  vim.api.nvim_buf_set_lines(buf, top, #old - bottom, false, replacement)
+  -- The user allowed this change: no "W10: Warning: Changing a readonly file" on top of it
+  -- (two messages at once raise the hit-enter prompt). Saving such a buffer still fails.
+  local readonly = vim.bo[buf].readonly
+  vim.bo[buf].readonly = false
+  local ok, err = pcall(vim.api.nvim_buf_set_lines, buf, top, #old - bottom, false, replacement)
+  vim.bo[buf].readonly = readonly
+  if not ok then
+    error(err, 0)
+  end
 end
 
 -- Save `buf` as :write would; a failure is shown, not raised (the change itself was made).
@@ -217,10 +227,10 @@ local function save(buf, path)
     vim.cmd('silent write')
   end)
   if not ok then
-    vim.notify(
-      string.format('tiller: changed %s but could not save it: %s', path, tostring(err)),
-      vim.log.levels.ERROR
-    )
+    local why = tostring(err):match('E%d+: .*') or tostring(err) -- Vim's error, not the wrapper's
+    local name = vim.fn.fnamemodify(path, ':~:.')
+    messages.show(string.format('changed %s but could not save it: %s', name, why),
+      vim.log.levels.ERROR)
   end
 end
 

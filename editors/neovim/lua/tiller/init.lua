@@ -8,6 +8,7 @@ local chat = require('tiller.chat')
 local client = require('tiller.client')
 local handlers = require('tiller.handlers')
 local input = require('tiller.input')
+local messages = require('tiller.messages')
 local sessions = require('tiller.sessions')
 
 local M = {}
@@ -44,9 +45,8 @@ local TYPE_NAMES = {
 
 M.config = vim.deepcopy(DEFAULTS)
 
-local function notify(message, level)
-  vim.notify('tiller: ' .. message, level or vim.log.levels.INFO)
-end
+local notify = messages.show
+local reason = messages.reason
 
 local function apply_config()
   chat.config.split = M.config.split
@@ -59,18 +59,21 @@ end
 function M.setup(opts)
   opts = opts or {}
   local config = vim.deepcopy(DEFAULTS)
+  local problems = {}
   for key, value in pairs(opts) do
     local expected = TYPES[key]
     if not expected then
-      notify(string.format('setup: unknown option %q ignored', key), vim.log.levels.WARN)
+      table.insert(problems, string.format('unknown option %q ignored', tostring(key)))
     elseif not expected[type(value)] then
-      notify(
-        string.format('setup: %s must be a %s; using the default', key, TYPE_NAMES[key]),
-        vim.log.levels.WARN
-      )
+      table.insert(problems, string.format('%s must be a %s, the default is used', key,
+        TYPE_NAMES[key]))
     else
       config[key] = value
     end
+  end
+  if #problems > 0 then
+    table.sort(problems)
+    notify('setup: ' .. table.concat(problems, '; '), vim.log.levels.WARN)
   end
   M.config = config
   if type(M.config.cmd) == 'string' then
@@ -120,9 +123,10 @@ function M.start()
   return ok
 end
 
-local prompt_answered
+local prompt_answered, queue
 
-local function send_prompt(text)
+-- Send `text` as a prompt; `on_busy()` is called instead of saying so if a run is active.
+local function send_prompt(text, on_busy)
   if not M.start() then
     chat.unsent(text)
     return
@@ -136,19 +140,19 @@ local function send_prompt(text)
       client.remove_listener(listener)
       chat.unsent(text)
       if not session_err.exited then
-        chat.notice('error', 'no session: ' .. tostring(session_err.message))
+        chat.notice('error', 'no session: ' .. reason(session_err))
       end
       return
     end
     client.request('agent/prompt', { sessionId = id, message = text }, function(err)
       client.remove_listener(listener)
-      prompt_answered(text, started, err)
+      prompt_answered(text, started, err, on_busy)
     end)
   end)
 end
 
 -- The answer to agent/prompt: only what the run's events did not show.
-prompt_answered = function(text, started, err)
+prompt_answered = function(text, started, err, on_busy)
   if err and err.exited and not started then
     chat.unsent(text) -- the reason follows (chat.server_exited)
     return
@@ -156,10 +160,30 @@ prompt_answered = function(text, started, err)
   if not err or err.exited then
     return -- the run's events tell the rest; an exit is shown by chat.server_exited
   end
-  if err.code == -32010 then
-    notify(err.message, vim.log.levels.WARN) -- busy: the chat is fine as it is
+  if err.code == messages.AGENT_BUSY and on_busy then
+    on_busy() -- a run started meanwhile
+  elseif err.code == messages.AGENT_BUSY then
+    notify('a run is active: :TillerSteer, :TillerFollowUp, :TillerAbort', vim.log.levels.WARN)
   else
-    chat.notice('error', err.message or vim.inspect(err))
+    chat.notice('error', reason(err))
+  end
+end
+
+-- Send `text` as the input area does: a prompt when the agent is idle; while a run is
+-- active, steering (`kind` 'followUp': a follow-up). A prompt that meets a run started
+-- meanwhile (its agent_start not seen yet) steers it too.
+local function deliver(text, kind)
+  local method, what = 'agent/steer', 'steering'
+  if kind == 'followUp' then
+    method, what = 'agent/followUp', 'follow-up'
+  end
+  local function add_to_run()
+    queue(method, what, text)
+  end
+  if client.is_running() then
+    add_to_run()
+  else
+    send_prompt(text, add_to_run)
   end
 end
 
@@ -190,7 +214,7 @@ function M.prompt(text, range)
     end
     open(nil, false)
     vim.api.nvim_set_current_win(chat.window())
-    send_prompt(message)
+    deliver(message, 'send')
     return
   end
   if selection then
@@ -201,7 +225,8 @@ function M.prompt(text, range)
   end
 end
 
-local function queue(method, what, text, on_done)
+-- agent/steer or agent/followUp with `text`.
+queue = function(method, what, text, on_done)
   if not client.is_alive() then
     notify('not running: :Tiller starts a conversation', vim.log.levels.WARN)
     return
@@ -212,7 +237,7 @@ local function queue(method, what, text, on_done)
     end
     client.request(method, { sessionId = id, message = text }, function(err, result)
       if err then
-        notify(what .. ' failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+        notify(what .. ' failed: ' .. reason(err), vim.log.levels.ERROR)
       else
         notify(string.format('%s queued (%s waiting)', what, tostring(result and result.queued)))
       end
@@ -240,10 +265,10 @@ function M.abort()
     return
   end
   client.request('agent/abort', { sessionId = sessions.current() }, function(err)
-    if err and err.code == -32011 then
+    if err and err.code == messages.NO_ACTIVE_RUN then
       notify('no run to abort')
     elseif err then
-      notify('abort failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+      notify('abort failed: ' .. reason(err), vim.log.levels.ERROR)
     end
   end)
 end
@@ -260,10 +285,12 @@ function M.continue()
     end
     client.request('agent/continue', { sessionId = id }, function(err)
       if err and not err.exited then
-        if err.code == -32012 or err.code == -32010 then
-          notify(err.message, vim.log.levels.WARN)
+        if err.code == messages.AGENT_BUSY then
+          notify('a run is active (:TillerSteer, :TillerFollowUp add to it)', vim.log.levels.WARN)
+        elseif err.code == messages.CANNOT_CONTINUE then
+          notify(reason(err), vim.log.levels.WARN)
         else
-          chat.notice('error', err.message or vim.inspect(err))
+          chat.notice('error', reason(err))
         end
       end
     end)
@@ -294,6 +321,19 @@ function M.stop()
   end
 end
 
+-- The session's state (agent/getState) for a picker's mark; then fn(state) ({} when it failed:
+-- the picker is still worth showing).
+local function with_state(id, fn)
+  client.request('agent/getState', { sessionId = id }, function(err, state)
+    fn(not err and type(state) == 'table' and state or {})
+  end)
+end
+
+-- A picker's label: '● ' before the current item, two spaces before the others.
+local function marked(label, current)
+  return (current and '● ' or '  ') .. label
+end
+
 -- Start the server and make sure of the session; then fn(id).
 local function with_session(fn)
   if not M.start() then
@@ -301,7 +341,7 @@ local function with_session(fn)
   end
   sessions.ensure(function(err, id)
     if err then
-      notify('no session: ' .. tostring(err.message), vim.log.levels.ERROR)
+      notify('no session: ' .. reason(err), vim.log.levels.ERROR)
     else
       fn(id)
     end
@@ -309,65 +349,84 @@ local function with_session(fn)
 end
 
 --- :TillerModel - pick a model of a usable provider (models/list) for the session's next run
---- (agent/setModel). `on_done(err, result)` is for scripts.
+--- (agent/setModel); the current one is marked ●. `on_done(err, result)` is for scripts.
 function M.model(on_done)
   on_done = on_done or function() end
+  local function picked(id, model)
+    if not model then
+      return on_done(nil, nil)
+    end
+    local params = { sessionId = id, provider = model.provider, model = model.id }
+    client.request('agent/setModel', params, function(err, set)
+      if err and err.code == messages.AGENT_BUSY then
+        notify('the model changes between runs (:TillerAbort stops this one)', vim.log.levels.WARN)
+      elseif err then
+        notify(':TillerModel failed: ' .. reason(err), vim.log.levels.ERROR)
+      else
+        notify(string.format('model: %s/%s', set.provider, set.model))
+      end
+      on_done(err, set)
+    end)
+  end
   with_session(function(id)
-    client.request('models/list', nil, function(err, result)
-      if err then
-        notify('models/list failed: ' .. tostring(err.message), vim.log.levels.ERROR)
-        return on_done(err)
-      end
-      local usable = {}
-      for _, provider in ipairs(result.providers or {}) do
-        usable[provider.name] = provider.configured
-      end
-      local models = vim.tbl_filter(function(model)
-        return usable[model.provider]
-      end, result.models or {})
-      vim.ui.select(models, {
-        prompt = 'Tiller model',
-        kind = 'tiller.model',
-        format_item = function(model)
-          return model.provider .. '/' .. model.id
-        end,
-      }, function(model)
-        if not model then
-          return on_done(nil, nil)
+    with_state(id, function(state)
+      client.request('models/list', nil, function(err, result)
+        if err then
+          notify(':TillerModel could not list the models: ' .. reason(err), vim.log.levels.ERROR)
+          return on_done(err)
         end
-        local params = { sessionId = id, provider = model.provider, model = model.id }
-        client.request('agent/setModel', params, function(set_err, set)
-          if set_err then
-            notify('agent/setModel failed: ' .. tostring(set_err.message), vim.log.levels.ERROR)
-          else
-            notify(string.format('model: %s/%s', set.provider, set.model))
-          end
-          on_done(set_err, set)
+        local usable = {}
+        for _, provider in ipairs(result.providers or {}) do
+          usable[provider.name] = provider.configured
+        end
+        local models = vim.tbl_filter(function(model)
+          return usable[model.provider]
+        end, result.models or {})
+        vim.ui.select(models, {
+          prompt = 'Tiller model',
+          kind = 'tiller.model',
+          format_item = function(model)
+            local current = model.provider == state.provider and model.id == state.model
+            return marked(model.provider .. '/' .. model.id, current)
+          end,
+        }, function(model)
+          picked(id, model)
         end)
       end)
     end)
   end)
 end
 
---- :TillerMode - pick the session's permission mode (agent/setPermissionMode).
+--- :TillerMode - pick the session's permission mode (agent/setPermissionMode); the current
+--- one is marked ●.
 function M.mode(on_done)
   on_done = on_done or function() end
-  with_session(function(id)
-    local info = client.server_info() or {}
-    local modes = (info.capabilities or {}).permissionModes
-      or { 'ask', 'acceptEdits', 'auto', 'readonly' }
-    vim.ui.select(modes, { prompt = 'Tiller permission mode', kind = 'tiller.mode' }, function(mode)
-      if not mode then
-        return on_done(nil, nil)
+  local function picked(id, mode)
+    if not mode then
+      return on_done(nil, nil)
+    end
+    client.request('agent/setPermissionMode', { sessionId = id, mode = mode }, function(err, result)
+      if err then
+        notify(':TillerMode failed: ' .. reason(err), vim.log.levels.ERROR)
+      else
+        notify('permission mode: ' .. tostring(result and result.mode or mode))
       end
-      local params = { sessionId = id, mode = mode }
-      client.request('agent/setPermissionMode', params, function(err, result)
-        if err then
-          notify('agent/setPermissionMode failed: ' .. tostring(err.message), vim.log.levels.ERROR)
-        else
-          notify('permission mode: ' .. tostring(result and result.mode or mode))
-        end
-        on_done(err, result)
+      on_done(err, result)
+    end)
+  end
+  with_session(function(id)
+    with_state(id, function(state)
+      local info = client.server_info() or {}
+      local modes = (info.capabilities or {}).permissionModes
+        or { 'ask', 'acceptEdits', 'auto', 'readonly' }
+      vim.ui.select(modes, {
+        prompt = 'Tiller permission mode',
+        kind = 'tiller.mode',
+        format_item = function(mode)
+          return marked(mode, mode == state.permissionMode)
+        end,
+      }, function(mode)
+        picked(id, mode)
       end)
     end)
   end)
@@ -394,14 +453,6 @@ function M.status()
 end
 
 -- The input area: a prompt when idle; while a run is active, steering or a follow-up.
-input.on_submit = function(text, kind)
-  if not client.is_running() then
-    send_prompt(text)
-  elseif kind == 'followUp' then
-    M.follow_up(text)
-  else
-    M.steer(text)
-  end
-end
+input.on_submit = deliver
 
 return M

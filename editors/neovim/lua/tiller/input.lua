@@ -4,6 +4,8 @@
 --   <C-s>   (insert mode)  after the running tool calls, before the next model call)
 --   <M-CR>  (both modes)  a follow-up (delivered when the agent would otherwise stop)
 --
+-- Sending from insert mode stays in insert mode, so the next message can be typed at once.
+--
 -- Before sending, `@path` (a file under the workspace) and `#buffer` (the buffer you were in
 -- last, unsaved text included) add those files' text after the message.
 
@@ -115,9 +117,6 @@ local function create()
   vim.bo[buf].filetype = 'tillerinput'
   local function map(modes, lhs, kind, desc)
     vim.keymap.set(modes, lhs, function()
-      if api.nvim_get_mode().mode:sub(1, 1) == 'i' then
-        vim.cmd('stopinsert')
-      end
       submit(kind)
     end, { buffer = buf, desc = desc })
   end

@@ -13,6 +13,7 @@
 -- tab page, in diff mode. The answer replaces the keys line; a question the server stops
 -- waiting for ($/cancelRequest) says so.
 
+local messages = require('tiller.messages')
 local chat = require('tiller.chat')
 
 local M = {}
@@ -159,9 +160,9 @@ local function answer_key(outcome)
   return function()
     local q = M.current()
     if not q then
-      vim.notify('tiller: no question is waiting for you', vim.log.levels.INFO)
+      messages.show('no question is waiting for you', vim.log.levels.INFO)
     elseif not vim.tbl_contains(q.options, outcome) then
-      vim.notify('tiller: this question does not offer ' .. M.LABELS[outcome], vim.log.levels.WARN)
+      messages.show('this question does not offer ' .. M.LABELS[outcome], vim.log.levels.WARN)
     else
       M.answer(q, outcome)
     end
@@ -237,7 +238,7 @@ end
 function M.view(q)
   q = q or M.current()
   if not q then
-    vim.notify('tiller: no question is waiting for you', vim.log.levels.INFO)
+    messages.show('no question is waiting for you', vim.log.levels.INFO)
     return
   end
   local preview = type(q.params.preview) == 'table' and q.params.preview or {}
@@ -263,7 +264,7 @@ function M.view(q)
     api.nvim_win_set_buf(0, scratch('tiller://command/' .. tostring(q.id), split(preview.command), 'sh'))
     pcall(api.nvim_buf_delete, empty, { force = true })
   else
-    vim.notify('tiller: nothing more to show for this question', vim.log.levels.INFO)
+    messages.show('nothing more to show for this question', vim.log.levels.INFO)
   end
 end
 

@@ -16,6 +16,8 @@
 --
 -- Every callback runs on the main loop (scheduled), never in a libuv callback.
 
+local messages = require('tiller.messages')
+
 local M = {}
 
 local uv = vim.uv or vim.loop
@@ -174,7 +176,7 @@ function M.spawn(argv, opts)
     for _, body in ipairs(feed(chunk)) do
       local ok, err = pcall(handle, body)
       if not ok then
-        vim.notify('tiller: error handling a message: ' .. tostring(err), vim.log.levels.ERROR)
+        messages.show('error handling a message: ' .. tostring(err), vim.log.levels.ERROR)
       end
     end
   end

@@ -6,6 +6,7 @@
 -- picks a saved one, :TillerNew starts a new one; either way the chat shows that session's
 -- history, rendered through the same path as live events.
 
+local messages = require('tiller.messages')
 local client = require('tiller.client')
 local chat = require('tiller.chat')
 
@@ -171,12 +172,12 @@ function M.pick(callback)
   callback = callback or function() end
   client.request('session/list', { cwd = S.cwd }, function(err, result)
     if err then
-      vim.notify('tiller: session/list failed: ' .. tostring(err.message), vim.log.levels.ERROR)
+      messages.show(':TillerSessions failed: ' .. messages.reason(err), vim.log.levels.ERROR)
       return callback(err)
     end
     local entries = type(result.sessions) == 'table' and result.sessions or {}
     if #entries == 0 then
-      vim.notify('tiller: no saved session in ' .. tostring(S.cwd), vim.log.levels.INFO)
+      messages.show('no saved session in ' .. tostring(S.cwd), vim.log.levels.INFO)
       return callback(nil, nil)
     end
     vim.ui.select(entries, {
