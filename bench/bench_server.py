@@ -59,7 +59,7 @@ from support.fake_openai import FakeOpenAI, Reply, _render, text_reply  # noqa: 
 from support.helpers import clean_env  # noqa: E402
 from tiller import __version__ as tiller_version  # noqa: E402
 from tiller.client import TillerClient  # noqa: E402
-from tiller.wire.transport import Framing, frame  # noqa: E402
+from tiller.wire.framing import Framing, frame  # noqa: E402
 
 SPAWNS = 10
 TOKENS = 5_000

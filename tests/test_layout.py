@@ -1,5 +1,7 @@
-"""The shape of the agent core, read from the source: the loop is imported by the Agent only,
-and each enumeration is spelled once (in ``tiller.types``)."""
+"""The shape of the package, read from the source: the loop is imported by the Agent only; each
+enumeration is spelled once (in ``tiller.modes`` or ``tiller.types``); a package's
+``__init__.py`` holds its docstring only; and every name has one import path, the module that
+defines it (no re-exports, no ``__all__`` naming what a module only imports)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,9 @@ from typing import get_args
 
 import pytest
 
-from support.paths import PACKAGE
-from tiller.types import (
-    COMPACTION_REASONS,
-    PERMISSION_MODES,
-    QUEUE_MODES,
-    THINKING_LEVELS,
-    StopReason,
-)
-
-PACKAGE = PACKAGE
+from support.paths import PACKAGE, REPO
+from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
+from tiller.types import COMPACTION_REASONS, StopReason
 
 
 def modules() -> dict[str, ast.Module]:
@@ -35,6 +30,64 @@ def imported(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
+
+
+def defined(tree: ast.Module) -> set[str]:
+    """The names a module binds at its top level (also inside ``if TYPE_CHECKING:`` blocks)."""
+    names: set[str] = set()
+    for statement in tree.body:
+        nodes = list(ast.walk(statement)) if isinstance(statement, ast.If) else [statement]
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+    return names
+
+
+def dotted(relative: str) -> str:
+    return "tiller" if relative == "__init__" else "tiller." + relative.removesuffix(
+        "/__init__").replace("/", ".")
+
+
+def test_every_package_init_holds_its_docstring_only() -> None:
+    inits = {name: tree for name, tree in modules().items() if name.endswith("__init__")}
+    assert len(inits) > 10  # the folders are there
+    crowded = sorted(name for name, tree in inits.items() if name != "__init__" and (
+        len(tree.body) != 1 or ast.get_docstring(tree) is None))
+    assert crowded == []
+
+
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    trees = {dotted(name): tree for name, tree in modules().items()}
+    names = {module: defined(tree) for module, tree in trees.items()}
+    names["tiller"] |= {"__version__", "PROTOCOL_VERSION"}
+    sources = [path for folder in ("server", "tests", "bench") for path in
+               (REPO / folder).rglob("*.py") if "node_modules" not in path.parts]
+    detours = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module in names and node.level == 0:
+                where = f"{path.relative_to(REPO)}:{node.lineno}"
+                detours += [f"{where}: {alias.name} via {node.module}"
+                            for alias in node.names if alias.name not in names[node.module]
+                            and f"{node.module}.{alias.name}" not in trees]
+    assert len(sources) > 100 and detours == []
+
+
+def test_every_all_names_only_what_its_module_defines() -> None:
+    strays = []
+    for name, tree in modules().items():
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                    isinstance(target, ast.Name) and target.id == "__all__"
+                    for target in node.targets):
+                listed = {element.value for element in ast.walk(node.value)
+                          if isinstance(element, ast.Constant)}
+                strays += [f"{name}: {stray}" for stray in sorted(listed - defined(tree))]
+    assert strays == []
 
 
 def test_only_the_agent_imports_the_loop() -> None:

@@ -25,7 +25,7 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from tiller.wire.transport import FramedReader, Framing, frame
+from tiller.wire.framing import FramedReader, Framing, frame
 
 __all__ = ["RpcError", "TillerClient"]
 

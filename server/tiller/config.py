@@ -27,16 +27,16 @@ from tiller.modes import (
     ThinkingLevel,
     Verdict,
 )
-from tiller.providers import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 from tiller.providers.base import ModelCost, ModelInfo
+from tiller.providers.registry import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
 
 __all__ = [
     "CompactionSettings",
     "PermissionRule",
     "RetryPolicy",
     "ServerConfig",
-    "config_dir",
     "build_parser",
+    "config_dir",
     "default_config_path",
     "default_provider",
     "default_session_dir",

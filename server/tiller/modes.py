@@ -13,8 +13,15 @@ import time
 from typing import Literal, get_args
 
 __all__ = [
-    "PERMISSION_MODES", "QUEUE_MODES", "THINKING_LEVELS", "PermissionMode", "QueueMode",
-    "SUMMARY_PREFIX", "ThinkingLevel", "Verdict", "now_ms",
+    "PERMISSION_MODES",
+    "QUEUE_MODES",
+    "SUMMARY_PREFIX",
+    "THINKING_LEVELS",
+    "PermissionMode",
+    "QueueMode",
+    "ThinkingLevel",
+    "Verdict",
+    "now_ms",
 ]
 
 ThinkingLevel = Literal["off", "low", "medium", "high"]

@@ -35,9 +35,9 @@ from support.terminal import (
     chat_argv,
     run_chat,
 )
-from tiller.chat.app import Renderer, build_parser, server_args
 from tiller.chat.checkpoints import CONFIRM_UNDO
-from tiller.chat.render import ASK_PROMPT
+from tiller.chat.cli import build_parser, server_args
+from tiller.chat.render import ASK_PROMPT, Renderer
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest, PermissionRule
+from tiller.config import PermissionRule
+from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.gate.shell import parse_command
-from tiller.tools import default_tools
+from tiller.tools.builtin import default_tools
 from tiller.types import ToolCall
 
 pytestmark = pytest.mark.anyio

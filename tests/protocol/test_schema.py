@@ -39,7 +39,8 @@ from support.schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
 from tiller.fronts.tiller.front import TillerFront
 from tiller.gate.permissions import OPTIONS
-from tiller.protocol.models import METHODS, PermissionOutcome
+from tiller.protocol.client_requests import PermissionOutcome
+from tiller.protocol.models import METHODS
 from tiller.protocol.schema import protocol_schema
 
 PROTOCOL_MD = PROTOCOL_MD

@@ -28,19 +28,16 @@ from support.fake_anthropic import (
     text_reply,
     tool_use_reply,
 )
-from tiller.providers import ModelRequest, ToolSpec
-from tiller.providers.anthropic import (
-    EMPTY_RESPONSE_ERROR,
-    INCOMPLETE_STREAM_ERROR,
-    AnthropicProvider,
-)
+from tiller.modes import ThinkingLevel
+from tiller.providers.anthropic import AnthropicProvider
+from tiller.providers.anthropic_stream import EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR
+from tiller.providers.base import ModelRequest, ToolSpec
 from tiller.types import (
     AssistantMessage,
     ImageContent,
     MessageUpdate,
     TextContent,
     ThinkingContent,
-    ThinkingLevel,
     ToolCall,
     ToolResultMessage,
     UserMessage,

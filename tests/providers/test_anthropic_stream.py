@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from support.fake_anthropic import FakeAnthropic, message_start, sse_event, sse_reply
-from tiller.providers import ModelRequest
 from tiller.providers.anthropic import AnthropicProvider
+from tiller.providers.base import ModelRequest
 from tiller.types import AssistantMessage, UserMessage
 
 HELLO = ModelRequest(messages=[UserMessage(content="hello")])

@@ -16,7 +16,7 @@ import pytest
 from support.scripted import ScriptedProvider, reply_text
 from tiller.config import ServerConfig
 from tiller.protocol.models import SessionNewParams
-from tiller.providers import Provider
+from tiller.providers.base import Provider
 from tiller.session.registry import SessionRegistry
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from tiller.providers import ModelRequest  # noqa: E402
+from tiller.providers.base import ModelRequest  # noqa: E402
 from tiller.providers.local import (  # noqa: E402
     INSTALL_HINT,
     LocalProvider,
@@ -184,7 +184,7 @@ async def test_stdout_the_json_rpc_channel_stays_intact_while_loading() -> None:
         """
         import sys, threading
         import anyio
-        from tiller.providers import ModelRequest
+        from tiller.providers.registry import ModelRequest
         from tiller.providers.local import LocalProvider
         from tiller.types import UserMessage
 

@@ -23,12 +23,10 @@ from support.fake_openai import (
     tool_call_reply,
 )
 from tiller.errors import ProviderNotConfiguredError
-from tiller.providers import ModelRequest, ToolSpec, create_provider
-from tiller.providers.openai import (
-    EMPTY_RESPONSE_ERROR,
-    INCOMPLETE_STREAM_ERROR,
-    OpenAIProvider,
-)
+from tiller.providers.base import ModelRequest, ToolSpec
+from tiller.providers.openai import OpenAIProvider
+from tiller.providers.openai_stream import EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR
+from tiller.providers.registry import create_provider
 from tiller.providers.tool_arguments import parse_tool_arguments, streamed_tool_call
 from tiller.types import (
     AssistantMessage,

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, chunk, sse_reply
-from tiller.providers import ModelRequest
+from tiller.providers.base import ModelRequest
 from tiller.providers.openai import OpenAIProvider
 from tiller.types import AssistantMessage, MessageUpdate, UserMessage
 

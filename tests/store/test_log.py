@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tiller.errors import SessionLogError
 from tiller.store.log import (
     ENTRY_TYPES,
     INTERRUPTED_STARTED,
     LOADERS,
     SessionLog,
-    SessionLogError,
     interrupted_result,
     outline,
     read_session_file,

@@ -24,9 +24,12 @@ from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
 from tiller.errors import ToolError
 from tiller.gate.permissions import PermissionGate
-from tiller.tools import EditTool, ReadTool, WriteTool, default_tools
 from tiller.tools.base import ToolContext
+from tiller.tools.builtin import default_tools
+from tiller.tools.edit import EditTool
+from tiller.tools.read import ReadTool
 from tiller.tools.safefs import open_nofollow
+from tiller.tools.write import WriteTool
 from tiller.types import TextContent, ToolCall, ToolResultMessage
 
 pytestmark = pytest.mark.anyio

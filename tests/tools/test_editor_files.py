@@ -19,9 +19,11 @@ from tiller.agent.abort import AbortSignal
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import execute_tool_calls
 from tiller.errors import ToolError
-from tiller.tools import EditTool, ReadTool, Tool, ToolContext, WriteTool
 from tiller.tools import files as files_module
-from tiller.tools.base import EditorFiles, ToolResult
+from tiller.tools.base import EditorFiles, Tool, ToolContext, ToolResult
+from tiller.tools.edit import EditTool
+from tiller.tools.read import ReadTool
+from tiller.tools.write import WriteTool
 from tiller.types import ImageContent, TextContent, ToolCall
 
 pytestmark = pytest.mark.anyio

@@ -16,8 +16,11 @@ import anyio
 import pytest
 
 from tiller.errors import ToolError
-from tiller.tools import FindTool, GrepTool, LsTool, Tool, ToolContext, default_tools
-from tiller.tools.base import ToolResult
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.builtin import default_tools
+from tiller.tools.find import FindTool
+from tiller.tools.grep import GrepTool
+from tiller.tools.ls import LsTool
 from tiller.tools.walk import PathGlob, is_ignored, parse_gitignore, spawned, walk_files
 from tiller.types import TextContent
 

@@ -15,10 +15,10 @@ from support.paths import PACKAGE
 from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession
 from tiller.fronts.acp.updates import UpdateMapper
 from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
-from tiller.modes import Verdict
-from tiller.tools import default_tools
+from tiller.modes import PERMISSION_MODES, PermissionMode, Verdict
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
-from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall, ToolExecutionStart
+from tiller.tools.builtin import default_tools
+from tiller.types import ToolCall, ToolExecutionStart
 
 pytestmark = pytest.mark.anyio
 

@@ -14,15 +14,18 @@ import anyio
 import pytest
 
 from tiller.errors import ToolError
-from tiller.tools import BashTool, EditTool, ReadTool, Tool, ToolContext, WriteTool, default_tools
-from tiller.tools.base import ToolResult
-from tiller.tools.bash import BashParams
+from tiller.tools.base import Tool, ToolContext, ToolResult
+from tiller.tools.bash import BashParams, BashTool
+from tiller.tools.builtin import default_tools
+from tiller.tools.edit import EditTool
+from tiller.tools.read import ReadTool
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
     truncate_head,
     truncate_tail,
 )
+from tiller.tools.write import WriteTool
 from tiller.types import ImageContent, TextContent
 
 PNG = base64.b64decode(

@@ -23,14 +23,13 @@ from tiller.agent.retry import with_retry
 from tiller.agent.settings import AgentSettings
 from tiller.config import CompactionSettings
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
+from tiller.modes import QueueMode, ThinkingLevel
 from tiller.providers.base import ModelInfo, Provider
 from tiller.types import (
     AgentSettled,
     AssistantMessage,
     Message,
-    QueueMode,
     RunResult,
-    ThinkingLevel,
     Usage,
     UserContent,
     UserMessage,

@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 
 from tiller.agent.abort import AbortSignal
+from tiller.modes import ThinkingLevel
 from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
 from tiller.tools.base import Tool
 from tiller.types import (
@@ -28,7 +29,6 @@ from tiller.types import (
     StopReason,
     TextContent,
     ThinkingContent,
-    ThinkingLevel,
     ToolCall,
     ToolResultMessage,
 )

@@ -67,10 +67,7 @@ from tiller.chat.slash import LOCAL_COMMANDS, SlashCommands
 from tiller.client import RpcError
 from tiller.errors import ProviderNotConfiguredError
 
-__all__ = [
-    "Connection", "JsonRenderer", "Renderer", "ServerExited", "build_parser", "main",
-    "server_args",
-]
+__all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERRUPTED = 0, 1, 2, 130
 CONFIG_ERROR_CODES = frozenset({ProviderNotConfiguredError.code})

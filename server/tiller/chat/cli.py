@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiller.config import default_session_dir, provider_help
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS
+from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 
 __all__ = [
     "build_parser", "history_file", "log_file", "one_shot_prompt", "server_args", "workspace",

@@ -19,7 +19,7 @@ from tiller import __version__
 from tiller.chat.render import Event
 from tiller.client import RpcError, TillerClient
 from tiller.protocol.models import EVENT_METHOD
-from tiller.wire.transport import Framing
+from tiller.wire.framing import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]
 

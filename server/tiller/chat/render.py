@@ -21,9 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from tiller.chat.markdown import MarkdownBlocks, diff_style
 from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
 
-__all__ = [
-    "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style",
-]
+__all__ = ["OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
 
 Event = dict[str, Any]
 Lines = MemoryObjectReceiveStream[str | None]

@@ -16,7 +16,7 @@ from tiller.chat.complete import CommandNames
 from tiller.chat.connection import Connection
 from tiller.chat.render import Renderer
 from tiller.client import RpcError
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS
+from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 
 __all__ = ["LOCAL_COMMANDS", "SlashCommands"]
 

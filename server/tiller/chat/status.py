@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["SPINNER", "Status", "money", "remembered", "text_of", "tool_line", "InputArea"]
+__all__ = ["SPINNER", "InputArea", "Status", "money", "remembered", "text_of", "tool_line"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 

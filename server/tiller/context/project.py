@@ -24,8 +24,8 @@ __all__ = [
     "CONTEXT_NAMES",
     "MAX_CONTEXT_BYTES",
     "ContextFile",
-    "PromptSettings",
     "ProjectContext",
+    "PromptSettings",
     "find_context_files",
     "read_context_file",
 ]

@@ -44,20 +44,13 @@ from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
 from tiller.gate.shell import CommandMemory, decide_command
-from tiller.modes import Verdict
+from tiller.modes import PermissionMode, Verdict
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
-from tiller.types import PERMISSION_MODES, PermissionMode, ToolCall
+from tiller.types import ToolCall
 
-__all__ = [
-    "OPTIONS",
-    "PERMISSION_MODES",
-    "PermissionGate",
-    "PermissionMode",
-    "PermissionRequest",
-    "PermissionRule",
-]
+__all__ = ["OPTIONS", "PermissionGate", "PermissionRequest"]
 
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]

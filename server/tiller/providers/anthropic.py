@@ -37,17 +37,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from tiller.providers.anthropic_request import (
-    REDACTED_THINKING_PREFIX,
-    THINKING_BUDGETS,
     build_request_params,
 )
+from tiller.providers.anthropic_stream import Failure as _Failure
 from tiller.providers.anthropic_stream import (
-    EMPTY_RESPONSE_ERROR,
-    INCOMPLETE_STREAM_ERROR,
     MessageBuilder,
     event_dicts,
 )
-from tiller.providers.anthropic_stream import Failure as _Failure
 from tiller.providers.base import (
     RETRY_HINT,
     ModelRequest,
@@ -62,14 +58,7 @@ from tiller.types import (
 if TYPE_CHECKING:
     from anthropic import APIStatusError, AsyncAnthropic
 
-__all__ = [
-    "EMPTY_RESPONSE_ERROR",
-    "INCOMPLETE_STREAM_ERROR",
-    "REDACTED_THINKING_PREFIX",
-    "THINKING_BUDGETS",
-    "AnthropicProvider",
-    "build_request_params",
-]
+__all__ = ["AnthropicProvider"]
 
 INSTALL = "pip install anthropic"
 CONTEXT_TOO_LONG_HINT = "the context is too long for the model: start a new session"

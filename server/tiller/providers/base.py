@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without pydantic
-    from tiller.types import AssistantMessage, Message, MessageUpdate, ThinkingLevel, Usage
+    from tiller.modes import ThinkingLevel
+    from tiller.types import AssistantMessage, Message, MessageUpdate, Usage
 
 __all__ = [
     "RETRY_HINT",

@@ -49,8 +49,7 @@ from tiller.types import (
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["EMPTY_RESPONSE_ERROR", "INCOMPLETE_STREAM_ERROR", "OpenAIProvider",
-           "build_request_params"]
+__all__ = ["OpenAIProvider", "build_request_params"]
 
 TRANSIENT_STREAM_ERRORS = (EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR)
 _ERROR_HINTS = {

@@ -18,8 +18,8 @@ import anyio
 from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
-from tiller.gate.permissions import PermissionMode
 from tiller.mcp.config import McpServerConfig, parse_server_list
+from tiller.modes import PermissionMode
 from tiller.protocol.models import SessionNewParams
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file

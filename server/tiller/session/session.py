@@ -27,25 +27,25 @@ from tiller.config import ServerConfig
 from tiller.context.project import ProjectContext
 from tiller.errors import AgentBusyError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
-from tiller.gate.permissions import PermissionGate, PermissionMode
+from tiller.gate.permissions import PermissionGate
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
+from tiller.modes import THINKING_LEVELS, PermissionMode, ThinkingLevel
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import RevertResult
-from tiller.providers import Provider, create_provider
+from tiller.providers.base import Provider
+from tiller.providers.registry import create_provider
 from tiller.session.plan import PlanTracker
 from tiller.store.log import SessionLog
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
-from tiller.tools import default_tools
 from tiller.tools.base import EditorFiles, Terminal, Tool
+from tiller.tools.builtin import default_tools
 from tiller.types import (
-    THINKING_LEVELS,
     AgentEvent,
     CommandEntry,
     CommandsChanged,
-    ThinkingLevel,
     ToolCall,
     ToolExecutionUpdate,
     ToolResultMessage,
@@ -55,8 +55,8 @@ from tiller.types import (
 
 __all__ = [
     "ClearedHook",
-    "ProviderFactory",
     "EditorClient",
+    "ProviderFactory",
     "Session",
     "Subscriber",
     "provider_factory",

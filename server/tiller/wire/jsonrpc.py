@@ -36,7 +36,8 @@ from pygls.server import JsonRPCServer
 from tiller.config import ServerConfig
 from tiller.errors import ConfigError, RequestError
 from tiller.procs import kill_descendants
-from tiller.wire.transport import CancelFn, Framing, serve_stdio
+from tiller.wire.framing import Framing
+from tiller.wire.transport import CancelFn, serve_stdio
 
 if TYPE_CHECKING:
     from tiller.types import WireModel

@@ -31,7 +31,7 @@ from pygls.protocol.json_rpc import (
 
 from tiller.wire.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth, frame
 
-__all__ = ["FramedReader", "FramedWriter", "Framing", "Selector", "frame", "serve_stdio"]
+__all__ = ["FramedWriter", "Selector", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,8 @@ from support.helpers import process_gone, wait_requests
 from tiller.fronts.acp.diff import apply_hunks, diff_contents, parse_hunks
 from tiller.fronts.acp.editor import permission_options, tiller_outcome
 from tiller.fronts.acp.updates import UpdateMapper, user_content
-from tiller.tools import BashTool, default_tools
+from tiller.tools.bash import BashTool
+from tiller.tools.builtin import default_tools
 from tiller.tools.files import unified_diff
 from tiller.types import (
     MessageUpdate,

@@ -138,7 +138,7 @@ async def test_models_list_configured_is_what_a_call_would_find(
 
 
 def test_provider_help_names_the_default_it_would_pick() -> None:
-    from tiller.chat.app import build_parser as chat_parser
+    from tiller.chat.cli import build_parser as chat_parser
     from tiller.config import build_parser
 
     env = {"ANTHROPIC_API_KEY": "sk-ant"}

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from tiller.config import ServerConfig
+from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 from tiller.session.session import Session
-from tiller.types import PERMISSION_MODES, THINKING_LEVELS
 
 __all__ = ["MODES", "OptionError", "config_options", "model_choices", "set_option"]
 

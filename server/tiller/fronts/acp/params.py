@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import Field
 
 from tiller.errors import RequestError, ResourceNotFoundError, UnknownSessionError
-from tiller.gate.permissions import PermissionMode
+from tiller.modes import PermissionMode
 from tiller.types import WireModel
 
 

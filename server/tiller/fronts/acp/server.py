@@ -65,14 +65,8 @@ from tiller.fronts.acp.terminal import AcpTerminal
 from tiller.fronts.acp.turns import IDLE_BEHAVIORS, Turns
 from tiller.fronts.acp.updates import UpdateMapper, available_commands, plan_update, user_content
 from tiller.mcp.config import parse_server_list
-from tiller.protocol.models import (
-    ChangesParams,
-    ChangesResult,
-    QueueResult,
-    RevertParams,
-    RevertResult,
-    SessionNewParams,
-)
+from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
+from tiller.protocol.models import QueueResult, SessionNewParams
 from tiller.session.registry import SessionRegistry
 from tiller.session.session import EditorClient, Session
 from tiller.tools.base import describe

