@@ -184,7 +184,7 @@ async def test_stdout_the_json_rpc_channel_stays_intact_while_loading() -> None:
         """
         import sys, threading
         import anyio
-        from tiller.providers.registry import ModelRequest
+        from tiller.providers.base import ModelRequest
         from tiller.providers.local import LocalProvider
         from tiller.types import UserMessage
 
