@@ -14,6 +14,7 @@ import pytest
 
 from support.fake_anthropic import FakeAnthropic
 from support.fake_openai import FakeOpenAI
+from support.fake_openai_responses import FakeResponses
 
 
 @pytest.fixture
@@ -27,6 +28,14 @@ def fake_openai() -> Iterator[FakeOpenAI]:
     """A started FakeOpenAI; at teardown it is closed, then every scripted reply must have been
     used and no request may have gone unscripted (see ``FakeOpenAI.assert_script_complete``)."""
     with FakeOpenAI() as fake:
+        yield fake
+    fake.assert_script_complete()
+
+
+@pytest.fixture
+def fake_responses() -> Iterator[FakeResponses]:
+    """A started FakeResponses (OpenAI's Responses API); checked as ``fake_openai`` is."""
+    with FakeResponses() as fake:
         yield fake
     fake.assert_script_complete()
 

@@ -25,6 +25,7 @@ base_url = "https://openrouter.example/api/v1"
 api_key_env = "OPENROUTER_API_KEY"
 default_model = "qwen/qwen3-coder"
 headers = { "X-Title" = "Tiller" }
+api = "chat"
 
 [[models]]
 provider = "openrouter"
@@ -49,6 +50,7 @@ def test_file_values_apply(tmp_path: Path) -> None:
     router = config.providers["openrouter"]
     assert router.base_url == "https://openrouter.example/api/v1"
     assert router.headers == {"X-Title": "Tiller"}
+    assert router.api == "chat" and config.providers["openai"].api == "auto"
     assert "openai" in config.providers  # built-ins stay
     info = config.model_info("openrouter", "file-model")
     assert info is not None and info.cost is not None and info.cost.input == 1.5
@@ -89,6 +91,10 @@ def test_default_path_under_xdg_config_home(tmp_path: Path) -> None:
         ("[[models]]\nprovider = 'openai'\nid = 'm'\ncost = { inptu = 1 }\n",
          "models[0].cost: unknown key(s) inptu"),
         ("this is not toml", "cannot read config file"),
+        ("[providers.x]\ntype = 'openai'\napi = 'completions'\n",
+         "providers.x: api must be auto, responses, chat, not 'completions'"),
+        ("[providers.x]\ntype = 'anthropic'\napi = 'chat'\n",
+         'providers.x: api is for type = "openai" providers only'),
     ],
 )
 def test_bad_files_say_where(tmp_path: Path, text: str, fragment: str) -> None:

@@ -28,7 +28,12 @@ from tiller.modes import (
     Verdict,
 )
 from tiller.providers.base import ModelCost, ModelInfo
-from tiller.providers.registry import BUILTIN_MODELS, BUILTIN_PROVIDERS, ProviderSettings
+from tiller.providers.registry import (
+    BUILTIN_MODELS,
+    BUILTIN_PROVIDERS,
+    OPENAI_APIS,
+    ProviderSettings,
+)
 
 __all__ = [
     "CompactionSettings",
@@ -350,7 +355,7 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
 
 
 PROVIDER_KEYS = frozenset({"type", "base_url", "base_url_env", "api_key_env", "default_model",
-                           "headers"})
+                           "headers", "api"})
 MODEL_KEYS = frozenset({"provider", "id", "context_window", "max_output_tokens", "cost",
                         "reasoning"})
 COST_KEYS = ("input", "output", "cache_read", "cache_write")
@@ -467,6 +472,11 @@ def _provider(
     if kind not in ("openai", "anthropic", "local"):
         raise ConfigError(f"{where}: type must be openai, anthropic or local, not {kind!r}")
     headers = _typed(table, "headers", dict, where, default=dict(base.headers) if base else {})
+    api = table.get("api", base.api if base else "auto")
+    if api not in OPENAI_APIS:
+        raise ConfigError(f"{where}: api must be {', '.join(OPENAI_APIS)}, not {api!r}")
+    if "api" in table and kind != "openai":
+        raise ConfigError(f"{where}: api is for type = \"openai\" providers only")
     return ProviderSettings(
         name=name,
         type=kind,
@@ -475,6 +485,7 @@ def _provider(
         base_url_env=table.get("base_url_env", base.base_url_env if base else None),
         api_key_env=table.get("api_key_env", base.api_key_env if base else None),
         headers={str(k): str(v) for k, v in headers.items()},
+        api=api,
     )
 
 

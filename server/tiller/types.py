@@ -139,6 +139,8 @@ class Usage(WireModel):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost: float = Field(default=0.0, description="USD, from the model's configured prices")
+    reasoning_tokens: int | None = Field(default=None, description="of outputTokens: reasoning")
+    estimated: bool | None = Field(default=None, description="true: Tiller estimated it")
 
     @property
     def total_tokens(self) -> int:
@@ -151,12 +153,15 @@ class Usage(WireModel):
 
     def add(self, other: Usage) -> Usage:
         """A new Usage that is the sum of this one and ``other``."""
+        reasoning = (self.reasoning_tokens, other.reasoning_tokens)
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost=self.cost + other.cost,
+            reasoning_tokens=None if reasoning == (None, None) else sum(n or 0 for n in reasoning),
+            estimated=True if self.estimated or other.estimated else None,
         )
 
 
@@ -177,6 +182,9 @@ class AssistantMessage(WireModel):
     stop_reason: StopReason = "stop"
     error_message: str | None = None
     timestamp: int = Field(default_factory=now_ms)
+    response_items: list[dict[str, Any]] | None = None
+    """OpenAI's Responses API output items of this reply, opaque (tiller.providers.openai_
+    responses): sent back unchanged to the same provider and model family, never shown."""
     retryable: bool = Field(default=False, exclude=True)
     """Set by a provider on a transient failure (429, 5xx, connection reset, a stream cut or
     stalled before the message completed). Internal: never on the wire or in logs."""

@@ -268,29 +268,32 @@ def test_text_typed_while_a_reply_streams_stays_on_the_input_line(
 
 @pytest.mark.process
 def test_the_status_line_and_a_retry_countdown(
-    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+    tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:
-    fake_openai.enqueue(
-        error_reply(503, "overloaded", headers={"retry-after": "2"}),
-        text_reply("Answered after the retry."),
-    )
-    terminal = terminal_factory(fake_openai)
-    terminal.expect("openai/gpt-4o-mini · ask · session ")
-    terminal.expect("0 tokens · $0.0000")
-    terminal.idle()
-    terminal.type("hi\n")
-    terminal.expect("overloaded")
-    terminal.expect("retry 1 of 3 in 2s")
-    terminal.expect("retry 1/3 in ")  # the countdown on the activity line
-    terminal.expect("Answered after the retry.")
-    terminal.expect("⟳ the retry worked")
-    terminal.expect("↳ 10 in · 5 out · $0.000005")
-    terminal.expect("openai/gpt-4o-mini · ask · session ")
-    terminal.expect("15 tokens · $0.0000")
-    terminal.idle()
-    terminal.type("\x04")
-
-    assert terminal.wait() == 0
+    """The status line names the model the --base-url server serves (its /v1/models), here
+    one the catalog prices."""
+    with FakeOpenAI(models=("gpt-6.1-terra",)) as fake:
+        fake.enqueue(
+            error_reply(503, "overloaded", headers={"retry-after": "2"}),
+            text_reply("Answered after the retry."),
+        )
+        terminal = terminal_factory(fake)
+        terminal.expect("openai/gpt-6.1-terra · ask · session ")
+        terminal.expect("0 tokens · $0.0000")
+        terminal.idle()
+        terminal.type("hi\n")
+        terminal.expect("overloaded")
+        terminal.expect("retry 1 of 3 in 2s")
+        terminal.expect("retry 1/3 in ")  # the countdown on the activity line
+        terminal.expect("Answered after the retry.")
+        terminal.expect("⟳ the retry worked")
+        terminal.expect("↳ 10 in · 5 out · $0.000035")
+        terminal.expect("openai/gpt-6.1-terra · ask · session ")
+        terminal.expect("15 tokens · $0.0000")
+        terminal.idle()
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+    fake.assert_script_complete()
 
 
 @pytest.mark.process

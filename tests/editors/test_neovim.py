@@ -847,9 +847,9 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
         tool_call_reply([("call_quick", "bash", {"command": "echo quick"})]),
         text_reply("Again done."),
     )
-    args = ["--base-url", fake_openai.url, "--no-session"]
+    args = ["--base-url", fake_openai.url, "--model", "gpt-5.6-terra", "--no-session"]
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
-              "pick_model": "openai/gpt-4o"}
+              "pick_model": "openai/gpt-6.1-terra"}
     obs = run_nvim(nvim, "state.lua", config, tmp_path)
 
     status = obs["status"]
@@ -871,20 +871,20 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
 
     # The pickers mark the current choice; the second time, the one made the first time.
     models, modes, models_again, modes_again = obs["offered"]
-    assert "  openai/gpt-4o" in models["labels"]
+    assert "  openai/gpt-6.1-terra" in models["labels"]
     assert [label for label in models["labels"] if label.startswith("●")] == [
-        "● openai/gpt-4o-mini"  # the default model
+        "● openai/gpt-5.6-terra"  # the session's model
     ]
     assert not any("anthropic/" in label for label in models["labels"])  # no key
-    assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-4o"}
+    assert obs["model_set"]["result"] == {"provider": "openai", "model": "gpt-6.1-terra"}
     assert modes["labels"] == ["● ask", "  acceptEdits", "  auto", "  readonly"]
     assert obs["mode_set"]["result"] == {"mode": "auto"}
     assert [label for label in models_again["labels"] if label.startswith("●")] == [
-        "● openai/gpt-4o"
+        "● openai/gpt-6.1-terra"
     ]
     assert modes_again["labels"] == ["  ask", "  acceptEdits", "● auto", "  readonly"]
     assert obs["model_again"]["result"] is None and obs["mode_again"]["result"] is None
-    assert fake_openai.requests[2]["model"] == "gpt-4o"
+    assert fake_openai.requests[2]["model"] == "gpt-6.1-terra"
     assert obs["asked_in_auto"] is False
 
 

@@ -225,7 +225,7 @@ async def test_stdout_the_json_rpc_channel_stays_intact_while_loading() -> None:
 
 
 def test_plain_chat_messages_flatten_what_templates_cannot_render() -> None:
-    from tiller.providers.openai import build_request_params
+    from tiller.providers.openai_request import build_request_params
 
     request = ModelRequest(
         system_prompt="be brief",

@@ -25,6 +25,7 @@ from support.fake_openai import (
 from tiller.errors import ProviderNotConfiguredError
 from tiller.providers.base import ModelRequest, ToolSpec
 from tiller.providers.openai import OpenAIProvider
+from tiller.providers.openai_models import DEFAULT_MODEL
 from tiller.providers.openai_stream import EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR
 from tiller.providers.registry import create_provider
 from tiller.providers.tool_arguments import parse_tool_arguments, streamed_tool_call
@@ -498,7 +499,8 @@ def test_create_provider_requires_a_key_or_a_base_url() -> None:
 def test_create_provider_resolves_model_url_and_key() -> None:
     env = {"OPENAI_BASE_URL": "http://env.invalid/v1"}
     local = create_provider("openai", model=None, base_url="http://127.0.0.1:9/v1", env=env)
-    assert isinstance(local, OpenAIProvider) and local.model == "gpt-4o-mini"
+    assert isinstance(local, OpenAIProvider)
+    assert local.model == DEFAULT_MODEL == "gpt-6.2-sol"
     assert (local._base_url, local._api_key) == ("http://127.0.0.1:9/v1", "not-needed")
     from_env = create_provider("openai", model="m", base_url=None, env=env)
     assert isinstance(from_env, OpenAIProvider) and from_env._base_url == "http://env.invalid/v1"

@@ -33,7 +33,8 @@ pytestmark = pytest.mark.anyio
 
 
 def registry(fake: FakeOpenAI, cwd: Path) -> SessionRegistry:
-    argv = ["--base-url", fake.url, "--cwd", str(cwd), "--session-dir", str(cwd / ".sessions")]
+    argv = ["--base-url", fake.url, "--model", "fake-model", "--cwd", str(cwd),
+            "--session-dir", str(cwd / ".sessions")]
     return SessionRegistry(load_config(argv, clean_env()))
 
 

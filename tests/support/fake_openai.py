@@ -24,11 +24,23 @@ Streams look like OpenAI's: ``data: <chunk JSON>`` events separated by blank lin
 delta carrying ``role: "assistant"``, a final chunk with ``finish_reason``, then (when the request
 asked for ``stream_options.include_usage``) a chunk with ``"choices": []`` and ``usage``, then
 ``data: [DONE]``. Responses are HTTP/1.1 with ``Connection: close`` and no Content-Length.
+
+What the server answers by itself, without a scripted reply (``other_requests`` records it):
+``GET /v1/models`` lists ``models`` (llama-cpp-python's shape), and ``POST /v1/responses`` gets
+``404 {"detail": "Not Found"}``, as a server without the Responses API (FastAPI's, like
+llama-cpp-python's and vLLM's) answers. What it refuses as OpenAI does, with OpenAI's texts
+(``refusals`` records it; no reply is taken): function tools with a ``reasoning_effort`` other
+than ``none`` for gpt-5.2, 5.4 and 5.5, and for gpt-5.6 and the gpt-6 models even an absent
+one; a ``reasoning_effort`` a model lacks; with ``strict_models``, a model not in ``models``
+(404). ``flavor="llama-cpp-python"`` behaves as that server does with tools: a missing
+``tool_choice`` means none (a scripted tool call goes out as its text alone), and ``auto``
+with a tool call to stream is refused with its 500.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 import time
 import uuid
@@ -268,8 +280,89 @@ def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
 # The server
 
 
-def _error(message: str, error_type: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+def _error(message: str, error_type: str, param: str | None = None,
+           code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}
+
+
+_TOOLS_REFUSED = re.compile(r"gpt-5\.[245](-|$)")
+"""Chat Completions refuses function tools with a reasoning_effort other than none."""
+_TOOLS_NEED_NONE = re.compile(r"gpt-5\.6|gpt-6")
+"""... and for these even an absent reasoning_effort."""
+CHAT_EFFORTS = {
+    "gpt-6.2-sol": ("low", "medium", "high", "xhigh", "max"),
+    "gpt-6.2-astra": ("low", "medium", "high", "xhigh", "max"),
+    "gpt-6.1-sol": ("low", "medium", "high", "xhigh", "max"),
+    "gpt-6-astra": ("low", "medium", "high", "xhigh", "max"),
+    "gpt-5.5": ("none", "low", "medium", "high", "xhigh"),
+}
+"""Models whose efforts are not all of none..max, as OpenAI's model pages list them."""
+
+
+def quoted_list(values: Sequence[str]) -> str:
+    """``'a', 'b', and 'c'``, as OpenAI's unsupported_value errors list values."""
+    quoted = [f"'{value}'" for value in values]
+    if len(quoted) < 3:
+        return " and ".join(quoted)
+    return ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+
+
+def chat_refusal(request: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """What OpenAI's Chat Completions answers ``request`` with before generating, or None."""
+    model = str(request.get("model", ""))
+    effort = request.get("reasoning_effort")
+    efforts = CHAT_EFFORTS.get(model)
+    if efforts is not None and effort is not None and effort not in efforts:
+        return 400, _error(
+            f"Unsupported value: 'reasoning_effort' does not support '{effort}' with this "
+            f"model. Supported values are: {quoted_list(efforts)}.",
+            "invalid_request_error", "reasoning_effort", "unsupported_value")
+    if not request.get("tools"):
+        return None
+    if _TOOLS_REFUSED.match(model) and effort not in (None, "none"):
+        return 400, _error(
+            f"Function tools with reasoning_effort are not supported for {model} in "
+            "/v1/chat/completions. Please use /v1/responses instead.",
+            "invalid_request_error", "reasoning_effort")
+    if _TOOLS_NEED_NONE.match(model) and effort != "none":
+        return 400, _error(
+            f"Function tools with reasoning_effort are not supported for {model} in "
+            "/v1/chat/completions. To use function tools, use /v1/responses or set "
+            "reasoning_effort to 'none'.",
+            "invalid_request_error", "reasoning_effort")
+    return None
+
+
+def unknown_model(model: str) -> tuple[int, dict[str, Any]]:
+    """OpenAI's 404 for a model that does not exist."""
+    return 404, _error(
+        f"The model `{model}` does not exist or you do not have access to it.",
+        "invalid_request_error", None, "model_not_found")
+
+
+def models_list(models: Sequence[str], owned_by: str) -> dict[str, Any]:
+    """``GET /v1/models``'s body."""
+    return {"object": "list", "data": [
+        {"id": model, "object": "model", "created": 1764547200, "owned_by": owned_by}
+        for model in models
+    ]}
+
+
+def _has_tool_calls(reply: Reply) -> bool:
+    return any(not isinstance(event, str) and "tool_calls" in event[0] for event in reply.events)
+
+
+def _without_tool_calls(reply: Reply) -> Reply:
+    """``reply`` as a server that ignored the tools sends it: its text, a plain stop."""
+    events: list[Delta | str] = []
+    for event in reply.events:
+        if isinstance(event, str):
+            events.append(event)
+            continue
+        delta = {key: value for key, value in event[0].items() if key != "tool_calls"}
+        if delta or event[1]:
+            events.append((delta, "stop" if event[1] else None))
+    return dataclasses.replace(reply, events=tuple(events))
 
 
 class _Handler(ScriptedHandler):
@@ -292,13 +385,60 @@ class _Handler(ScriptedHandler):
         for payload in _render(reply, request):
             yield f"data: {payload}\n\n".encode()
 
+    def _refuse(self, request: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
+        fake = self.server.fake
+        assert isinstance(fake, FakeOpenAI)
+        model = str(request.get("model", ""))
+        if fake.strict_models and model not in fake.models:
+            return unknown_model(model)
+        return chat_refusal(request)
+
+    def _serve_other(self) -> tuple[int, Mapping[str, Any]] | None:
+        fake = self.server.fake
+        assert isinstance(fake, FakeOpenAI)
+        path = self.path.rstrip("/")
+        if self.command == "GET" and path == "/v1/models":
+            return 200, models_list(fake.models, "me")
+        if self.command == "POST" and path == "/v1/responses":
+            return 404, {"detail": "Not Found"}
+        return None
+
+    def _send_reply(self, reply: Any, request: Mapping[str, Any]) -> None:
+        fake = self.server.fake
+        assert isinstance(fake, FakeOpenAI)
+        if fake.flavor == "llama-cpp-python" and request.get("tools") and _has_tool_calls(reply):
+            choice = request.get("tool_choice")
+            if choice in (None, "none"):
+                reply = _without_tool_calls(reply)
+            elif choice == "auto" and request.get("stream"):
+                if reply.gate is not None and not fake._wait(reply.gate):
+                    return
+                message = "Automatic streaming tool choice is not supported"
+                self._send_json(500, _error(message, "internal_server_error"), ())
+                return
+        super()._send_reply(reply, request)
+
 
 class FakeOpenAI(ScriptedServer[Reply]):
     """The fake Chat Completions server; ``loopback.ScriptedServer`` has the script, the
-    lifecycle (a context manager, or ``start`` and ``close``) and the thread-safe methods."""
+    lifecycle (a context manager, or ``start`` and ``close``) and the thread-safe methods.
+    ``models`` is what ``GET /v1/models`` lists; ``strict_models`` refuses others (404);
+    ``flavor`` ``llama-cpp-python`` handles tools as that server does (module docstring)."""
 
     label = "fake_openai"
     handler = _Handler
+
+    def __init__(
+        self,
+        *,
+        models: Sequence[str] = ("fake-model",),
+        strict_models: bool = False,
+        flavor: Literal["openai", "llama-cpp-python"] = "openai",
+    ) -> None:
+        super().__init__()
+        self.models = tuple(models)
+        self.strict_models = strict_models
+        self.flavor = flavor
 
     @property
     def url(self) -> str:

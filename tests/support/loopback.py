@@ -5,11 +5,15 @@ with a strict script of replies: each request to the fake's one route takes the 
 request with no reply left gets HTTP 500 and is recorded in ``failures``, as is a request to any
 other route (HTTP 404). ``assert_script_complete`` fails on any failure and on any reply never
 used. A reply can be held by a ``gate`` and a stream can ``stall`` until an ``until`` event;
-closing the server sets every event a handler is waiting on, so nothing hangs.
+closing the server sets every event a handler is waiting on, so nothing hangs. A request the
+real API refuses (``_refuse``) is answered with that error without taking a reply, recorded in
+``requests`` and ``refusals``; requests off the route that the API answers by itself
+(``_serve_other``: a models list, a missing route's 404) go to ``other_requests``.
 
 ``ScriptedHandler`` serves one request. A fake subclasses it to say which path is its route
 (``_is_route``), what its error bodies look like (``_error_body``), which headers start a stream
-(``_stream_headers``) and how a reply renders to bytes (``_frames``); the server subclass names
+(``_stream_headers``), how a reply renders to bytes (``_frames``), and optionally what it
+refuses (``_refuse``) and answers off the route (``_serve_other``); the server subclass names
 its handler (``handler``), its messages' prefix (``label``) and its ``url``. ``compact`` and
 ``pieces`` help the fakes build their streams.
 """
@@ -80,6 +84,8 @@ class ScriptedServer(Generic[ReplyT]):
         self._script: deque[ReplyT] = deque()
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
+        self._refusals: list[tuple[int, int, str]] = []
+        self._other: list[tuple[str, str]] = []
         self._failures: list[str] = []
         self._waiting: set[threading.Event] = set()
         self._closed = False
@@ -138,6 +144,19 @@ class ScriptedServer(Generic[ReplyT]):
             return list(self._requests)
 
     @property
+    def refusals(self) -> list[tuple[int, int, str]]:
+        """``(request number from 1, status, message)`` of each request refused as the API
+        would (a copy); refused requests are in ``requests`` too."""
+        with self._condition:
+            return list(self._refusals)
+
+    @property
+    def other_requests(self) -> list[tuple[str, str]]:
+        """``(method, path)`` of the requests off the route answered by ``_serve_other``."""
+        with self._condition:
+            return list(self._other)
+
+    @property
     def failures(self) -> list[str]:
         """What went wrong on the server side: unscripted or unexpected requests."""
         with self._condition:
@@ -191,6 +210,18 @@ class ScriptedServer(Generic[ReplyT]):
                 self._failures.append(f"no scripted reply for request {number}")
             self._condition.notify_all()
             return number, reply
+
+    def _refused(self, body: dict[str, Any], headers: dict[str, str], status: int,
+                 message: str) -> None:
+        with self._condition:
+            self._requests.append(body)
+            self._headers.append(headers)
+            self._refusals.append((len(self._requests), status, message))
+            self._condition.notify_all()
+
+    def _answered_other(self, method: str, path: str) -> None:
+        with self._condition:
+            self._other.append((method, path))
 
     def _wait(self, event: threading.Event) -> bool:
         """Wait until ``event`` is set or the server closes; True unless it closed."""
@@ -248,23 +279,58 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         """The bytes of ``reply``'s stream for ``request``, one write each."""
         raise NotImplementedError
 
+    def _refuse(self, request: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:
+        """The error (status, JSON body) the real API answers ``request`` with before it
+        generates anything, or None. Default: none."""
+        return None
+
+    def _serve_other(self) -> tuple[int, Mapping[str, Any]] | None:
+        """The answer (status, JSON body) to a request off the route that the API gives by
+        itself (``self.command``, ``self.path``), or None: an unexpected request."""
+        return None
+
     # The shared serving -----------------------------------------------------------------
 
     def do_GET(self) -> None:
-        self._unexpected()
+        self.close_connection = True
+        if not self._other_answered():
+            self._unexpected()
+
+    def _other_answered(self) -> bool:
+        answer = self._serve_other()
+        if answer is None:
+            return False
+        self.server.fake._answered_other(self.command, self.path)
+        try:
+            self._send_json(answer[0], answer[1], ())
+        except OSError:
+            pass
+        return True
 
     def do_POST(self) -> None:
         self.close_connection = True
         fake = self.server.fake
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if not self._is_route():
-            self._unexpected()
+            if not self._other_answered():
+                self._unexpected()
             return
         try:
             body = json.loads(raw)
         except ValueError:
             body = {"_unparsed_body": raw.decode("utf-8", "replace")}
         headers = {name.lower(): value for name, value in self.headers.items()}
+        refusal = self._refuse(body)
+        if refusal is not None:
+            status, error = refusal
+            inner = error.get("error")
+            message = str(inner.get("message") if isinstance(inner, Mapping) else error)
+            fake._refused(body, headers, status, message)
+            try:
+                self._send_json(status, error, ())
+            except OSError:
+                pass
+            return
         number, reply = fake._take(body, headers)
         try:
             if reply is None:

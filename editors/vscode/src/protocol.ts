@@ -56,6 +56,10 @@ export interface Usage {
   cacheWriteTokens: number;
   /** USD, from the model's configured prices (0 when it has none). */
   cost: number;
+  /** Of outputTokens, those spent reasoning (when the provider reports them). */
+  reasoningTokens?: number;
+  /** True when a server reported no usage and Tiller estimated the counts. */
+  estimated?: boolean;
 }
 
 export type AssistantStopReason = 'stop' | 'length' | 'toolUse' | 'error' | 'aborted';
@@ -76,6 +80,8 @@ export interface AssistantMessage {
   stopReason: AssistantStopReason;
   errorMessage?: string;
   timestamp: number;
+  /** The provider's own record of the reply (OpenAI's Responses API): opaque, never shown. */
+  responseItems?: Array<Record<string, unknown>>;
 }
 
 export interface ToolResultMessage {

@@ -210,6 +210,7 @@ class Agent:
             # A catalog model known not to reason gets no thinking knob (OpenAI answers 400).
             thinking=self.thinking if model is None or model.reasoning else "off",
             idle_timeout=settings.retry.idle_timeout,
+            cache_key=settings.cache_key,
         )
         call = streaming_call(spec, self._emit, abort)
         call = with_retry(call, settings.retry, self._emit, abort)

@@ -54,7 +54,8 @@ the deltas, returns the final message unappended, never raises."""
 @dataclass(frozen=True)
 class ModelSpec:
     """What a model call sends and stamps besides the messages: the provider's stream and names
-    (on every message), the request's fixed parts, and the stall timeout (``idle_timeout``)."""
+    (on every message), the request's fixed parts (``cache_key``: the prompt cache's name for
+    the conversation), and the stall timeout (``idle_timeout``)."""
 
     stream: StreamFn
     provider: str
@@ -63,6 +64,7 @@ class ModelSpec:
     tools: Sequence[Tool[Any]] = ()
     thinking: ThinkingLevel = "off"
     idle_timeout: float = 120.0
+    cache_key: str | None = None
 
     def request(self, context: Sequence[Message]) -> ModelRequest:
         """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
@@ -74,6 +76,7 @@ class ModelSpec:
                 for tool in self.tools
             ],
             thinking=self.thinking,
+            cache_key=self.cache_key,
         )
 
 

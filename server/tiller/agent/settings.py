@@ -26,7 +26,8 @@ class AgentSettings:
     ``bash`` in the editor's terminals; the hooks must not
     raise (a raising ``before_tool_call`` blocks the call); ``tool_timeout`` (seconds) bounds
     each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
-    ``compaction`` None compacts only on overflow or request."""
+    ``compaction`` None compacts only on overflow or request; ``cache_key`` names the
+    conversation to the provider's prompt cache."""
 
     tools: Sequence[Tool[Any]] = ()
     system_prompt: str | None = None
@@ -40,3 +41,5 @@ class AgentSettings:
     max_run_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     compaction: CompactionSettings | None = None
+    cache_key: str | None = None
+    """Sent with every model request for the provider's prompt cache: the session's id."""

@@ -283,6 +283,7 @@ class Renderer:
             line += f" · {usage['cacheReadTokens']:,} cached"
         if usage.get("cost"):
             line += f" · {money(usage['cost'])}"
+        line += " (estimated: the server reported no usage)" if usage.get("estimated") else ""
         self._report(line, "dim")
 
     # ------------------------------------------------------------------ writing

@@ -32,6 +32,7 @@ __all__ = [
     "StreamItem",
     "ToolSpec",
     "display_url",
+    "estimated_usage",
     "redact",
     "retry_after_seconds",
 ]
@@ -59,6 +60,9 @@ class ModelRequest:
     tools: list[ToolSpec] = field(default_factory=list)
     max_tokens: int | None = None
     thinking: ThinkingLevel = "off"
+    cache_key: str | None = None
+    """Names the conversation for the provider's prompt cache (OpenAI's ``prompt_cache_key``):
+    the session's id. None: no key."""
 
 
 StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"
@@ -164,6 +168,43 @@ def redact(text: str, secret: str | None) -> str:
     if secret and len(secret) >= 4:
         text = text.replace(secret, "***")
     return text
+
+
+CHARS_PER_TOKEN = 4
+"""The estimate's rate: about 4 characters of English or code a token."""
+
+
+def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
+    """Usage for a reply whose server reported none: the request's characters (system prompt,
+    tool specs, messages) and the reply's, at ``CHARS_PER_TOKEN``; marked ``estimated``."""
+    import json
+
+    from tiller.types import ImageContent, TextContent, ThinkingContent, ToolCall, Usage
+
+    def chars(content: object) -> int:
+        if isinstance(content, str):
+            return len(content)
+        total = 0
+        for block in content if isinstance(content, list) else ():
+            if isinstance(block, TextContent):
+                total += len(block.text)
+            elif isinstance(block, ThinkingContent):
+                total += len(block.thinking)
+            elif isinstance(block, ToolCall):
+                total += len(block.name) + len(json.dumps(block.arguments))
+            elif isinstance(block, ImageContent):
+                total += 4800  # ~1,200 tokens, a typical image
+        return total
+
+    sent = len(request.system_prompt or "")
+    sent += sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
+                for tool in request.tools)
+    sent += sum(chars(m.content) for m in request.messages)
+    return Usage(
+        input_tokens=-(-sent // CHARS_PER_TOKEN),
+        output_tokens=-(-chars(message.content) // CHARS_PER_TOKEN),
+        estimated=True,
+    )
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from tiller.providers.base import ModelRequest, Provider, StreamItem
-from tiller.providers.openai import build_request_params
+from tiller.providers.openai_request import build_request_params
 from tiller.types import (
     AssistantContent,
     AssistantMessage,

@@ -1,26 +1,36 @@
-"""OpenAI-compatible Chat Completions provider: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp.
+"""OpenAI provider: the Responses API, and Chat Completions for servers that speak only it
+(Ollama, vLLM, llama.cpp's server, LM Studio, OpenRouter...).
 
-``OpenAIProvider.stream`` sends one streaming ``chat.completions.create`` call and maps the SSE
-chunks (read as plain dicts by ``openai_stream``) to ``MessageUpdate`` deltas, then yields
-exactly one final ``AssistantMessage``. Every failure (HTTP status, connection, timeout, empty
-or truncated stream, malformed chunk) becomes that final message with ``stop_reason="error"``
-and an ``error_message`` that starts with ``openai:`` and never contains the API key.
-Cancellation propagates; the response is closed.
+``OpenAIProvider.stream`` sends one streaming call (params from ``openai_request``), maps its
+events (read as plain dicts by ``openai_responses`` or ``openai_stream``) to ``MessageUpdate``
+deltas, then yields exactly one final ``AssistantMessage``. Every failure (HTTP status,
+connection, timeout, an empty or cut stream, a ``response.failed`` / ``response.incomplete`` /
+``error`` event, a malformed event) becomes that final message with ``stop_reason="error"``
+and an ``error_message`` that starts with ``openai:`` and never contains the API key; the
+transient ones (408, 409, 429, 5xx, a broken or silent connection, an empty or cut stream, an
+error event that names no lasting cause) are ``retryable`` (``openai_errors``). Cancellation
+propagates; the response is closed.
 
-Content block indices: a block is appended when its kind first appears. A text or thinking delta
-extends the last block if that block is of the same kind, otherwise it opens a new block (so
-text after a tool call opens a new text block). Tool call deltas go to the block opened for their
-OpenAI ``index``. Every ``MessageUpdate.index`` is the index of its block in the final message.
+Which API (``api``): ``responses``, ``chat``, or ``auto`` (the default): the Responses API,
+and Chat Completions from then on for a server that answers 404 or 405 on ``/responses`` (no
+such route; a 404 about the model is not that), remembered per base URL for the life of the
+process (``chat_only_servers``).
 
-The ``openai`` SDK is imported on first use, never at module import (it costs ~300 ms).
+One corrected retry, remembered by the provider for its model, when the server refuses a
+knob before streaming: on the Responses API a reasoning effort the model lacks (the effort
+it names as nearest is sent instead), reasoning or encrypted reasoning for a model without
+them (left out); on Chat Completions a 400 that names ``reasoning_effort`` (``none`` is sent;
+if that is refused too, the error says what to set).
+
+Usage the server does not report is estimated (``base.estimated_usage``, marked
+``estimated``). The ``openai`` SDK is imported on first use, never at module import (~300 ms).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import AsyncIterator, Mapping
-from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
@@ -29,41 +39,55 @@ from tiller.providers.base import (
     ModelRequest,
     SdkProvider,
     StreamItem,
-    retry_after_seconds,
+    estimated_usage,
 )
+from tiller.providers.openai_errors import (
+    is_transient,
+    retry_after,
+    route_missing,
+    status_details,
+    status_error_message,
+    supported_values,
+)
+from tiller.providers.openai_models import (
+    accepted_efforts,
+    effort_for,
+    level_effort,
+    reasons,
+)
+from tiller.providers.openai_request import (
+    build_request_params,
+    build_responses_params,
+    replays_items,
+)
+from tiller.providers.openai_responses import ResponsesBuilder, event_dicts
 from tiller.providers.openai_stream import (
     EMPTY_RESPONSE_ERROR,
     INCOMPLETE_STREAM_ERROR,
     MessageBuilder,
     chunk_dicts,
 )
-from tiller.types import (
-    AssistantMessage,
-    ImageContent,
-    Message,
-    TextContent,
-    ToolResultMessage,
-    UserMessage,
-)
+from tiller.types import AssistantMessage, Message
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["OpenAIProvider", "build_request_params"]
+__all__ = ["Api", "OpenAIProvider", "chat_only_servers"]
 
+log = logging.getLogger(__name__)
+
+Api = Literal["auto", "responses", "chat"]
 TRANSIENT_STREAM_ERRORS = (EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR)
-_ERROR_HINTS = {
-    401: "check OPENAI_API_KEY",
-    403: "check OPENAI_API_KEY and the model's access rights",
-    404: "check the model name and the base URL",
-    408: RETRY_HINT,
-    409: RETRY_HINT,
-    429: f"rate limited; {RETRY_HINT}",
-}
+_chat_only: set[str] = set()
+
+
+def chat_only_servers() -> frozenset[str]:
+    """The base URLs found to have no Responses API in this process (``api = "auto"``)."""
+    return frozenset(_chat_only)
 
 
 class OpenAIProvider(SdkProvider):
-    """Streams Chat Completions from any OpenAI-compatible server.
+    """Streams the Responses API or Chat Completions (``api``) from an OpenAI-compatible server.
 
     ``base_url`` and ``api_key`` left as None fall back to the SDK's defaults (which read
     ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``). An injected ``http_client`` (an
@@ -82,12 +106,21 @@ class OpenAIProvider(SdkProvider):
         http_client: Any = None,
         request_timeout: float = 600.0,
         headers: Mapping[str, str] | None = None,
+        api: Api = "auto",
     ) -> None:
         super().__init__(
             model=model, base_url=base_url, api_key=api_key, http_client=http_client,
             headers=headers, request_timeout=request_timeout,
         )
         self._client: AsyncOpenAI | None = None
+        self.api: Api = api
+        self._efforts = accepted_efforts(model)
+        """The reasoning efforts the model takes: () none, None unknown (corrected on a 400)."""
+        self._reasoning = reasons(model) is not False
+        self._encrypted = True
+        self._chat_effort: str | None = None
+        """The ``reasoning_effort`` Chat Completions got after it refused what we sent."""
+        self._told_dropped: set[str] = set()
 
     def _get_client(self) -> AsyncOpenAI:
         """The SDK client, created (and the SDK imported) on first use."""
@@ -104,52 +137,221 @@ class OpenAIProvider(SdkProvider):
             )
         return self._client
 
+    def _server(self) -> str:
+        """The base URL the client talks to, as the key of ``chat_only_servers``."""
+        return str(self._get_client().base_url).rstrip("/")
+
+    def uses_responses(self) -> bool:
+        """Whether the next call goes to the Responses API."""
+        return self.api == "responses" or (
+            self.api == "auto" and self._server() not in _chat_only)
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
-        builder = MessageBuilder()
         try:
             client = self._get_client()
         except Exception as exc:  # the SDK refuses to build a client without credentials
-            yield self._final(builder, self._redact(f"openai: {exc}"))
+            yield self._stamp(MessageBuilder().finish(self._redact(f"openai: {exc}")))
             return
-        params = build_request_params(request, self.model)
-        response: Any = None
-        error: str | None = None
-        failure: Exception | None = None
-        try:
-            response = await client.chat.completions.create(**params)
-            async for chunk in chunk_dicts(response):
-                for update in builder.feed(chunk):
-                    yield update
-        except Exception as exc:
-            failure = exc
-            error = self._describe_failure(exc, started=response is not None)
-        finally:
-            if response is not None:
-                with anyio.CancelScope(shield=True):
-                    await response.close()
-        message = self._final(builder, error)
-        if message.stop_reason == "error":
-            if failure is not None:
-                message.retryable = _is_transient(failure)
-                message.retry_after = _retry_after(failure)
-            else:
-                message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
-        yield message
+        if self.uses_responses():
+            response, failure = await self._open_responses(client, request)
+            if response is not None or failure is not None:
+                async for item in self._read_responses(request, response, failure):
+                    yield item
+                return
+        async for item in self._chat(client, request):
+            yield item
 
-    def _final(self, builder: MessageBuilder, error: str | None) -> AssistantMessage:
-        message = builder.finish(error)
+    def _stamp(self, message: AssistantMessage) -> AssistantMessage:
         message.provider = self.name
         message.model = self.model
         return message
 
-    def _describe_failure(self, exc: Exception, *, started: bool) -> str:
+    # ------------------------------------------------------------------ the Responses API
+
+    async def _open_responses(
+        self, client: AsyncOpenAI, request: ModelRequest
+    ) -> tuple[Any, Exception | None]:
+        """The stream, or the failure that opening it ended in; (None, None) when the server
+        has no Responses API and ``api`` is ``auto`` (remembered: Chat Completions it is)."""
+        for attempt in (1, 2):
+            params = self._responses_params(request)
+            try:
+                return await client.responses.create(**params), None
+            except Exception as exc:
+                if self.api == "auto" and route_missing(exc):
+                    _chat_only.add(self._server())
+                    log.info("openai: %s has no Responses API (%s on /responses): using Chat "
+                             "Completions for it from now on", self._display_url(),
+                             getattr(exc, "status_code", "?"))
+                    return None, None
+                if attempt == 1 and self._correct_responses(exc, params):
+                    continue
+                return None, exc
+        raise AssertionError("unreachable")
+
+    def _responses_params(self, request: ModelRequest) -> dict[str, Any]:
+        effort = None
+        if self._reasoning and self._efforts != ():
+            effort = effort_for(request.thinking, self._efforts)
+        params = build_responses_params(
+            request, self.model, provider=self.name, effort=effort,
+            encrypted_reasoning=effort is not None and self._encrypted,
+        )
+        self._tell_dropped(request.messages)
+        return params
+
+    def _tell_dropped(self, messages: list[Message]) -> None:
+        """Log, once per model they came from, replies whose reasoning is not sent back."""
+        for message in messages:
+            if not isinstance(message, AssistantMessage) or not message.response_items:
+                continue
+            source = f"{message.provider}/{message.model}"
+            if source in self._told_dropped or replays_items(message, self.name, self.model):
+                continue
+            self._told_dropped.add(source)
+            log.info("openai: the reasoning of earlier replies from %s is not sent to %s/%s "
+                     "(another provider or model family); their text and calls are",
+                     source, self.name, self.model)
+
+    def _correct_responses(self, exc: Exception, params: dict[str, Any]) -> bool:
+        """Adjust what the next request sends after a 400 that refused a reasoning knob;
+        True if there is something to retry with."""
+        status, message, param = status_details(exc)
+        if status != 400:
+            return False
+        lowered, where = message.lower(), (param or "").lower()
+        if "include" in params and (where == "include" or "encrypted content is not" in lowered):
+            self._encrypted = False
+        elif where.startswith("reasoning") or (
+            lowered.startswith("unsupported") and "reasoning" in lowered
+        ):
+            if "reasoning" not in params:
+                return False
+            supported = supported_values(message)
+            sent = params["reasoning"].get("effort")
+            if supported and sent not in supported:
+                self._efforts = supported
+            else:
+                self._reasoning = False
+        else:
+            return False
+        log.info("openai: %s refused the request (%s); retrying it adjusted", self.model, message)
+        return True
+
+    async def _read_responses(
+        self, request: ModelRequest, response: Any, failure: Exception | None
+    ) -> AsyncIterator[StreamItem]:
+        builder = ResponsesBuilder()
+        error = None
+        if failure is not None:
+            error = self._describe_failure(failure, started=False, api="responses")
+        else:
+            try:
+                async for event in event_dicts(response):
+                    for update in builder.feed(event):
+                        yield update
+                    if builder.ended:
+                        break
+            except Exception as exc:
+                failure = exc
+                error = self._describe_failure(exc, started=True, api="responses")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.close()
+        message = self._stamp(builder.finish(error))
+        if message.stop_reason == "error":
+            if failure is not None:
+                message.retryable = is_transient(failure)
+                message.retry_after = retry_after(failure)
+            else:
+                message.retryable = builder.retryable
+        elif builder.usage is None:
+            message.usage = estimated_usage(request, message)
+        yield message
+
+    # ------------------------------------------------------------------ Chat Completions
+
+    async def _chat(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        response: Any = None
+        failure: Exception | None = None
+        for attempt in (1, 2):
+            effort = self._chat_effort_for(request)
+            params = build_request_params(request, self.model, effort=effort)
+            try:
+                response = await client.chat.completions.create(**params)
+                break
+            except Exception as exc:
+                if attempt == 1 and self._correct_chat(exc, params):
+                    continue
+                failure = exc
+                break
+        builder = MessageBuilder()
+        error = None
+        if failure is not None:
+            error = self._describe_failure(failure, started=False, api="chat")
+        else:
+            try:
+                async for chunk in chunk_dicts(response):
+                    for update in builder.feed(chunk):
+                        yield update
+            except Exception as exc:
+                failure = exc
+                error = self._describe_failure(exc, started=True, api="chat")
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.close()
+        message = self._stamp(builder.finish(error))
+        if message.stop_reason == "error":
+            if failure is not None:
+                message.retryable = is_transient(failure)
+                message.retry_after = retry_after(failure)
+            else:
+                message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
+        elif not builder.usage_reported:
+            message.usage = estimated_usage(request, message)
+        yield message
+
+    def _chat_effort_for(self, request: ModelRequest) -> str | None:
+        """``reasoning_effort`` for Chat Completions: the corrected one once a 400 asked for
+        it; for a model known to reason the level's (``off`` is ``none``); for an unknown
+        model the level's unless ``off`` (local servers may know no such knob)."""
+        if self._chat_effort is not None:
+            return self._chat_effort
+        if self._efforts == ():
+            return None
+        if self._efforts is None:
+            return None if request.thinking == "off" else level_effort(request.thinking)
+        return effort_for(request.thinking, self._efforts)
+
+    def _correct_chat(self, exc: Exception, params: dict[str, Any]) -> bool:
+        """After a 400 that names ``reasoning_effort``: send ``none`` from now on (or, when the
+        error lists the values the model takes and ``none`` is not one, the nearest of them to
+        what was sent), if that is not what was refused."""
+        status, message, param = status_details(exc)
+        if status != 400 or not ("reasoning_effort" in message or param == "reasoning_effort"):
+            return False
+        sent = params.get("reasoning_effort")
+        supported = supported_values(message)
+        fixed = "none" if not supported or "none" in supported else effort_for(
+            "off" if sent in (None, "none") else str(sent), supported)
+        if fixed == sent:
+            return False
+        self._chat_effort = fixed
+        log.warning("openai: %s refused reasoning_effort %s on Chat Completions (%s); sending "
+                    "%r instead", self.model, sent or "(absent)", message, fixed)
+        return True
+
+    # ------------------------------------------------------------------ failures
+
+    def _describe_failure(self, exc: Exception, *, started: bool, api: Api) -> str:
         """A user-actionable message for an exception raised while calling or streaming."""
         import openai
 
         url = self._display_url()
         if isinstance(exc, openai.APIStatusError):
-            message = _status_error_message(exc.status_code, exc.body, exc.message)
+            message = status_error_message(exc.status_code, exc.body, exc.message,
+                                             self._api_hint(exc, api))
         elif isinstance(exc, openai.APITimeoutError):
             what = "the stream stalled" if started else "no response"
             message = (
@@ -171,113 +373,19 @@ class OpenAIProvider(SdkProvider):
             message = f"openai: unexpected failure: {type(exc).__name__}: {exc}"
         return self._redact(message)
 
-
-def _is_transient(exc: Exception) -> bool:
-    """Whether retrying the same request may succeed: rate limits, server errors, timeouts,
-    broken connections and errors reported mid-stream. Malformed chunks are not transient."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return isinstance(exc, openai.APIError)  # timeouts, connection errors, mid-stream errors
-
-
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds from the failed response's ``retry-after-ms`` or ``retry-after`` header."""
-    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
-
-
-def _status_error_message(status: int, body: object, fallback: str) -> str:
-    """``openai: 401 Unauthorized: <provider's message> (<hint>)`` from an HTTP error."""
-    try:
-        phrase = HTTPStatus(status).phrase
-    except ValueError:
-        phrase = "HTTP error"
-    detail = fallback
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            detail = inner["message"]
-        elif isinstance(inner, str):
-            detail = inner
-    elif isinstance(body, str) and body.strip():
-        detail = body.strip()[:500]
-    hint = _ERROR_HINTS.get(status) or (f"provider failure; {RETRY_HINT}" if status >= 500 else "")
-    message = f"openai: {status} {phrase}: {detail}"
-    return f"{message} ({hint})" if hint else message
-
-
-# ---------------------------------------------------------------------------------------------
-# Request conversion
-
-
-def build_request_params(request: ModelRequest, model: str) -> dict[str, Any]:
-    """The keyword arguments of ``chat.completions.create`` for ``request`` (streaming on)."""
-    messages: list[dict[str, Any]] = []
-    if request.system_prompt:
-        messages.append({"role": "system", "content": request.system_prompt})
-    messages.extend(_convert_message(message) for message in request.messages)
-    params: dict[str, Any] = {
-        "model": model,
-        "messages": messages,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if request.tools:
-        params["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in request.tools
-        ]
-    if request.max_tokens is not None:
-        params["max_tokens"] = request.max_tokens
-    if request.thinking != "off":
-        params["reasoning_effort"] = request.thinking  # reasoning models only (o-series, gpt-5)
-    return params
-
-
-def _convert_message(message: Message) -> dict[str, Any]:
-    """One Tiller message as one Chat Completions message."""
-    if isinstance(message, UserMessage):
-        return {"role": "user", "content": _user_content(message.content)}
-    if isinstance(message, ToolResultMessage):
-        text = message.text
-        if any(isinstance(block, ImageContent) for block in message.content):
-            text = f"{text}\n[image omitted]" if text else "[image omitted]"
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": text}
-    result: dict[str, Any] = {"role": "assistant", "content": message.text}
-    if message.tool_calls:
-        result["content"] = message.text or None
-        result["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-            }
-            for call in message.tool_calls
-        ]
-    return result
-
-
-def _user_content(content: str | list[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
-    """A string stays a string, and so does text-only content (local servers prefer it): its
-    blocks are separated by a blank line, as separate blocks read (a prompt, then an attached
-    file or resource, must not run into each other)."""
-    if isinstance(content, str):
-        return content
-    if all(isinstance(block, TextContent) for block in content):
-        return "\n\n".join(block.text for block in content if isinstance(block, TextContent))
-    parts: list[dict[str, Any]] = []
-    for block in content:
-        if isinstance(block, TextContent):
-            parts.append({"type": "text", "text": block.text})
-        else:
-            url = f"data:{block.mime_type};base64,{block.data}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-    return parts
+    def _api_hint(self, exc: Exception, api: Api) -> str | None:
+        """What to set when a refusal is about the API Tiller spoke, or None."""
+        status, detail, param = status_details(exc)
+        if api == "responses" and route_missing(exc):
+            return ('this server has no Responses API: set api = "chat" for this provider in '
+                    "the config file")
+        if api == "chat" and status == 400 and (
+            "reasoning_effort" in detail or param == "reasoning_effort"
+        ):
+            supported = supported_values(detail)
+            if supported and self._chat_effort is None:
+                levels = ", ".join("off" if e == "none" else e for e in supported)
+                return f"set the thinking level to one of: {levels}"
+            return ('this model takes tools only on the Responses API: set api = "responses" '
+                    "for this provider in the config file")
+        return None

@@ -99,6 +99,8 @@ class MessageBuilder:
         self.chunk_count = 0
         self.finish_reason: str | None = None
         self.usage = Usage()
+        self.usage_reported = False
+        """Whether a chunk carried usage (servers that report none get an estimate)."""
 
     def feed(self, chunk: dict[str, Any]) -> list[MessageUpdate]:
         """Absorb one chunk (only choice 0 counts); return its deltas in order."""
@@ -106,6 +108,7 @@ class MessageBuilder:
         usage = chunk.get("usage")
         if usage is not None:
             self.usage = map_usage(_object(usage, "usage"))
+            self.usage_reported = True
         updates: list[MessageUpdate] = []
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
@@ -219,8 +222,11 @@ def map_usage(usage: dict[str, Any]) -> Usage:
     prompt = usage.get("prompt_tokens") or 0
     details = usage.get("prompt_tokens_details")
     cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    completion = usage.get("completion_tokens_details")
+    reasoning = completion.get("reasoning_tokens") if isinstance(completion, dict) else None
     return Usage(
         input_tokens=max(prompt - cached, 0),
         output_tokens=usage.get("completion_tokens") or 0,
         cache_read_tokens=cached,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) and reasoning else None,
     )

@@ -2,8 +2,9 @@
 
 ``create_provider`` builds a provider from its settings (built in, or from the config file) and
 the environment; SDKs are imported lazily, on the first model call. Three provider types exist:
-``openai`` (any OpenAI-compatible Chat Completions server), ``anthropic`` (the Messages API) and
-``local`` (a GGUF model in-process through llama-cpp-python).
+``openai`` (OpenAI's Responses API, or Chat Completions for any OpenAI-compatible server: its
+``api``), ``anthropic`` (the Messages API) and ``local`` (a GGUF model in-process through
+llama-cpp-python).
 """
 
 from __future__ import annotations
@@ -15,15 +16,21 @@ from typing import Literal
 
 from tiller.errors import ProviderNotConfiguredError
 from tiller.providers.base import ModelCost, ModelInfo, Provider
+from tiller.providers.openai_models import DEFAULT_MODEL as OPENAI_DEFAULT_MODEL
+from tiller.providers.openai_models import OPENAI_MODELS
 
 __all__ = [
     "BUILTIN_MODELS",
     "BUILTIN_PROVIDERS",
+    "OPENAI_APIS",
+    "OpenAIApi",
     "ProviderSettings",
     "create_provider",
 ]
 
 ProviderType = Literal["openai", "anthropic", "local"]
+OpenAIApi = Literal["auto", "responses", "chat"]
+OPENAI_APIS: tuple[OpenAIApi, ...] = ("auto", "responses", "chat")
 LOCAL_SERVER_API_KEY = "not-needed"
 """Sent when a base URL is given without a key: Ollama and llama.cpp ignore it."""
 
@@ -40,6 +47,9 @@ class ProviderSettings:
     base_url_env: str | None = None
     api_key_env: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    api: OpenAIApi = "auto"
+    """For ``openai``: the Responses API, Chat Completions, or ``auto`` (Responses, and Chat
+    Completions for a server without it)."""
 
     def resolve_base_url(self, env: Mapping[str, str], override: str | None = None) -> str | None:
         from_env = env.get(self.base_url_env) if self.base_url_env else None
@@ -70,7 +80,7 @@ class ProviderSettings:
 
 BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
     "openai": ProviderSettings(
-        "openai", "openai", "gpt-4o-mini",
+        "openai", "openai", OPENAI_DEFAULT_MODEL,
         base_url_env="OPENAI_BASE_URL", api_key_env="OPENAI_API_KEY",
     ),
     "anthropic": ProviderSettings(
@@ -81,9 +91,7 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
 }
 
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
-    ModelInfo("openai", "gpt-4o-mini", 128_000, 16_384, ModelCost(0.15, 0.60, 0.075)),
-    ModelInfo("openai", "gpt-4o", 128_000, 16_384, ModelCost(2.50, 10.00, 1.25)),
-    ModelInfo("openai", "o4-mini", 200_000, 100_000, ModelCost(1.10, 4.40, 0.275), True),
+    *OPENAI_MODELS,  # checked 2026-12-01 (tiller.providers.openai_models)
     ModelInfo(
         "anthropic", "claude-sonnet-4-20250514", 200_000, 64_000,
         ModelCost(3.00, 15.00, 0.30, 3.75), True,
@@ -139,4 +147,5 @@ def create_provider(
                                  headers=settings.headers)
     from tiller.providers.openai import OpenAIProvider
 
-    return OpenAIProvider(model=model, base_url=url, api_key=api_key, headers=settings.headers)
+    return OpenAIProvider(model=model, base_url=url, api_key=api_key, headers=settings.headers,
+                          api=settings.api)

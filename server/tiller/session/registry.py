@@ -54,6 +54,7 @@ class SessionRegistry:
         self.default_id: str | None = None
         self.client: EditorClient | None = None
         self._opening: anyio.Lock | None = None
+        self._served: anyio.Event | None = None
         self.unusable: dict[str, SessionLogError] = {}
         """Sessions whose log could not go live after ``session/load`` answered (``adopt``)."""
 
@@ -62,6 +63,36 @@ class SessionRegistry:
         self.client = client
         for session in self.sessions.values():
             session.connect_editor(client, session.explicit_mode)
+
+    async def ready(self) -> None:
+        """Once per process, before sessions are created: when the server's provider is an
+        OpenAI-compatible one the user pointed at a server (``--base-url``, the provider's URL
+        variable, or a configured URL with no default model) and no model is configured, the
+        model is the one that server serves (``providers.served``). Later calls wait for the
+        first."""
+        if self._served is not None:
+            await self._served.wait()
+            return
+        self._served = anyio.Event()
+        try:
+            config = self.config
+            settings = config.providers.get(config.provider)
+            if config.model is not None or settings is None or settings.type != "openai":
+                return
+            from_user = config.base_url or (
+                config.env.get(settings.base_url_env) if settings.base_url_env else None)
+            url = from_user or (settings.base_url if settings.default_model == "default"
+                                else None)
+            if not url:
+                return
+            from tiller.providers.served import served_model
+
+            key = config.env.get(settings.api_key_env) if settings.api_key_env else None
+            model = await served_model(url, key, settings.default_model)
+            if model is not None:
+                config.model = model
+        finally:
+            self._served.set()
 
     def create(self, params: SessionNewParams, *, validate: bool = True) -> Session:
         """A new session; with ``validate`` its provider is built now, so a missing key or an

@@ -139,6 +139,7 @@ class Session:
             max_run_tokens=config.max_run_tokens,
             before_tool_call=self._before_tool_call,
             after_tool_call=self._after_tool_call,
+            cache_key=session_id,
         )
         self.agent = Agent(
             settings, providers(config, provider, model), self.publish,

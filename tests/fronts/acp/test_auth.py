@@ -43,7 +43,7 @@ async def test_a_missing_key_is_an_auth_method_and_authenticate_rechecks(
         (config_home / "tiller").mkdir(parents=True)
         (config_home / "tiller" / "config.toml").write_text(
             f'[providers.openai]\nbase_url = "{fake_openai.url}"\n'
-            'api_key_env = "FAKE_PROVIDER_KEY"\n'
+            'api_key_env = "FAKE_PROVIDER_KEY"\ndefault_model = "fake-model"\n'
         )
         await conn.authenticate(method_id="env:OPENAI_API_KEY")
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])

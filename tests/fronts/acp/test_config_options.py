@@ -30,14 +30,14 @@ def current(options: list[Any]) -> dict[str, str]:
 async def test_config_options_round_trip_and_announce_every_change(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    fake_openai.enqueue(text_reply("from o4-mini"), text_reply("after restart"))
+    fake_openai.enqueue(text_reply("from gpt-5.6-terra"), text_reply("after restart"))
     recorder = Recorder()
     async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
         await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         sid = session.session_id
         model = await conn.set_config_option(config_id="model", session_id=sid,
-                                             value="openai/o4-mini")
+                                             value="openai/gpt-5.6-terra")
         thought = await conn.set_config_option(config_id="thought_level", session_id=sid,
                                                value="high")
         mode = await conn.set_config_option(config_id="mode", session_id=sid, value="auto")
@@ -58,13 +58,13 @@ async def test_config_options_round_trip_and_announce_every_change(
     options = [o.get("root", o) for o in options]
     assert [o["id"] for o in options] == ["model", "thought_level", "mode"]
     assert [o["category"] for o in options] == ["model", "thought_level", "mode"]
-    assert current(options) == {"model": "openai/gpt-4o-mini", "thought_level": "off",
-                                "mode": "ask"}
-    assert "openai/gpt-4o" in [choice["value"] for choice in options[0]["options"]]
+    assert current(options) == {"model": "openai/fake-model", "thought_level": "off",
+                                "mode": "ask"}  # the model the --base-url server serves
+    assert "openai/gpt-6.2-sol" in [choice["value"] for choice in options[0]["options"]]
     assert [c["value"] for c in options[1]["options"]] == ["off", "low", "medium", "high"]
     assert [c["value"] for c in options[2]["options"]] == ["ask", "acceptEdits", "auto",
                                                           "readonly"]
-    assert current(model.config_options)["model"] == "openai/o4-mini"
+    assert current(model.config_options)["model"] == "openai/gpt-5.6-terra"
     assert current(thought.config_options)["thought_level"] == "high"
     assert current(mode.config_options)["mode"] == "auto"
     updates = [u for u in recorder.session_updates()
@@ -76,11 +76,13 @@ async def test_config_options_round_trip_and_announce_every_change(
     assert updates[3]["currentModeId"] == "auto"
     assert current(updates[4]["configOptions"])["mode"] == "readonly"
     assert errors == [-32602, -32602, -32602]
-    assert fake_openai.requests[0]["model"] == "o4-mini"  # the catalog's reasoning model
-    assert fake_openai.requests[0]["reasoning_effort"] == "high"
+    # The catalog's reasoning model gets the level; on this Chat-Completions-only server OpenAI's
+    # rule (no tools with reasoning there) refuses it, and the one corrected retry sends none.
+    assert [(r["model"], r["reasoning_effort"]) for r in fake_openai.requests] == [
+        ("gpt-5.6-terra", "high"), ("gpt-5.6-terra", "none")] * 2
+    assert [status for _, status, _ in fake_openai.refusals] == [400, 400]
     assert current(loaded.config_options or []) == {  # the mode is not saved with a session
-        "model": "openai/o4-mini", "thought_level": "high", "mode": "ask"}
-    assert fake_openai.requests[1]["model"] == "o4-mini"
+        "model": "openai/gpt-5.6-terra", "thought_level": "high", "mode": "ask"}
 
 
 def test_model_choices_are_the_usable_providers_models() -> None:
@@ -94,7 +96,7 @@ def test_model_choices_are_the_usable_providers_models() -> None:
     with_key = model_choices(
         ServerConfig(provider="openai", env={"ANTHROPIC_API_KEY": "k"}), session)
     assert without[0] == ("openai", "my-finetune")  # the session's own model first
-    assert ("openai", "gpt-4o") in without
+    assert ("openai", "gpt-6.2-sol") in without
     assert not any(provider == "anthropic" for provider, _ in without)
     assert ("anthropic", "claude-sonnet-4-20250514") in with_key
     assert not any(provider == "local" for provider, _ in with_key)

@@ -91,7 +91,8 @@ async def test_close_then_resume_goes_on_without_a_replay(
     )
     recorder = Recorder()
     scripted = McpServerStdio(name="s", command=sys.executable, args=[str(SCRIPTED)], env=[])
-    async with spawn_acp(recorder, fake_openai, tmp_path, "--permission-mode", "auto") as conn:
+    async with spawn_acp(recorder, fake_openai, tmp_path, "--permission-mode", "auto",
+                         "--model", "gpt-5.6-terra") as conn:
         await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         sid = session.session_id
@@ -112,7 +113,7 @@ async def test_close_then_resume_goes_on_without_a_replay(
     assert [u["title"] for u in titles] == ["Fix the flaky test please"]  # once, on the first
     assert datetime.fromisoformat(titles[0]["updatedAt"]).year >= 2026
     usage = [u for u in recorder.session_updates() if u["sessionUpdate"] == "usage_update"]
-    assert usage[0]["used"] == 1234 and usage[0]["size"] == 128_000
+    assert usage[0]["used"] == 1234 and usage[0]["size"] == 1_050_000
     assert usage[0]["cost"]["currency"] == "USD" and usage[0]["cost"]["amount"] > 0
     assert len(usage) == 3 and usage[2]["cost"]["amount"] >= usage[0]["cost"]["amount"]
     assert closed.value.code == -32002 and unknown.value.code == -32002

@@ -32,15 +32,18 @@ def config_with_second_server(tmp_path: Path, url: str) -> str:
 async def test_thinking_reaches_only_models_that_reason(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """gpt-4o-mini is in the catalog as not reasoning (OpenAI refuses the knob there); a model
-    the catalog does not know gets what the user chose."""
-    fake_openai.enqueue(text_reply("mini"), text_reply("unknown"))
-    async with spawn_tiller(fake_openai, tmp_path, "--thinking", "high") as tiller:
+    """A catalog model that does not reason gets no thinking knob (OpenAI refuses it there); a
+    model the catalog does not know gets what the user chose."""
+    config = tmp_path / "config.toml"
+    config.write_text('[[models]]\nprovider = "openai"\nid = "plain"\nreasoning = false\n')
+    fake_openai.enqueue(text_reply("plain"), text_reply("unknown"))
+    async with spawn_tiller(fake_openai, tmp_path, "--thinking", "high", "--model", "plain",
+                            "--config", str(config)) as tiller:
         await tiller.request("agent/prompt", {"message": "one"})
         await tiller.request("agent/setModel", {"provider": "openai", "model": "my-finetune"})
         await tiller.request("agent/prompt", {"message": "two"})
-    mini, unknown = fake_openai.requests
-    assert mini["model"] == "gpt-4o-mini" and "reasoning_effort" not in mini
+    plain, unknown = fake_openai.requests
+    assert plain["model"] == "plain" and "reasoning_effort" not in plain
     assert unknown["model"] == "my-finetune" and unknown["reasoning_effort"] == "high"
 
 
@@ -62,7 +65,7 @@ async def test_models_list_shows_providers_and_models_without_secrets(
     models = {(m["provider"], m["id"]): m for m in listed["models"]}
     assert models[("second", "m2")]["contextWindow"] == 4096
     assert models[("second", "m2")]["cost"]["output"] == 2
-    assert ("openai", "gpt-4o-mini") in models
+    assert ("openai", "gpt-6.2-sol") in models
     assert "SECRET" not in json.dumps(tiller.received)
 
 

@@ -307,6 +307,7 @@ class AcpFront:
             raise AuthRequiredError(f"authentication required: set {variable}",
                                     {"authMethods": auth_methods(self.config)})
         roots = _roots(params.additional_directories)
+        await self.sessions.ready()
         session = self.sessions.create(
             SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )

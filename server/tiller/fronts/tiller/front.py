@@ -5,9 +5,10 @@ machinery, and so is ``session/load`` of a saved session: its answer is the log'
 saved (``tiller.store.saved.open_saved``), and the session goes live (its messages validated,
 the models and the session machinery imported) right after the answer is written. Every other
 method is registered lazily, its handler in ``tiller.fronts.tiller.handlers`` (imported, with the
-models, on the first such call), and waits until no session is on its way to going live. A session's
-events go out as ``agent/event`` notifications (``tiller.fronts.tiller.events.EventNotifier``, its
-deltas coalesced within the ``initialize`` ``deltaWindowMs``).
+models, on the first such call), and waits until no session is on its way to going live (and,
+the first time, for the model a ``--base-url`` server serves: ``SessionRegistry.ready``). A
+session's events go out as ``agent/event`` notifications (``tiller.fronts.tiller.events.
+EventNotifier``, its deltas coalesced within the ``initialize`` ``deltaWindowMs``).
 """
 
 from __future__ import annotations
@@ -189,6 +190,7 @@ class TillerFront:
     def _after_loads(self, fn: Handler[Any]) -> Handler[Any]:
         async def handle(params: Any) -> Any:
             await self._loads.settled()
+            await self.sessions.ready()
             return await fn(params)
 
         return handle
