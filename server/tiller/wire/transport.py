@@ -7,6 +7,11 @@ frames), answers in the same framing, replies -32700/-32600 exactly once to inpu
 valid JSON-RPC message (or nests deeper than ``MAX_DEPTH``), and hands valid messages to pygls
 with their params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of
 pygls, and answered ``null`` when it was sent as a request.
+
+A response (an object with ``result`` or ``error`` and no ``method``) is never answered, however
+malformed: JSON-RPC forbids it, and two peers that answer each other's bad responses would
+ping-pong forever. One with a null, missing or unknown id (a client rejecting one of our
+notifications with an id-less error, say) is logged and dropped.
 """
 
 from __future__ import annotations
@@ -95,9 +100,13 @@ class MessageRouter:
         self.writer.write(json.dumps(body).encode())
 
     def handle(self, message: Any) -> None:
-        """Answer a ``BadFrame`` with -32700, an invalid message with -32600, else dispatch."""
+        """Answer a ``BadFrame`` with -32700, an invalid request with -32600; take a response
+        (never answered), dispatch the rest."""
         if isinstance(message, BadFrame):
             self.send_error(None, PARSE_ERROR, f"Parse error: {message.reason}")
+            return
+        if isinstance(message, dict) and _is_response(message):
+            self.take_response(message)
             return
         readable_id = message.get("id") if isinstance(message, dict) else None
         msg_id = readable_id if _valid_id(readable_id) else None
@@ -116,6 +125,17 @@ class MessageRouter:
             self.send_error(msg_id, INVALID_REQUEST, f"Invalid request: {problem}")
             return
         self.dispatch(message)
+
+    def take_response(self, data: dict[str, Any]) -> None:
+        """Hand a response to pygls (which drops one for an id it never sent, with a warning);
+        log and drop one that names no request (null, missing or invalid id), is not JSON-RPC
+        2.0 or nests too deep. Never answers."""
+        if (data.get("jsonrpc") == "2.0" and _valid_id(data.get("id"))
+                and not exceeds_depth(data)):
+            self.dispatch(data)
+            return
+        log.warning("dropped a response that answers no request: %s",
+                    json.dumps(data, default=str)[:500])
 
     def dispatch(self, data: dict[str, Any]) -> None:
         if self.select is not None:  # the first valid message may pick another protocol
@@ -155,12 +175,18 @@ class MessageRouter:
         self.protocol.handle_message(message)
 
 
+def _is_response(data: dict[str, Any]) -> bool:
+    """A response (to be taken, never answered): ``result`` or ``error``, and no ``method``."""
+    return "method" not in data and ("result" in data or "error" in data)
+
+
 def _valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool)
 
 
 def _request_problem(data: dict[str, Any]) -> str | None:
-    """Why ``data`` is not a valid JSON-RPC 2.0 message, or None if it is one."""
+    """Why ``data`` (not a response) is not a valid JSON-RPC 2.0 request or notification, or
+    None if it is one."""
     if data.get("jsonrpc") != "2.0":
         return 'missing or wrong "jsonrpc" member (must be "2.0")'
     if "id" in data and not _valid_id(data["id"]):
@@ -170,8 +196,6 @@ def _request_problem(data: dict[str, Any]) -> str | None:
             return '"method" must be a non-empty string'
         if "params" in data and not isinstance(data["params"], (dict, list)):
             return '"params" must be an object or an array'
-        return None
-    if "id" in data and ("result" in data or "error" in data):
         return None
     return 'missing "method"'
 

@@ -68,6 +68,25 @@ async def test_invalid_requests(tmp_path: Path, message: Any, expected_id: Any) 
         await still_serving(tiller)
 
 
+async def test_responses_that_answer_no_request_are_dropped_unanswered(tmp_path: Path) -> None:
+    """JSON-RPC never answers a response: one with a null, missing, unknown or invalid id (or
+    no "jsonrpc") is logged and dropped, so two such peers cannot ping-pong."""
+    bad_responses: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "error": {"code": -32602, "message": "Invalid params"}},  # no id
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid"}},
+        {"jsonrpc": "2.0", "id": "never-sent", "result": {}},
+        {"jsonrpc": "2.0", "id": 99, "error": {"code": 1, "message": "no such request"}},
+        {"jsonrpc": "2.0", "id": [1], "result": None},
+        {"id": None, "result": "no jsonrpc member"},
+    ]
+    async with spawn_tiller(None, tmp_path) as tiller:
+        for message in bad_responses:
+            await tiller.send_raw(json.dumps(message).encode() + b"\n")
+        await still_serving(tiller)  # handled in order: the bad ones were read first
+
+    assert [m["id"] for m in responses(tiller)] == [1]  # only agent/getState's answer
+
+
 async def test_unknown_method(tmp_path: Path) -> None:
     async with spawn_tiller(None, tmp_path) as tiller:
         with pytest.raises(RpcError) as caught:
