@@ -1,0 +1,45 @@
+"""ACP end to end over raw stdio, for what real clients nobody here wrote ran into (issue 32):
+Toad's id-less error responses, replay fidelity, empty sessions, a client's fs error detail,
+updates a client's protocol version lacks, a failed model call. Every message the agent sends
+is checked against ACP's schema (tests/acp_raw.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_raw import raw_acp
+from fake_openai import FakeOpenAI
+
+pytestmark = pytest.mark.anyio
+
+
+async def start(client: Any, cwd: Path, version: int = 1,
+                capabilities: dict[str, Any] | None = None) -> str:
+    await client.call("initialize", {"protocolVersion": version,
+                                     "clientCapabilities": capabilities or {}})
+    return str((await client.call("session/new", {"cwd": str(cwd), "mcpServers": []}))
+               ["sessionId"])
+
+
+async def test_responses_to_nothing_are_not_answered(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Toad rejects updates it does not know with id-less error responses; answering those
+    (JSON-RPC forbids it) could ping-pong forever."""
+    async with raw_acp(fake_openai, tmp_path) as client:
+        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        mark = len(client.received)
+        for response in [
+            {"jsonrpc": "2.0", "error": {"code": -32602, "message": "Invalid params"}},
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "Internal"}},
+            {"jsonrpc": "2.0", "id": "tiller-99", "result": {}},
+        ]:
+            await client.send(response)
+        created = await client.request("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+
+    assert "result" in created
+    answers = [m for m in client.received[mark:] if "method" not in m]
+    assert answers == [created]  # nothing answered the three responses
