@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from acp_raw import raw_acp
-from fake_openai import FakeOpenAI
+from acp_raw import ClientError, raw_acp
+from fake_openai import FakeOpenAI, text_reply, tool_call_reply
 
 pytestmark = pytest.mark.anyio
 
@@ -43,3 +43,40 @@ async def test_responses_to_nothing_are_not_answered(
     assert "result" in created
     answers = [m for m in client.received[mark:] if "method" not in m]
     assert answers == [created]  # nothing answered the three responses
+
+
+def tool_results(fake: FakeOpenAI, index: int) -> list[str]:
+    return [m["content"] for m in fake.requests[index]["messages"] if m["role"] == "tool"]
+
+
+async def test_a_clients_fs_error_detail_reaches_the_model(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """acpx refuses a write with ``data.details``; the model must read why, not only
+    "Internal error"."""
+    fake_openai.enqueue(
+        tool_call_reply([("w1", "write", {"path": "out.txt", "content": "x\n"})]),
+        text_reply("could not write"),
+    )
+
+    async def refuse_writes(method: str, params: dict[str, Any]) -> Any:
+        if method == "fs/write_text_file":
+            raise ClientError(-32603, "Internal error",
+                              {"details": "Permission denied for fs/write_text_file"})
+        raise ClientError(-32601, f"no {method} here")
+
+    async with raw_acp(fake_openai, tmp_path, answer=refuse_writes) as client:
+        session_id = await start(client, tmp_path, capabilities={
+            "fs": {"readTextFile": False, "writeTextFile": True}})
+        await client.call("session/set_mode", {"sessionId": session_id,
+                                               "modeId": "acceptEdits"})
+        result = await client.call("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": "write it"}]})
+
+    assert result["stopReason"] == "end_turn"
+    [written] = tool_results(fake_openai, 1)
+    assert "Internal error: Permission denied for fs/write_text_file" in written
+    final = next(u for u in client.updates() if u.get("toolCallId") == "w1"
+                 and u.get("status") == "failed")
+    assert "Permission denied for fs/write_text_file" in str(final["content"])
+    assert not (tmp_path / "out.txt").exists()

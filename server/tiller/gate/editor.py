@@ -7,6 +7,7 @@ classes here adapt it to the interfaces the tools and the permission gate expect
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from tiller.errors import ToolError
 from tiller.gate.permissions import OPTIONS, Outcome, PermissionRequest
 
-__all__ = ["ClientFiles", "ClientPermissions", "ClientRequest"]
+__all__ = ["ClientFiles", "ClientPermissions", "ClientRequest", "describe_error"]
 
 ClientRequest = Callable[[str, dict[str, Any], float], Awaitable[Any]]
 """``await request(method, params, timeout)``: the client's result; raises on failure."""
@@ -43,7 +44,7 @@ class ClientFiles:
         try:
             result = await self.request("client/readTextFile", params, self.timeout)
         except Exception as exc:
-            raise ToolError(f"the editor could not read {path}: {_describe(exc)}") from exc
+            raise ToolError(f"the editor could not read {path}: {describe_error(exc)}") from exc
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
             raise ToolError(f"the editor answered client/readTextFile for {path} without content")
@@ -54,7 +55,7 @@ class ClientFiles:
         try:
             await self.request("client/writeTextFile", params, self.timeout)
         except Exception as exc:
-            raise ToolError(f"the editor could not write {path}: {_describe(exc)}") from exc
+            raise ToolError(f"the editor could not write {path}: {describe_error(exc)}") from exc
 
 
 @dataclass
@@ -81,7 +82,7 @@ class ClientPermissions:
         except TimeoutError as exc:
             raise ToolError(f"no answer from the user within {self.timeout:g} seconds") from exc
         except Exception as exc:
-            raise ToolError(f"the editor failed to ask: {_describe(exc)}") from exc
+            raise ToolError(f"the editor failed to ask: {describe_error(exc)}") from exc
         outcome = result.get("outcome") if isinstance(result, dict) else None
         if outcome not in OPTIONS:
             raise ToolError(f"the editor answered with an unknown outcome {outcome!r}")
@@ -89,7 +90,34 @@ class ClientPermissions:
         return outcome, reason if isinstance(reason, str) and reason else None
 
 
-def _describe(exc: Exception) -> str:
+DETAIL_LIMIT = 500
+"""Characters of an error answer's ``data`` kept in the message (the model reads it)."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """What the client said when it failed a request: its error's message, and the detail
+    its ``data`` carries (a string, an object's ``details``/``message``/``reason`` string, else
+    the object as JSON, at most ``DETAIL_LIMIT`` characters), e.g. ``Internal error:
+    Permission denied for fs/write_text_file``. A timeout is "no answer in time"."""
     if isinstance(exc, TimeoutError):
         return "no answer in time"
-    return getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    data = getattr(exc, "data", None)
+    detail: str | None = None
+    if isinstance(data, str):
+        detail = data
+    elif isinstance(data, dict):
+        found = (data.get(key) for key in ("details", "message", "reason"))
+        detail = next((value for value in found if isinstance(value, str) and value), None)
+        if detail is None and data:
+            detail = json.dumps(data, default=str, ensure_ascii=False)
+    elif data is not None:
+        detail = json.dumps(data, default=str, ensure_ascii=False)
+    detail = (detail or "").strip()
+    if not detail or detail in message:
+        return message
+    if len(detail) > DETAIL_LIMIT:
+        detail = detail[: DETAIL_LIMIT - 1] + "…"
+    return f"{message}: {detail}"
+
+

@@ -17,6 +17,7 @@ from typing import Any
 
 from tiller.errors import ToolError
 from tiller.fronts.acp.editor import Send
+from tiller.gate.editor import describe_error
 from tiller.tools.base import TerminalOutput
 
 __all__ = ["AcpTerminal"]
@@ -48,8 +49,7 @@ class AcpTerminal:
         except TimeoutError:
             raise ToolError(f"the editor did not answer {method} in time") from None
         except Exception as exc:
-            message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            raise ToolError(f"the editor failed {method}: {message}") from exc
+            raise ToolError(f"the editor failed {method}: {describe_error(exc)}") from exc
         return answer if isinstance(answer, dict) else {}
 
     async def create(self, command: str, cwd: Path, output_limit: int) -> str:
