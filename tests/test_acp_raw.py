@@ -5,13 +5,16 @@ is checked against ACP's schema (tests/acp_raw.py)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from acp_raw import ClientError, raw_acp
-from fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
+from helpers import wait_requests
 
 pytestmark = pytest.mark.anyio
 
@@ -80,3 +83,59 @@ async def test_a_clients_fs_error_detail_reaches_the_model(
                  and u.get("status") == "failed")
     assert "Permission denied for fs/write_text_file" in str(final["content"])
     assert not (tmp_path / "out.txt").exists()
+
+
+async def test_a_failed_model_call_is_said_in_the_conversation_then_answered_an_error(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Toad shows "the agent failed to start" for any error answer and codecompanion a table:
+    the reason goes out as agent text first, in every client, and again on session/load."""
+    fake_openai.enqueue(error_reply(400, "The model `gpt-nope` does not exist"))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session_id = await start(client, tmp_path)
+        failed = await client.request("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": "hi"}]})
+        said = [u["content"]["text"] for u in client.updates()
+                if u["sessionUpdate"] == "agent_message_chunk"]
+        answered_at = client.received.index(failed)
+        chunk_at = next(i for i, m in enumerate(client.received)
+                        if m.get("method") == "session/update"
+                        and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+
+    async with raw_acp(fake_openai, tmp_path) as client:
+        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await client.call("session/load", {"sessionId": session_id, "cwd": str(tmp_path),
+                                           "mcpServers": []})
+        replayed = [u["content"]["text"] for u in client.updates()
+                    if u["sessionUpdate"] == "agent_message_chunk"]
+
+    reason = "openai: 400 Bad Request: The model `gpt-nope` does not exist"
+    assert said == [f"Error: {reason}"] and chunk_at < answered_at
+    error = failed["error"]
+    assert error["code"] == -32020 and error["message"] == reason
+    assert error["data"]["details"] == reason and error["data"]["stopReason"] == "error"
+    assert replayed == [f"Error: {reason}"]
+
+
+async def test_a_cancelled_call_sends_no_usage_update_of_zero(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A cancelled call reports no tokens; a context gauge must keep the last call's count."""
+    held = threading.Event()
+    fake_openai.enqueue(text_reply("first", usage=(1200, 34)), text_reply("never", gate=held))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session_id = await start(client, tmp_path)
+        await client.call("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": "one"}]})
+        mark = len(client.received)
+        async with anyio.create_task_group() as group:
+            group.start_soon(client.call, "session/prompt", {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "two"}]})
+            await wait_requests(fake_openai, 2)
+            await client.notify("session/cancel", {"sessionId": session_id})
+        held.set()
+        answer = await client.wait_for(lambda m: "result" in m and m["id"] == 4, mark)
+
+    usage = [u for u in client.updates() if u["sessionUpdate"] == "usage_update"]
+    assert [u["used"] for u in usage] == [1234]  # the first call's, nothing after the cancel
+    assert answer["result"]["stopReason"] == "cancelled"

@@ -6,8 +6,9 @@
 * A session's title is its first user message (``tiller.store.log.title_of``), as Tiller's own
   ``session/list`` shows it.
 * ``usage_update`` follows each model call when the model's context window is known (ACP
-  requires ``size``): ``used`` is the tokens of the context that call saw plus its answer,
-  ``cost`` the session's cost in USD (its transcript's model calls), from the catalog's prices.
+  requires ``size``) and the call reported its tokens (a cancelled or failed one may not):
+  ``used`` is the tokens of the context that call saw plus its answer, ``cost`` the session's
+  cost in USD (its transcript's model calls), from the catalog's prices.
 """
 
 from __future__ import annotations
@@ -50,10 +51,12 @@ def usage_update(message: AssistantMessage, cost: float, window: int | None) -> 
     dict[str, Any]
 ]:
     """The ``usage_update`` after the model call that produced ``message`` ([] when the
-    context window is unknown); ``cost`` is the session's total so far."""
-    if not window:
-        return []
+    context window is unknown, or when the call reported no tokens: a cancelled or failed call
+    says nothing of the context, and a gauge must not drop to zero); ``cost`` is the session's
+    total so far."""
     usage = message.usage
+    if not window or not usage.total_tokens:
+        return []
     return [{"sessionUpdate": "usage_update", "used": usage.total_tokens, "size": window,
              "cost": {"amount": round(cost, 6), "currency": "USD"},
              "_meta": {"tiller": {"usage": usage.dump()}}}]

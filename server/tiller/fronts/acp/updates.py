@@ -22,7 +22,8 @@ Tiller event                           ACP ``sessionUpdate``
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
 ``message_end`` of the first user msg   ``session_info_update`` with the title
-``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions)
+``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions); a failed
+                                       call's ``errorMessage`` as an ``agent_message_chunk`` first
 ``plan`` (a ``todo`` call)              ``plan``: every step, priority ``medium``
 =====================================  ======================================================
 """
@@ -69,6 +70,7 @@ __all__ = [
     "UpdateMapper",
     "acp_stop_reason",
     "available_commands",
+    "failure_chunks",
     "plan_update",
     "tool_call_fields",
     "user_content",
@@ -242,7 +244,8 @@ class UpdateMapper:
                 return [title_update(message)]
             if isinstance(message, AssistantMessage):
                 self.cost += message.usage.cost
-                return usage_update(message, self.cost, self.context_window())
+                return [*failure_chunks(message),
+                        *usage_update(message, self.cost, self.context_window())]
         elif isinstance(event, PlanChanged):
             return [plan_update(event.items)]
         elif isinstance(event, RetryScheduled):
@@ -288,6 +291,7 @@ class UpdateMapper:
                 updates += self._replay_user(message.content)
             elif isinstance(message, AssistantMessage):
                 updates += self._replay_assistant(message.content)
+                updates += failure_chunks(message)
             elif isinstance(message, ToolResultMessage):
                 updates.append(self.tool_result(message, None, have_snapshot=False))
         return updates
@@ -313,6 +317,18 @@ class UpdateMapper:
                 fields = self._call_fields(block.id, block.name, block.arguments)
                 updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
         return updates
+
+
+def failure_chunks(message: AssistantMessage) -> list[dict[str, Any]]:
+    """For a model call that failed (``stopReason: "error"``), its ``errorMessage`` as an
+    ``agent_message_chunk`` (``Error: …``, after a blank line when the call had streamed text),
+    so every client shows why in the conversation; [] for any other message."""
+    if message.stop_reason != "error":
+        return []
+    streamed = any(isinstance(block, TextContent) and block.text for block in message.content)
+    reason = message.error_message or "the model call failed"
+    text = ("\n\n" if streamed else "") + f"Error: {reason}"
+    return [_chunk("agent_message_chunk", _text(text))]
 
 
 def user_content(blocks: list[dict[str, Any]]) -> list[UserContent]:
