@@ -139,3 +139,23 @@ async def test_a_cancelled_call_sends_no_usage_update_of_zero(
     usage = [u for u in client.updates() if u["sessionUpdate"] == "usage_update"]
     assert [u["used"] for u in usage] == [1234]  # the first call's, nothing after the cancel
     assert answer["result"]["stopReason"] == "cancelled"
+
+
+@pytest.mark.parametrize("version", [0, 1])
+async def test_updates_a_clients_protocol_version_lacks_are_not_sent(
+    fake_openai: FakeOpenAI, tmp_path: Path, version: int
+) -> None:
+    """session_info_update, config_option_update and usage_update are in ACP's v1 schema: a
+    client that declared version 0 gets none of them, a v1 client all three."""
+    fake_openai.enqueue(text_reply("hello", usage=(1200, 34)))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session_id = await start(client, tmp_path, version=version)
+        await client.call("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": "hi there"}]})
+        await client.call("session/set_config_option", {
+            "sessionId": session_id, "configId": "thought_level", "value": "low"})
+
+    kinds = {u["sessionUpdate"] for u in client.updates()}
+    newer = {"session_info_update", "config_option_update", "usage_update"}
+    assert kinds & newer == (newer if version >= 1 else set())
+    assert "agent_message_chunk" in kinds

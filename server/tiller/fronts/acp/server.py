@@ -88,6 +88,11 @@ log = logging.getLogger(__name__)
 
 ACP_PROTOCOL_VERSION = 1
 
+V1_UPDATES = frozenset({"session_info_update", "config_option_update", "usage_update"})
+"""Session updates that ACP's v1 schema has and no earlier version does: sent only to a client
+whose ``initialize`` declared ``protocolVersion`` 1 or later (a client still on 0, the pre-1.0
+protocol, carries on after our answer of 1 at its own risk, but gets none of these)."""
+
 
 def is_acp_initialize(message: dict[str, Any]) -> bool:
     """True for ACP's ``initialize`` request: ``params.protocolVersion`` is an integer (Tiller's
@@ -122,6 +127,8 @@ class AcpFront:
         self.mappers: dict[str, UpdateMapper] = {}
         self.client_terminals = False
         """The client declared ``terminal: true``: ``bash`` runs in its terminals."""
+        self.client_version = ACP_PROTOCOL_VERSION
+        """The ``protocolVersion`` the client's ``initialize`` declared."""
         self.turns = Turns()
         self.sessions = SessionRegistry(config, self._attach)
         self.front = Front(
@@ -133,6 +140,10 @@ class AcpFront:
         self._register()
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
+        """Send one ``session/update``, unless the client's protocol version lacks its kind
+        (``V1_UPDATES``)."""
+        if self.client_version < 1 and update.get("sessionUpdate") in V1_UPDATES:
+            return
         self.front.notify("session/update", {"sessionId": session_id, "update": update})
 
     def cancel(self, session_id: str) -> None:
@@ -269,6 +280,7 @@ class AcpFront:
                                         "writeTextFile": fs.get("writeTextFile") is True},
         }))
         self.client_terminals = params.client_capabilities.get("terminal") is True
+        self.client_version = params.protocol_version
         for session in self.sessions.sessions.values():
             terminal = AcpTerminal(self.front.client_request, session.id)
             session.use_terminal(terminal if self.client_terminals else None)
