@@ -2,9 +2,9 @@
 
 The command is started with ``Terminal.create`` (the editor keeps the last ``DEFAULT_MAX_BYTES``
 of output) and the call reports ``{"terminalId"}`` at once, so the editor can show the terminal
-live. While it runs, its output is polled every ``POLL_INTERVAL`` seconds and reported as
-``{"terminalId", "output"}`` (tail-truncated), as the local ``bash`` streams. Then, as for the
-local ``bash``:
+live. Its output is read once, when the command has ended (``terminal/output`` after
+``terminal/wait_for_exit``): the editor shows the terminal itself, so polling it while it runs
+would only cost requests (acpx prints a line for each). Then, as for the local ``bash``:
 
 * a timeout kills the command (``Terminal.kill``) and fails the call with the output and a note;
 * an abort (cancellation) kills it too, under a shielded scope, and propagates;
@@ -26,26 +26,9 @@ from tiller.errors import ToolError
 from tiller.tools.base import Terminal, TerminalOutput, ToolContext, ToolResult
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, truncate_tail, with_note
 
-__all__ = ["POLL_INTERVAL", "run_in_terminal"]
+__all__ = ["run_in_terminal"]
 
-POLL_INTERVAL = 0.5
-"""Seconds between two ``Terminal.output`` polls while the command runs."""
 _CLEANUP_TIMEOUT = 5.0
-
-
-async def _poll(terminal: Terminal, terminal_id: str, ctx: ToolContext) -> None:
-    """Report the output whenever it changed, until cancelled (or the editor fails to say:
-    the progress is best-effort)."""
-    last = ""
-    while True:
-        await anyio.sleep(POLL_INTERVAL)
-        try:
-            now = await terminal.output(terminal_id)
-        except ToolError:
-            return
-        if now.output != last:
-            last = now.output
-            ctx.update({"terminalId": terminal_id, "output": truncate_tail(last).content})
 
 
 def _text(final: TerminalOutput) -> tuple[str, bool]:
@@ -58,21 +41,6 @@ def _text(final: TerminalOutput) -> tuple[str, bool]:
     return text, cut.truncated or final.truncated
 
 
-async def _wait(terminal: Terminal, terminal_id: str, ctx: ToolContext) -> TerminalOutput:
-    """The command's end, polling its output meanwhile; ToolError when the editor fails."""
-    failure: ToolError | None = None
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(_poll, terminal, terminal_id, ctx)
-        try:
-            status = await terminal.wait_for_exit(terminal_id)
-        except ToolError as exc:  # raised here, a task group would wrap it in a group
-            failure = exc
-        tasks.cancel_scope.cancel()
-    if failure is not None:
-        raise failure
-    return status
-
-
 async def run_in_terminal(
     terminal: Terminal, command: str, timeout: float | None, ctx: ToolContext
 ) -> ToolResult:
@@ -81,7 +49,7 @@ async def run_in_terminal(
     ctx.update({"terminalId": terminal_id, "output": ""})
     try:
         with anyio.move_on_after(math.inf if timeout is None else timeout) as deadline:
-            status = await _wait(terminal, terminal_id, ctx)
+            status = await terminal.wait_for_exit(terminal_id)
         if deadline.cancelled_caught:
             await terminal.kill(terminal_id)
         final = await terminal.output(terminal_id)

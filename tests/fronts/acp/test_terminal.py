@@ -1,8 +1,9 @@
 """``bash`` through the ACP client's terminals, end to end: a client that declares
 ``terminal: true`` and really runs commands (``terminal/*`` answered by this test's client)
-gets ``terminal/create``, ``terminal/output``, ``terminal/wait_for_exit`` and
-``terminal/release``, and the tool call shows ``{type: "terminal", terminalId}``; the model
-gets the output and the exit code as from Tiller's own ``bash``. A cancelled command and a
+gets ``terminal/create``, ``terminal/wait_for_exit``, one ``terminal/output`` (at exit, never
+polled while it runs) and ``terminal/release``; the tool call shows ``{type: "terminal",
+terminalId}`` and, at its end, the output as text too; the model gets the output and the exit
+code as from Tiller's own ``bash``. A cancelled command and a
 timed-out one are killed (``terminal/kill``) and released."""
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ class TerminalClient(Recorder):
 
 async def test_bash_runs_in_the_clients_terminal(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     fake_openai.enqueue(
-        tool_call_reply([("b1", "bash", {"command": "printf 'one\\ntwo\\n' | tee made.txt"})]),
+        tool_call_reply([("b1", "bash", {
+            "command": "printf 'one\\ntwo\\n' | tee made.txt; sleep 1.2"})]),
         tool_call_reply([("b2", "bash", {"command": "echo oops; exit 3"})]),
         text_reply("done"),
     )
@@ -136,18 +138,23 @@ async def test_bash_runs_in_the_clients_terminal(fake_openai: FakeOpenAI, tmp_pa
     assert result.stop_reason == "end_turn"
     assert (tmp_path / "made.txt").read_text() == "one\ntwo\n"  # the client ran it
     create = next(m["params"] for m in client.raw if m.get("method") == "terminal/create")
-    assert create["args"][-1] == "printf 'one\\ntwo\\n' | tee made.txt"
+    assert create["args"][-1] == "printf 'one\\ntwo\\n' | tee made.txt; sleep 1.2"
     assert create["cwd"] == str(tmp_path) and create["outputByteLimit"] > 0
     requests = client.requests()
     assert requests[0] == "terminal/create" and requests.count("terminal/release") == 2
-    assert "terminal/wait_for_exit" in requests and "terminal/output" in requests
+    assert "terminal/wait_for_exit" in requests
+    # The output is read once, at exit: not polled while the command runs (1.2 s here).
+    assert requests.count("terminal/output") == 2
     assert "terminal/kill" not in requests
     shown = [u for u in client.session_updates() if u.get("toolCallId") == "b1"
              and any(c.get("type") == "terminal" for c in u.get("content") or [])]
     assert shown[0]["content"] == [{"type": "terminal", "terminalId": "term-1"}]
     final = client.final("b1")
     assert final["status"] == "completed"
-    assert final["content"] == [{"type": "terminal", "terminalId": "term-1"}]
+    # The terminal, then the output as the model got it (acpx shows only this text).
+    assert final["content"] == [
+        {"type": "terminal", "terminalId": "term-1"},
+        {"type": "content", "content": {"type": "text", "text": "```\none\ntwo\n```"}}]
     assert final["rawOutput"]["exitCode"] == 0
     assert tool_messages(fake_openai, 1) == ["one\ntwo\n"]
     assert client.final("b2")["status"] == "failed"

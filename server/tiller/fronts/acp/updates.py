@@ -20,6 +20,8 @@ Tiller event                           ACP ``sessionUpdate``
 ``tool_execution_update`` ``output``   ``tool_call_update`` with the output so far
 ``tool_execution_update`` terminal     ``tool_call_update`` with ``{type: "terminal"}`` (once)
 ``tool_execution_end``                 ``tool_call_update`` ``completed``/``failed`` + content
+                                       (a call run in the client's terminal: the terminal, then
+                                       the output as the model got it)
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
 ``message_end`` of the first user msg   ``session_info_update`` with the title
 ``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions); a failed
@@ -233,9 +235,9 @@ class UpdateMapper:
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
             update = self.tool_result(event.result, snapshot, have_snapshot=have)
-            if call_id in self.terminals:  # the terminal shows the output: no copy of it
-                update["content"] = [{"type": "terminal",
-                                      "terminalId": self.terminals.pop(call_id)}]
+            if call_id in self.terminals:  # the terminal, then its output as the model got it
+                terminal = {"type": "terminal", "terminalId": self.terminals.pop(call_id)}
+                update["content"] = [terminal, *update["content"]]
             return [update]
         elif isinstance(event, MessageEnd):
             message = event.message
