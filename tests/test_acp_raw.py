@@ -5,6 +5,7 @@ is checked against ACP's schema (tests/acp_raw.py)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from acp_raw import ClientError, raw_acp
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import wait_requests
+from tiller.session_files import log_path
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +161,30 @@ async def test_updates_a_clients_protocol_version_lacks_are_not_sent(
     newer = {"session_info_update", "config_option_update", "usage_update"}
     assert kinds & newer == (newer if version >= 1 else set())
     assert "agent_message_chunk" in kinds
+
+
+async def test_sessions_without_a_message_are_neither_saved_nor_listed(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """codecompanion and acpx create a session per chat opened; session/list showed each as a
+    bare id. An older Tiller's empty log already on disk is not listed either."""
+    old_empty = log_path(tmp_path / ".sessions", tmp_path, "e" * 32)
+    assert old_empty is not None
+    old_empty.parent.mkdir(parents=True)
+    old_empty.write_text(json.dumps({"type": "session", "version": 1, "id": "e" * 32,
+                                     "cwd": str(tmp_path), "created": 1}) + "\n")
+    fake_openai.enqueue(text_reply("hi"))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        unused = await start(client, tmp_path)
+        used = str((await client.call("session/new", {"cwd": str(tmp_path),
+                                                      "mcpServers": []}))["sessionId"])
+        before = await client.call("session/list", {"cwd": str(tmp_path)})
+        await client.call("session/prompt", {
+            "sessionId": used, "prompt": [{"type": "text", "text": "hello"}]})
+        after = await client.call("session/list", {"cwd": str(tmp_path)})
+
+    assert before["sessions"] == []
+    assert [s["sessionId"] for s in after["sessions"]] == [used]
+    assert after["sessions"][0]["title"] == "hello"
+    unused_log = log_path(tmp_path / ".sessions", tmp_path, unused)
+    assert unused_log is not None and not unused_log.exists()

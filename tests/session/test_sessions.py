@@ -170,12 +170,25 @@ async def test_close_delete_and_in_memory_sessions(
 
 
 @pytest.mark.anyio
-async def test_a_session_without_messages_was_updated_when_created(
+async def test_a_session_is_saved_and_listed_from_its_first_message_on(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
+    """Clients create sessions eagerly (one per chat opened): one that never got a message
+    leaves no file and is not listed, even after a model change; it stays live meanwhile."""
+    fake_openai.enqueue(text_reply("hi"))
     async with spawn_tiller(fake_openai, tmp_path) as tiller:
-        session_id = (await tiller.request("session/new"))["sessionId"]
-        [listed] = (await tiller.request("session/list"))["sessions"]
+        unused = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/setModel", {"sessionId": unused, "provider": "openai",
+                                                "model": "gpt-4o"})
+        used = (await tiller.request("session/new"))["sessionId"]
+        before = (await tiller.request("session/list"))["sessions"]
+        await tiller.prompt("hello", session_id=used)
+        after = (await tiller.request("session/list"))["sessions"]
+        live = await tiller.request("session/load", {"sessionId": unused})
 
-    assert listed["sessionId"] == session_id and listed["messageCount"] == 0
-    assert listed["created"] > 0 and listed["updated"] == listed["created"]
+    assert before == []
+    assert [s["sessionId"] for s in after] == [used] and after[0]["messageCount"] == 2
+    assert after[0]["created"] > 0 and after[0]["updated"] >= after[0]["created"]
+    assert live["messages"] == [] and live["model"] == "gpt-4o"
+    saved = {path.stem for path in (tmp_path / ".sessions").glob("*/*.jsonl")}
+    assert saved == {used}

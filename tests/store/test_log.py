@@ -57,6 +57,30 @@ def test_every_entry_type_round_trips(tmp_path: Path) -> None:
     assert all(not fixed & e.data.keys() for e in loaded.entries)
 
 
+def test_a_new_log_is_written_from_its_first_entry_that_is_not_a_setting(
+    tmp_path: Path
+) -> None:
+    """A session a client opens and never uses leaves no file; its settings changes wait with
+    the header and go out, in order, with the first run (or queued message)."""
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    model = session_log.append("model_change", provider="openai", model="gpt-4o")
+    thinking = session_log.append("thinking_change", level="low")
+    assert not path.exists() and not session_log.written
+    run = session_log.append("run_start")
+    assert session_log.written and run.parent_id == thinking.id
+    message = session_log.append("message", message=UserMessage(content="hi").dump())
+    session_log.close()
+
+    loaded = read_session_file(path)
+    assert loaded.header["id"] == "abc123"
+    assert [e.id for e in loaded.entries] == [model.id, thinking.id, run.id, message.id]
+    unused = new_log(tmp_path / "unused.jsonl")
+    unused.append("model_change", provider="openai", model="gpt-4o")
+    unused.close()
+    assert not (tmp_path / "unused.jsonl").exists()
+
+
 def test_text_json_dumps_can_write_reads_back(tmp_path: Path) -> None:
     """A lone surrogate (undecodable bytes a tool passed on) is written as an escape that
     pydantic_core's parser refuses; the line must still load, not be skipped."""
@@ -189,6 +213,7 @@ def test_a_parent_loop_is_refused_not_walked_forever(tmp_path: Path, leaf: str |
 def test_a_malformed_entry_is_refused_with_its_id(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     session_log = new_log(path)
+    session_log.append("message", message=UserMessage(content="hi").dump())
     bad = session_log.append("model_change", provider="anthropic")  # no model
     session_log.close()
     with pytest.raises(SessionLogError, match=f"model_change entry '{bad.id}' is malformed"):

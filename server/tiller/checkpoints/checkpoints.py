@@ -183,6 +183,8 @@ class Checkpoints:
 def _branch(path: Path | None) -> list[Entry]:
     if path is None:
         raise CheckpointsOffError("checkpoints are off: sessions are not saved")
+    if not path.exists():  # a new session, saved from its first message on: nothing yet
+        return []
     return read_session_file(path).branch()
 
 

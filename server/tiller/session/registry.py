@@ -210,6 +210,8 @@ class SessionRegistry:
         path = source.log.path if source else await anyio.to_thread.run_sync(self.find, session_id)
         if path is None:
             raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
+        if source is not None and not source.log.written:  # no message yet: no entry
+            raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}")
         new_id = uuid.uuid4().hex
         await anyio.to_thread.run_sync(self._copy_branch, path, session_id, entry_id, new_id)
         return await self.load(new_id)

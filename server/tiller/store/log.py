@@ -5,6 +5,12 @@ line is an entry ``{"type", "id", "parentId", "timestamp", ...}``. ``parentId`` 
 the one before it on its branch, so a file is a tree (forks share the prefix). Each ``append``
 writes one whole line and flushes it (and fsyncs, unless ``durable=False``) before returning.
 
+A new session's file is written from its first entry that is not a settings change
+(``WAITING``): in practice its first run, whose user message follows at once, or an
+acknowledged queued message. Until then the header and the settings changes wait in memory, so
+a session a client opened and never used leaves no file (``session/list`` cannot list it,
+another process cannot load it).
+
 A torn last line (a crash mid-write) is ignored on load, never fatal; any other bad line is
 skipped with a warning. ``LOADERS`` maps each format version to its loader; a file from a newer
 Tiller is refused with a message saying so, and so is a corrupt one (a ``parentId`` loop, a
@@ -65,6 +71,11 @@ ENTRY_TYPES = (
     "checkpoint_end",  # {checkpointId, tree, files}: after a mutating call of that turn
     "revert",  # {entryId, restored}: session/revert put these files back
 )
+
+
+WAITING = frozenset({"model_change", "thinking_change"})
+"""Entry types a new log keeps in memory, with its header, until another entry comes: the
+settings a client may change on a session it never uses."""
 
 
 @dataclass(slots=True)
@@ -206,15 +217,24 @@ class SessionLog:
         self.durable = durable
         self.leaf_id: str | None = None
         self._file: IO[bytes] | None = None
+        self._waiting: list[dict[str, Any]] | None = None
+        """A new log's lines not yet written (header first), until its first message."""
+
+    @property
+    def written(self) -> bool:
+        """Whether the file exists: false for a new session until its first run or queued
+        message."""
+        return self._waiting is None and self.path is not None
 
     @classmethod
     def create(
         cls, path: Path | None, header: dict[str, Any], *, durable: bool = True
     ) -> SessionLog:
-        """A new log whose first line is ``header`` (plus type, version and created)."""
+        """A new log whose first line is ``header`` (plus type, version and created), written
+        with its first entry of a type not ``WAITING``."""
         session_log = cls(path, durable=durable)
         full = {"type": "session", "version": FORMAT_VERSION, "created": now_ms(), **header}
-        session_log._write_line(full)
+        session_log._waiting = [full] if path is not None else None
         return session_log
 
     @classmethod
@@ -226,14 +246,18 @@ class SessionLog:
         return session_log
 
     def append(self, entry_type: str, **data: Any) -> Entry:
-        """Write one entry on the current branch and return it, once it is on disk."""
+        """Write one entry on the current branch and return it, once it is on disk (a new
+        log's settings change: once it waits with the header, see ``WAITING``)."""
         entry = Entry(entry_type, uuid.uuid4().hex[:12], self.leaf_id, now_ms(), data)
-        self._write_line(entry.to_json())
+        if self._waiting is not None and entry_type in WAITING:
+            self._waiting.append(entry.to_json())
+        else:
+            self._write_line(entry.to_json())
         self.leaf_id = entry.id
         return entry
 
     def append_entry(self, entry: Entry) -> None:
-        """Write an existing entry as is (copying a branch into a fork)."""
+        """Write an existing entry as is (copying a branch into a fork: written at once)."""
         self._write_line(entry.to_json())
         self.leaf_id = entry.id
 
@@ -245,11 +269,14 @@ class SessionLog:
     def _write_line(self, value: dict[str, Any]) -> None:
         if self.path is None:
             return
+        lines = [*(self._waiting or ()), value]
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
-        self._file.write(json.dumps(value, separators=(",", ":")).encode() + b"\n")
+        self._file.write(b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n"
+                                  for line in lines))
         self._file.flush()
+        self._waiting = None  # the header is out (kept for the next try if writing failed)
         if self.durable:
             os.fsync(self._file.fileno())
 

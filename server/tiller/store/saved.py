@@ -79,12 +79,15 @@ def saved_logs(root: Path | None, cwd: str | None) -> list[Path]:
 
 def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
     """What session/list shows of one log; None (and a warning) if it cannot be read or is
-    corrupt. Blocking file I/O."""
+    corrupt, None too for a session without a message (an older Tiller saved those; there is
+    nothing to resume). Blocking file I/O."""
     try:
         loaded = read_session_file(path)
         state = outline(loaded)
     except (OSError, SessionLogError) as exc:
         log.warning("skipping %s: %s", path, exc)
+        return None
+    if not state.messages and not state.queued:
         return None
     created = int(loaded.header.get("created", 0))
     return SessionSummary(
