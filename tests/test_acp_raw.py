@@ -17,6 +17,8 @@ from acp_raw import ClientError, raw_acp
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import wait_requests
 from tiller.session_files import log_path
+from tiller.store import SessionLog
+from tiller.types import TextContent, UserMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -188,3 +190,60 @@ async def test_sessions_without_a_message_are_neither_saved_nor_listed(
     assert after["sessions"][0]["title"] == "hello"
     unused_log = log_path(tmp_path / ".sessions", tmp_path, unused)
     assert unused_log is not None and not unused_log.exists()
+
+
+async def test_load_replays_the_prompts_as_the_client_sent_them(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Two text blocks came back glued ("answer slowly pleaserun the long task"), an @file
+    sent as a resource came back as Tiller's ``<resource uri=…>`` text (Toad showed an empty
+    message). The model still reads what it read; an old log (no acpContent) still loads."""
+    notes = tmp_path / "notes.txt"
+    two_texts = [{"type": "text", "text": "answer slowly please"},
+                 {"type": "text", "text": "run the long task"}]
+    with_file = [
+        {"type": "text", "text": "explain @notes.txt"},
+        {"type": "resource", "resource": {"uri": notes.as_uri(), "mimeType": "text/plain",
+                                          "text": "line one\n"}},
+        {"type": "resource_link", "uri": notes.as_uri(), "name": "notes.txt"},
+    ]
+    fake_openai.enqueue(text_reply("slowly then"), text_reply("it says line one"))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session_id = await start(client, tmp_path)
+        for blocks in (two_texts, with_file):
+            await client.call("session/prompt", {"sessionId": session_id, "prompt": blocks})
+
+    old_log = save_old_session(tmp_path)
+    async with raw_acp(fake_openai, tmp_path) as client:
+        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        await client.call("session/load", {"sessionId": session_id, "cwd": str(tmp_path),
+                                           "mcpServers": []})
+        replayed = [u["content"] for u in client.updates()
+                    if u["sessionUpdate"] == "user_message_chunk"]
+        mark = len(client.received)
+        await client.call("session/load", {"sessionId": old_log, "cwd": str(tmp_path),
+                                           "mcpServers": []})
+        old = [u["content"] for u in client.updates(mark)
+               if u["sessionUpdate"] == "user_message_chunk"]
+        listed = await client.call("session/list", {"cwd": str(tmp_path)})
+
+    blank = {"type": "text", "text": "\n\n"}
+    assert replayed == [two_texts[0], blank, two_texts[1], *with_file]
+    assert old == [{"type": "text", "text": "old one"}, blank, {"type": "text", "text": "two"}]
+    model_read = fake_openai.requests[1]["messages"][-1]["content"]
+    assert f'<resource uri="{notes.as_uri()}">\nline one\n\n</resource>' in str(model_read)
+    titles = {s["sessionId"]: s.get("title") for s in listed["sessions"]}
+    assert titles[session_id] == "answer slowly please run the long task"
+
+
+def save_old_session(cwd: Path) -> str:
+    """A log as Tillers before acpContent wrote it: a user message of two text blocks."""
+    session_id = "01d" + "a" * 29
+    path = log_path(cwd / ".sessions", cwd, session_id)
+    assert path is not None
+    saved = SessionLog.create(path, {"id": session_id, "cwd": str(cwd), "provider": "openai",
+                                     "model": "gpt-4o-mini"}, durable=False)
+    content = [TextContent(text="old one"), TextContent(text="two")]
+    saved.append("message", message=UserMessage(content=content).dump())
+    saved.close()
+    return session_id

@@ -169,6 +169,9 @@ class UserMessage(WireModel):
     role: Literal["user"] = "user"
     content: str | list[UserContent]
     timestamp: int = Field(default_factory=now_ms)
+    acp_content: list[dict[str, Any]] | None = None
+    """The ACP content blocks the message came from, as the client sent them, when ``content``
+    (what the model reads) differs from them: ACP's ``session/load`` replays these."""
     queue_id: str | None = Field(default=None, exclude=True)
     """Internal: the session-log entry that recorded this message as queued (steer/followUp)."""
 

@@ -108,7 +108,7 @@ class Agent:
         if provider is not None:
             await _close_provider(provider)
 
-    async def prompt(self, content: str | Sequence[UserContent]) -> RunResult:
+    async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
         self._check_idle()
         return await self._run([_user_message(content)])

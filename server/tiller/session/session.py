@@ -258,11 +258,15 @@ class Session:
         self.explicit_mode = mode
 
     def enqueue(
-        self, queue: Literal["steering", "followUp"], content: str | Sequence[UserContent]
+        self, queue: Literal["steering", "followUp"],
+        content: str | Sequence[UserContent] | UserMessage,
     ) -> int:
         """Log a steering or follow-up message, then queue it: once this returns, the message
         survives a crash and is delivered after a restart. Returns the queue's length."""
-        message = UserMessage(content=content if isinstance(content, str) else list(content))
+        if isinstance(content, UserMessage):
+            message = content
+        else:
+            message = UserMessage(content=content if isinstance(content, str) else list(content))
         entry = self.recorder.append("queued", queue=queue, message=message.dump())
         message.queue_id = entry.id if entry else None
         if queue == "steering":

@@ -422,12 +422,15 @@ def interrupted_result(call: JSON, started: bool) -> JSON:
 
 
 def title_of(message: JSON) -> str:
-    """A session's title: its first user message's text (``message`` as saved) on one line, at
-    most 80 characters."""
-    content = message["content"]
+    """A session's title: its first user message's text (``message`` as saved; the text the
+    client sent when it kept its ``acpContent``: no ``<resource>`` text, a ``/name`` command
+    as typed) on one line, at most 80 characters."""
+    sent = message.get("acpContent")
+    content = sent if isinstance(sent, list) else message["content"]
     if isinstance(content, str):
         text = content
     else:
-        text = " ".join(block["text"] for block in content if block.get("type") == "text")
+        text = " ".join(block["text"] for block in content if isinstance(block, dict)
+                        and block.get("type") == "text" and isinstance(block.get("text"), str))
     text = " ".join(text.split())
     return text[:77] + "..." if len(text) > 80 else text

@@ -63,7 +63,13 @@ from tiller.fronts.acp.params import (
 from tiller.fronts.acp.sessions import LIST_PAGE, session_info
 from tiller.fronts.acp.terminal import AcpTerminal
 from tiller.fronts.acp.turns import IDLE_BEHAVIORS, Turns
-from tiller.fronts.acp.updates import UpdateMapper, available_commands, plan_update, user_content
+from tiller.fronts.acp.updates import (
+    UpdateMapper,
+    available_commands,
+    plan_update,
+    prompt_message,
+    user_content,
+)
 from tiller.mcp.config import parse_server_list
 from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
 from tiller.protocol.models import QueueResult, SessionNewParams
@@ -239,12 +245,13 @@ class AcpFront:
 
     # -------------------------------------------------------------------------- turns
 
-    async def _prompt(self, session: Session, content: list[UserContent]) -> AcpPromptResult:
+    async def _prompt(self, session: Session, blocks: list[dict[str, Any]]) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
+        content = self._content(blocks)
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
             with self.turns.preparing(session) as ready:
                 await session.mcp.ensure_started()  # an MCP prompt's command needs its server
-                message = await session.expand_prompt(content)
+                message = prompt_message(blocks, await session.expand_prompt(content))
                 await self.turns.in_order(session, ready)
             if ready.cancelled:  # cancelled while getting ready: the turn never starts
                 return AcpPromptResult(stop_reason="cancelled")
@@ -369,7 +376,7 @@ class AcpFront:
 
     async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
         session = self.sessions.get(params.session_id)
-        return await self._prompt(session, self._content(params.prompt))
+        return await self._prompt(session, params.prompt)
 
     async def session_cancel(self, params: AcpSessionParams) -> None:
         self.cancel(params.session_id)
@@ -394,7 +401,7 @@ class AcpFront:
         content = self._content(params.prompt)
         with self.turns.preparing(session) as ready:
             await session.mcp.ensure_started()
-            message = await session.expand_prompt(content)
+            message = prompt_message(params.prompt, await session.expand_prompt(content))
             await self.turns.in_order(session, ready)
         if ready.cancelled:  # a session/cancel while it got ready: nothing is consumed
             return AcpSteeringResult(outcome="promptRequired", reason="cancelled")
@@ -404,7 +411,8 @@ class AcpFront:
     async def follow_up(self, params: AcpFollowUpParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
         prompt = params.prompt
-        content = prompt if isinstance(prompt, str) else self._content(prompt)
+        content = prompt if isinstance(prompt, str) else prompt_message(
+            prompt, self._content(prompt))
         await self.turns.in_order(session)  # after the prompts that came before it
         return QueueResult(queued=session.enqueue("followUp", content))
 

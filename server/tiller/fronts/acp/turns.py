@@ -29,11 +29,14 @@ from tiller.errors import RunFailedError
 from tiller.fronts.acp.params import AcpPromptResult
 from tiller.fronts.acp.updates import acp_stop_reason
 from tiller.session.session import Session
-from tiller.types import RunResult, UserContent
+from tiller.types import RunResult, UserContent, UserMessage
 
 __all__ = ["IDLE_BEHAVIORS", "Turn", "Turns"]
 
 log = logging.getLogger(__name__)
+
+Prompt = str | list[UserContent] | UserMessage
+"""A message for a turn: text, content, or a user message (with the client's blocks)."""
 
 IDLE_BEHAVIORS = ("startNewTurn", "promptRequired")
 """What ``_session/steering`` does when no turn runs (``_meta.steering.idleBehavior``)."""
@@ -95,14 +98,14 @@ class Turns:
         if session.agent.is_running:
             session.agent.abort()
 
-    def steer(self, session: Session, message: str | list[UserContent]) -> Turn | None:
+    def steer(self, session: Session, message: Prompt) -> Turn | None:
         """Queue ``message`` as steering of the running turn (None: no turn runs)."""
         turn = self.running.get(session.id)
         if turn is not None:
             session.enqueue("steering", message)
         return turn
 
-    def steering(self, session: Session, message: str | list[UserContent],
+    def steering(self, session: Session, message: Prompt,
                  idle_behavior: str) -> tuple[str, str | None]:
         """``_session/steering``'s ``(outcome, reason)``: steer the running turn, else start
         a detached one or (``promptRequired``) leave ``message`` to a ``session/prompt``."""
@@ -115,7 +118,7 @@ class Turns:
         task.add_done_callback(self._detached.discard)
         return "startedNewTurn", None
 
-    async def _detached_turn(self, session: Session, message: str | list[UserContent]) -> None:
+    async def _detached_turn(self, session: Session, message: Prompt) -> None:
         """A turn started by steering: its updates go out as usual; its end is only logged."""
         try:
             result = await self.prompt(session, message)
@@ -123,7 +126,7 @@ class Turns:
         except Exception as exc:
             log.warning("a turn started by _session/steering failed: %s", exc)
 
-    async def prompt(self, session: Session, message: str | list[UserContent]) -> AcpPromptResult:
+    async def prompt(self, session: Session, message: Prompt) -> AcpPromptResult:
         """Run a turn, or join the running one as steering; answer when it ends."""
         turn = self.steer(session, message)
         if turn is not None:

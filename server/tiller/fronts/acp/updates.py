@@ -74,6 +74,8 @@ __all__ = [
     "available_commands",
     "failure_chunks",
     "plan_update",
+    "prompt_message",
+    "replay_blocks",
     "tool_call_fields",
     "user_content",
 ]
@@ -290,7 +292,7 @@ class UpdateMapper:
         updates: list[dict[str, Any]] = []
         for message in messages:
             if isinstance(message, UserMessage):
-                updates += self._replay_user(message.content)
+                updates += self._replay_user(message, after=updates[-1] if updates else None)
             elif isinstance(message, AssistantMessage):
                 updates += self._replay_assistant(message.content)
                 updates += failure_chunks(message)
@@ -298,14 +300,24 @@ class UpdateMapper:
                 updates.append(self.tool_result(message, None, have_snapshot=False))
         return updates
 
-    def _replay_user(self, content: str | Sequence[UserContent]) -> list[dict[str, Any]]:
-        blocks = [TextContent(text=content)] if isinstance(content, str) else content
-        updates = []
+    def _replay_user(
+        self, message: UserMessage, after: dict[str, Any] | None
+    ) -> list[dict[str, Any]]:
+        """A user message as the blocks the client sent (``acp_content``; else its content as
+        blocks), one ``user_message_chunk`` each. A text chunk right after another user text
+        chunk (the next block, or the next message when nothing came between) is preceded by a
+        blank-line chunk: clients join a message's chunks, and "answer slowly please" + "run
+        the long task" would show as one word."""
+        blocks = message.acp_content or replay_blocks(message.content)
+        updates: list[dict[str, Any]] = []
+        last = after
         for block in blocks:
-            if isinstance(block, TextContent) and block.text:
-                updates.append(_chunk("user_message_chunk", _text(block.text)))
-            elif isinstance(block, ImageContent):
-                updates.append(_chunk("user_message_chunk", _image(block)))
+            if block.get("type") == "text" and not block.get("text"):
+                continue
+            if block.get("type") == "text" and _is_user_text(last):
+                updates.append(_chunk("user_message_chunk", _text("\n\n")))
+            last = _chunk("user_message_chunk", block)
+            updates.append(last)
         return updates
 
     def _replay_assistant(self, blocks: Sequence[AssistantContent]) -> list[dict[str, Any]]:
@@ -319,6 +331,31 @@ class UpdateMapper:
                 fields = self._call_fields(block.id, block.name, block.arguments)
                 updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
         return updates
+
+
+def _is_user_text(update: dict[str, Any] | None) -> bool:
+    return (update is not None and update.get("sessionUpdate") == "user_message_chunk"
+            and update["content"].get("type") == "text")
+
+
+def replay_blocks(content: str | Sequence[UserContent]) -> list[dict[str, Any]]:
+    """User content as the ACP blocks that replay it: text and image blocks."""
+    if isinstance(content, str):
+        return [_text(content)]
+    return [_text(block.text) if isinstance(block, TextContent) else _image(block)
+            for block in content]
+
+
+def prompt_message(blocks: list[dict[str, Any]], content: str | list[UserContent]) -> UserMessage:
+    """The user message of an ACP prompt: ``content`` is what the model reads (``blocks``
+    through ``user_content``, a ``/name`` command expanded); the client's ``blocks`` are kept
+    as ``acp_content`` when replaying ``content`` would not give them back (a ``resource`` or
+    ``resource_link``, an expanded command, fields Tiller does not read), so ``session/load``
+    replays what the client sent."""
+    message = UserMessage(content=content)
+    if replay_blocks(message.content) != blocks:
+        message.acp_content = blocks
+    return message
 
 
 def failure_chunks(message: AssistantMessage) -> list[dict[str, Any]]:
