@@ -57,6 +57,32 @@ async def test_allowed_write_shows_a_diff_and_runs(
     assert waiting[0]["partialResult"] == {"status": "awaitingPermission"}
 
 
+async def test_a_new_files_diff_comes_from_dev_null(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The question and the result of a write that creates a file diff from ``/dev/null`` (as
+    git does), not from ``a/<name>``: a reader must see the file is new."""
+    fake_openai.enqueue(
+        tool_call_reply([("w1", "write", {"path": "fresh.txt", "content": "hello\n"})]),
+        text_reply("created"),
+    )
+    asked: list[dict[str, Any]] = []
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"outcome": "allowOnce"}
+
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        tiller.on_request("client/requestPermission", answer)
+        await init(tiller)
+        await tiller.request("agent/prompt", {"message": "create it"})
+
+    expected = "--- /dev/null\n+++ b/fresh.txt\n@@ -0,0 +1 @@\n+hello\n"
+    assert asked[0]["preview"]["diff"] == expected
+    [end] = [e for e in tiller.events if e["type"] == "tool_execution_end"]
+    assert end["result"]["details"]["diff"] == expected
+
+
 async def test_rejection_becomes_an_error_result_and_the_run_goes_on(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -271,8 +271,12 @@ async def test_write_creates_directories_and_reports_a_diff(tmp_path: Path) -> N
     assert (tmp_path / "a/b/new.txt").read_text() == "héllo\n"
     assert text_of(result) == "Wrote 7 bytes to a/b/new.txt"
     assert result.details["path"] == str(tmp_path / "a/b/new.txt")
+    assert result.details["diff"].startswith("--- /dev/null\n+++ b/a/b/new.txt\n")
     assert "+héllo" in result.details["diff"]
     assert result.details["firstChangedLine"] == 1
+    (tmp_path / "empty.txt").write_text("")  # an existing empty file is not a new one
+    emptied = await call(WriteTool(), make_ctx(tmp_path), path="empty.txt", content="x\n")
+    assert emptied.details["diff"].startswith("--- a/empty.txt\n")
 
 
 @pytest.mark.anyio

@@ -222,7 +222,7 @@ class PermissionGate:
         if tool_object is not None and info.changes_files:
             old = await self._current_text(path)
             try:
-                new = tool_object.proposed_text(args, old, path.name)
+                new = tool_object.proposed_text(args, old or "", path.name)
             except ToolError:
                 new = None  # the tool itself will report the bad edit; show the path
             if new is not None:
@@ -230,13 +230,17 @@ class PermissionGate:
                 return {"kind": "diff", "path": str(path), "diff": unified_diff(old, new, label)}
         return {"kind": "path", "path": str(path)}
 
-    async def _current_text(self, path: Path) -> str:
+    async def _current_text(self, path: Path) -> str | None:
+        """The file's text now (the editor's when it reads files, the disk's when it does not
+        or cannot), None when there is no such file (the diff comes from ``/dev/null``)."""
         if self.files is not None and self.files.can_read:
             try:
                 return await self.files.read_text(path)
             except ToolError:
-                return ""
+                pass  # the usual answer for a file that does not exist yet: ask the disk
         try:
             return await anyio.Path(path).read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return None
         except OSError:
             return ""

@@ -106,13 +106,15 @@ def _lines_with_ends(text: str) -> list[str]:
     return lines
 
 
-def unified_diff(old: str, new: str, name: str, context: int = 3) -> str:
-    """A unified diff from ``old`` to ``new`` labelled ``a/name`` and ``b/name`` ("" if equal)."""
+def unified_diff(old: str | None, new: str, name: str, context: int = 3) -> str:
+    """A unified diff from ``old`` to ``new`` labelled ``a/name`` and ``b/name`` ("" if equal);
+    ``old`` None: the file did not exist, labelled ``/dev/null`` as git does."""
     import difflib  # on first use: a loaded session may never diff
 
     out: list[str] = []
+    before = "/dev/null" if old is None else f"a/{name}"
     for line in difflib.unified_diff(
-        _lines_with_ends(old), _lines_with_ends(new), f"a/{name}", f"b/{name}", n=context
+        _lines_with_ends(old or ""), _lines_with_ends(new), before, f"b/{name}", n=context
     ):
         out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
     return "".join(out)

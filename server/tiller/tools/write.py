@@ -1,12 +1,12 @@
 """The ``write`` tool: create or overwrite a file with the given UTF-8 content.
 
 Parent directories are created. The result's details carry a unified diff from the previous
-content (empty for a new file) so a client can show what changed.
+content (from ``/dev/null`` for a new file) so a client can show what changed.
 
 When the editor can write files (``ctx.files.can_write``), the content goes through its
 ``write_text`` (into its buffer, so the user can undo it; the editor creates the file and its
 directories, Tiller does not touch the disk). The previous content for the diff is then the
-editor's text when it can read (unsaved edits included), else the disk's; "" for a new file.
+editor's text when it can read (unsaved edits included), else the disk's; none for a new file.
 The whole call holds the file's ``path_lock``.
 
 On disk the tool acts on the pinned real path (``pinned_path``), walked without following
@@ -49,12 +49,13 @@ class WriteParams(BaseModel):
 
 @dataclass
 class _Written:
-    old: str
+    old: str | None
+    """The previous text; None: the file did not exist."""
     size: int
 
 
-def _old_disk_text(real: Path) -> str:
-    """The text at the pinned path ("" if absent); ToolError for a directory. Caller holds
+def _old_disk_text(real: Path) -> str | None:
+    """The text at the pinned path (None if absent); ToolError for a directory. Caller holds
     ``mutation_lock``."""
     try:
         with open_nofollow(real, os.O_RDONLY) as fd:
@@ -62,23 +63,30 @@ def _old_disk_text(real: Path) -> str:
                 raise ToolError(f"{real} is a directory")
             return read_all(fd).decode("utf-8", errors="replace")
     except FileNotFoundError:
-        return ""
+        return None
 
 
 def _write_file(real: Path, content: str) -> _Written:
-    """Write ``content`` at the pinned path (creating parents); the previous text and size."""
+    """Write ``content`` at the pinned path (creating it and its parents); the previous text
+    (None for a new file) and the size."""
     data = content.encode("utf-8")
+    old: str | None
     with mutation_lock:
         try:
-            with open_nofollow(real, os.O_RDWR | os.O_CREAT, make_parents=True) as fd:
-                old = read_all(fd).decode("utf-8", errors="replace")
-                replace_content(fd, data)
+            try:
+                with open_nofollow(real, os.O_RDWR) as fd:
+                    old = read_all(fd).decode("utf-8", errors="replace")
+                    replace_content(fd, data)
+            except FileNotFoundError:
+                with open_nofollow(real, os.O_RDWR | os.O_CREAT, make_parents=True) as fd:
+                    old = read_all(fd).decode("utf-8", errors="replace") or None
+                    replace_content(fd, data)
         except IsADirectoryError as exc:
             raise ToolError(f"{real} is a directory") from exc
     return _Written(old, len(data))
 
 
-def _locked_old_disk_text(real: Path) -> str:
+def _locked_old_disk_text(real: Path) -> str | None:
     with mutation_lock:
         return _old_disk_text(real)
 
@@ -90,7 +98,7 @@ async def _write_via_editor(
 
     The previous text is the editor's when it can read; when it cannot, or its read fails (the
     usual answer for a file that does not exist yet), it is the disk's at the pinned ``real``,
-    "" for no file. A directory on disk is refused before the editor is asked. The caller
+    None for no file. A directory on disk is refused before the editor is asked. The caller
     holds ``path_lock``; the editor's ToolError from ``write_text`` passes through.
     """
     disk_old = await anyio.to_thread.run_sync(_locked_old_disk_text, real)
@@ -138,6 +146,6 @@ class WriteTool(Tool[WriteParams]):
             details={
                 "path": str(path),
                 "diff": unified_diff(written.old, params.content, params.path),
-                "firstChangedLine": first_changed_line(written.old, params.content),
+                "firstChangedLine": first_changed_line(written.old or "", params.content),
             },
         )

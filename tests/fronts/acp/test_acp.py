@@ -324,6 +324,9 @@ def test_hunks_rebuild_the_new_text_or_only_what_changed() -> None:
     crlf = diff_contents("/f", unified_diff("a\nb\n", "a\nc\n", "f"), "a\r\nb\r\n",
                          have_snapshot=True)
     assert crlf == [{"type": "diff", "path": "/f", "oldText": "a\nb\n", "newText": "a\nc\n"}]
+    created = unified_diff(None, "fresh\n", "f")  # a new file: from /dev/null
+    assert diff_contents("/f", created, None, have_snapshot=False) == [
+        {"type": "diff", "path": "/f", "newText": "fresh\n"}]  # no snapshot, no oldText either
 
 
 def test_prompt_content_and_permission_answers_map_to_tiller() -> None:

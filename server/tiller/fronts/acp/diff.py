@@ -106,7 +106,8 @@ def diff_contents(path: str, diff: str, snapshot: str | None, *, have_snapshot: 
 
     ``have_snapshot`` says whether ``snapshot`` (the file's text before the change; None when it
     did not exist) was taken. Returns one whole-file diff when the diff applies to the snapshot,
-    else one diff per hunk; [] for an empty diff."""
+    else one diff per hunk (without ``oldText`` for a diff from ``/dev/null``: a new file);
+    [] for an empty diff."""
     hunks = parse_hunks(diff)
     if not hunks:
         return []
@@ -121,7 +122,9 @@ def diff_contents(path: str, diff: str, snapshot: str | None, *, have_snapshot: 
                 if snapshot is not None:
                     content["oldText"] = before
                 return [content]
+    created = diff.startswith("--- /dev/null")  # a new file: no old text at all
     return [
-        {"type": "diff", "path": path, "oldText": "".join(hunk.old), "newText": "".join(hunk.new)}
+        {"type": "diff", "path": path, "newText": "".join(hunk.new),
+         **({} if created else {"oldText": "".join(hunk.old)})}
         for hunk in hunks
     ]
