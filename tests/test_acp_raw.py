@@ -16,8 +16,8 @@ import pytest
 from acp_raw import ClientError, raw_acp
 from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from helpers import wait_requests
-from tiller.session_files import log_path
-from tiller.store import SessionLog
+from tiller.store.log import SessionLog
+from tiller.store.saved import log_path
 from tiller.types import TextContent, UserMessage
 
 pytestmark = pytest.mark.anyio

@@ -4,9 +4,10 @@
 session's turn runs is queued as steering and answered when that turn ends, with the same
 outcome. ``cancel`` aborts the run, and every prompt of the turn is answered ``cancelled``. A
 run that ends in ``error`` is answered with JSON-RPC error -32020 (RunFailedError), after its
-``errorMessage`` went out as an ``agent_message_chunk`` (tiller.acp.updates.failure_chunks):
-clients that hide or mangle error answers still show why in the conversation. ``data.details``
-repeats the message for clients that read it there (Toad).
+``errorMessage`` went out as an ``agent_message_chunk``
+(``tiller.fronts.acp.updates.failure_chunks``): clients that hide or mangle error answers still
+show why in the conversation. ``data.details`` repeats the message for clients that read it
+there (Toad).
 
 ``_session/steering`` (``steering``) queues its message into the running turn (``injected``);
 on an idle session it either starts a turn nobody's ``session/prompt`` waits for
