@@ -69,6 +69,8 @@ export interface UserMessage {
   role: 'user';
   content: string | Array<TextContent | ImageContent>;
   timestamp: number;
+  /** The ACP client's prompt blocks, when the message came from one and differs from them. */
+  acpContent?: Record<string, unknown>[];
 }
 
 export interface AssistantMessage {
