@@ -2,7 +2,7 @@
 hand, so a test can send what no SDK would (a response to nothing, an id-less error) and see
 every byte the agent sends.
 
-Every message from the agent is checked against ACP's JSON schema (tests/acp_schema.py);
+Every message from the agent is checked against ACP's JSON schema (tests/support/acp_schema.py);
 ``raw_acp`` fails the test on one that does not conform. The agent's requests are answered by
 ``answer(method, params)``, which returns the result or raises ``ClientError`` to send an
 error answer; the default answers permission questions ``allow_once`` and refuses the rest.
@@ -21,9 +21,9 @@ from typing import Any
 import anyio
 from anyio.abc import Process, TaskGroup
 
-from acp_schema import AcpWireCheck
-from fake_openai import FakeOpenAI
-from helpers import clean_env
+from support.acp_schema import AcpWireCheck
+from support.fake_openai import FakeOpenAI
+from support.helpers import clean_env
 
 __all__ = ["ClientError", "RawAcp", "raw_acp"]
 

@@ -1,7 +1,7 @@
 """ACP end to end over raw stdio, for what real clients nobody here wrote ran into (issue 32):
 Toad's id-less error responses, replay fidelity, empty sessions, a client's fs error detail,
 updates a client's protocol version lacks, a failed model call. Every message the agent sends
-is checked against ACP's schema (tests/acp_raw.py)."""
+is checked against ACP's schema (tests/support/acp_raw.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from typing import Any
 import anyio
 import pytest
 
-from acp_raw import ClientError, raw_acp
-from fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
-from helpers import wait_requests
+from support.acp_raw import ClientError, raw_acp
+from support.fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
+from support.helpers import wait_requests
 from tiller.store.log import SessionLog
 from tiller.store.saved import log_path
 from tiller.types import TextContent, UserMessage
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 
 async def start(client: Any, cwd: Path, version: int = 1,
