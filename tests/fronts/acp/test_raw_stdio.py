@@ -22,6 +22,9 @@ from tiller.types import TextContent, UserMessage
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
+MODEL = "gpt-5.6-terra"
+"""A catalog model with a known context window: usage_update needs one (its ``size``)."""
+
 
 async def start(client: Any, cwd: Path, version: int = 1,
                 capabilities: dict[str, Any] | None = None) -> str:
@@ -127,7 +130,7 @@ async def test_a_cancelled_call_sends_no_usage_update_of_zero(
     """A cancelled call reports no tokens; a context gauge must keep the last call's count."""
     held = threading.Event()
     fake_openai.enqueue(text_reply("first", usage=(1200, 34)), text_reply("never", gate=held))
-    async with raw_acp(fake_openai, tmp_path) as client:
+    async with raw_acp(fake_openai, tmp_path, "--model", MODEL) as client:
         session_id = await start(client, tmp_path)
         await client.call("session/prompt", {
             "sessionId": session_id, "prompt": [{"type": "text", "text": "one"}]})
@@ -152,7 +155,7 @@ async def test_updates_a_clients_protocol_version_lacks_are_not_sent(
     """session_info_update, config_option_update and usage_update are in ACP's v1 schema: a
     client that declared version 0 gets none of them, a v1 client all three."""
     fake_openai.enqueue(text_reply("hello", usage=(1200, 34)))
-    async with raw_acp(fake_openai, tmp_path) as client:
+    async with raw_acp(fake_openai, tmp_path, "--model", MODEL) as client:
         session_id = await start(client, tmp_path, version=version)
         await client.call("session/prompt", {
             "sessionId": session_id, "prompt": [{"type": "text", "text": "hi there"}]})
