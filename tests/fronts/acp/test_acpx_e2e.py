@@ -116,7 +116,7 @@ def test_acpx_cancels_a_turn_and_resumes_a_named_session(
     first = acpx.run("prompt", "-s", "backend", "remember the word banana")
     waiting = acpx.start("prompt", "-s", "backend", "now wait")
     try:
-        fake_openai.wait_for_requests(2)
+        fake_openai.wait_for_requests(2, timeout=120)  # acpx and tiller start on a busy machine
         assert "cancel requested" in acpx.run("cancel", "-s", "backend")
         cancelled, _ = waiting.communicate(timeout=60)
     finally:
