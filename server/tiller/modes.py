@@ -1,5 +1,5 @@
-"""The closed word lists a session is configured with, as plain ``Literal``s and tuples, and
-the timestamp unit and the compaction summary's prefix.
+"""The closed word lists a session is configured with (and the tools' kinds), as plain
+``Literal``s and tuples, and the timestamp unit and the compaction summary's prefix.
 
 Each is spelled once, here, with its values in documentation order; ``tiller.types`` re-exports
 them. This module imports nothing of ours, so start-up (``tiller.config``, answering
@@ -20,6 +20,7 @@ __all__ = [
     "PermissionMode",
     "QueueMode",
     "ThinkingLevel",
+    "ToolKind",
     "Verdict",
     "now_ms",
 ]
@@ -38,6 +39,9 @@ QUEUE_MODES: tuple[QueueMode, ...] = get_args(QueueMode)
 
 Verdict = Literal["allow", "deny", "ask"]
 """What the permission gate decides for one tool call (``tiller.gate.permissions``)."""
+
+ToolKind = Literal["read", "edit", "execute", "search", "think", "other"]
+"""What a tool does, in ACP's words (a subset of ACP's ``ToolKind``; ``tiller.tools.base``)."""
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation, which was compacted]\n\n"
 """How a compaction's summary starts the user message that replaces what it summarized (the

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tiller.modes import (
+    ToolKind,
     now_ms,
 )
 
@@ -261,10 +262,20 @@ class MessageEnd(WireModel):
 
 
 class ToolExecutionStart(WireModel):
+    """A tool call begins (also one that will not run). ``title``, ``kind`` and ``path`` show it
+    as its tool describes itself (``tiller.tools.base.ToolInfo``), so that a client never
+    needs to know a tool by its name: ``title`` is one line (``Edit src/app.py``, a command
+    tool's command, else the tool's name), ``kind`` ACP's tool kind (``other`` for a tool that
+    declares none, or an unknown one), ``path`` the absolute path a tool with a path argument
+    acts on."""
+
     type: Literal["tool_execution_start"] = "tool_execution_start"
     tool_call_id: str
     tool_name: str
     args: dict[str, Any] = Field(default_factory=dict)
+    title: str
+    kind: ToolKind
+    path: str | None = None
 
 
 class ToolExecutionUpdate(WireModel):

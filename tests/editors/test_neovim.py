@@ -410,7 +410,7 @@ def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) 
     assert rm_result["tool_call_id"] == "call_rm" and "rejected" in rm_result["content"]
     assert (workdir / "build").exists() is False
     run5 = obs["run5"][len(obs["run4"]):]
-    assert "✓ edit: notes.txt" in run5 and "✗ bash: rm -rf build" in run5
+    assert "✓ Edit notes.txt" in run5 and "✗ bash: rm -rf build" in run5
 
     # Every bash call and the edit were asked about, with the options the server offered.
     questions = obs["questions"]
@@ -440,7 +440,7 @@ def test_tool_folds(nvim: Neovim, tmp_path: Path) -> None:
         "lone_after": ("✓ bash: seq 5", 5),
         "a": ("✓ bash: slow", 6),
         "b": ("✓ bash: fast", 4),
-        "e": ("✓ edit: x.txt", 6),
+        "e": ("✓ Edit x.txt", 6),
     }
     for name, (header, body) in expected.items():
         fold = obs[name]
@@ -455,6 +455,25 @@ def test_tool_folds(nvim: Neovim, tmp_path: Path) -> None:
     assert lines[b["header"] : b["last"]] == [f"  b{i}" for i in range(1, 5)]
     assert lines[obs["e"]["last"] - 1] == "  +new"
     assert lines[-1] == "All done."
+
+
+def test_tools_it_cannot_know_by_name_show_as_the_server_describes_them(
+    nvim: Neovim, tmp_path: Path
+) -> None:
+    """A tool's call is shown from tool_execution_start's title, kind and path (and, for a
+    loaded session, session/load's toolCalls), whatever its name."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    obs = run_nvim(nvim, "tool_display.lua", {"workdir": str(workdir)}, tmp_path)
+    assert obs["live"] == {
+        "titled": "✓ Touch sub/a.txt",  # its title
+        "command": "✓ runner: make all",  # a command, after its tool's name
+        "path_only": "✓ stamp: sub/a.txt",  # no title of its own: the path, from the cwd
+        "mcp": "✗ git: git_status",
+        "bare": '✓ mystery: {"level":3}',  # nothing described: the arguments
+    }
+    headers = [line for line in obs["loaded"] if line[:2] in ("⚙ ", "✓ ", "✗ ")]
+    assert headers == ["✓ runner: make", "✓ stamp: sub/a.txt", "✓ Touch b"]
 
 
 def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
@@ -909,7 +928,7 @@ def test_changes_and_undo(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path)
 
     # The transcript shows the edit's diff inside its block.
     chat = obs["chat"]
-    block = line_index(chat, "✓ edit: code.txt")
+    block = line_index(chat, "✓ Edit code.txt")
     assert chat[block + 1 : block + 3] == ["  Applied 1 edit to code.txt", "  --- a/code.txt"]
     assert "  -three" in chat[block:] and "  +THREE" in chat[block:]
     assert obs["code_after_run"] == ["one", "two", "THREE", "four"]

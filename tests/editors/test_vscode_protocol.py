@@ -46,6 +46,7 @@ OBJECTS = {
     "SessionInfo": "$defs/SessionInfo",
     "SessionListResult": "$defs/SessionListResult",
     "SessionLoadResult": "$defs/SessionLoadResult",
+    "ToolCallShown": "$defs/ToolCallShown",
     "PromptParams": "x-methods/agent~1prompt/params",
     "RunResult": "x-methods/agent~1prompt/result",
     "QueueParams": "x-methods/agent~1steer/params",
@@ -77,6 +78,7 @@ LITERALS = {
     "QueueMode": "$defs/SetQueueModesResult/properties/steering",
     "PermissionOption": "$defs/RequestPermissionResult/properties/outcome",
     "CompactionReason": "$defs/CompactionStart/properties/reason",
+    "ToolKind": "$defs/ToolExecutionStart/properties/kind",
 }
 """TypeScript union of string literals -> the schema's enum."""
 

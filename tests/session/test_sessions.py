@@ -192,3 +192,39 @@ async def test_a_session_is_saved_and_listed_from_its_first_message_on(
     assert live["messages"] == [] and live["model"] == "gpt-4o"
     saved = {path.stem for path in (tmp_path / ".sessions").glob("*/*.jsonl")}
     assert saved == {used}
+
+
+async def test_a_loaded_session_shows_its_tool_calls_as_they_were_shown(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``tool_execution_start`` shows each call as its tool describes itself; ``session/load``
+    gives the same for each call of the transcript, from the live session and, after a
+    restart, from the log, even when a provider reused a call id in a later run."""
+    (tmp_path / "notes.txt").write_text("hi\n")
+    fake_openai.enqueue(
+        tool_call_reply([("call_0", "bash", {"command": "echo one"}),
+                         ("call_1", "no_such_tool", {"path": "x"})]),
+        text_reply("Ran it."),
+        tool_call_reply([("call_0", "read", {"path": "notes.txt"})]),
+        text_reply("Read it."),
+    )
+    notes = str(tmp_path / "notes.txt")
+    expected = [
+        {"toolCallId": "call_0", "title": "echo one", "kind": "execute"},
+        {"toolCallId": "call_1", "title": "no_such_tool", "kind": "other"},
+        {"toolCallId": "call_0", "title": "Read notes.txt", "kind": "read", "path": notes},
+    ]
+    async with spawn_tiller(fake_openai, tmp_path, "--permission-mode", "auto") as first:
+        session_id = (await first.request("session/new"))["sessionId"]
+        for prompt in ("run it", "read it"):
+            await first.request("agent/prompt", {"sessionId": session_id, "message": prompt})
+        live = await first.request("session/load", {"sessionId": session_id})
+    starts = [{key: event[key] for key in ("toolCallId", "title", "kind", "path") if key in event}
+              for event in first.events if event["type"] == "tool_execution_start"]
+    assert starts == expected
+    assert live["toolCalls"] == expected
+
+    async with spawn_tiller(fake_openai, tmp_path) as second:
+        saved = await second.request("session/load", {"sessionId": session_id})
+        again = await second.request("session/load", {"sessionId": session_id})  # now live
+    assert saved["toolCalls"] == expected and again["toolCalls"] == expected

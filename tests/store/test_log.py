@@ -16,6 +16,8 @@ from tiller.store.log import (
     interrupted_result,
     outline,
     read_session_file,
+    saved_tool_calls,
+    shown_tool_calls,
 )
 from tiller.store.replay import replay
 from tiller.types import AssistantMessage, TextContent, ToolCall, ToolResultMessage, UserMessage
@@ -24,7 +26,8 @@ SAMPLE_DATA = {
     "message": {"message": UserMessage(content="hello").dump()},
     "model_change": {"provider": "anthropic", "model": "claude-x"},
     "thinking_change": {"level": "high"},
-    "tool_start": {"toolCallId": "c1", "toolName": "bash", "args": {"command": "ls"}},
+    "tool_start": {"toolCallId": "c1", "toolName": "bash", "args": {"command": "ls"},
+                   "title": "ls", "kind": "execute"},
     "tool_end": {"toolCallId": "c1", "isError": False},
     "run_start": {},
     "run_end": {"stopReason": "stop"},
@@ -185,6 +188,34 @@ def test_replay_rebuilds_queues_interrupted_tools_and_compaction(tmp_path: Path)
     assert found.open_run is True
     assert found.title == "old question"
     assert INTERRUPTED_STARTED.startswith("Tool call interrupted")
+
+
+def test_tool_calls_are_shown_as_their_starts_recorded_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    session_log.append("message", message=UserMessage(content="go").dump())
+    session_log.append("message", message=AssistantMessage(content=[
+        ToolCall(id="c1", name="bash", arguments={"command": "ls"}),
+        ToolCall(id="c2", name="write", arguments={"path": "a"}),
+    ], stop_reason="toolUse").dump())
+    session_log.append("tool_start", toolCallId="c1", toolName="bash", args={"command": "ls"},
+                       title="ls", kind="execute")
+    # As a log written before starts recorded how they were shown has it:
+    session_log.append("tool_start", toolCallId="c2", toolName="write", args={"path": "a"})
+    session_log.append("message", message=AssistantMessage(content=[
+        ToolCall(id="c1", name="read", arguments={"path": "a"}),  # the id, reused
+    ], stop_reason="toolUse").dump())
+    session_log.append("tool_start", toolCallId="c1", toolName="read", args={"path": "a"},
+                       title="Read a", kind="read", path="/w/a")
+    session_log.close()
+
+    found = outline(read_session_file(path))
+    calls = saved_tool_calls(found.entry_ids, found.messages)
+    assert shown_tool_calls(calls, found.shown) == [
+        {"toolCallId": "c1", "title": "ls", "kind": "execute"},
+        {"toolCallId": "c2", "title": "write", "kind": "other"},
+        {"toolCallId": "c1", "title": "Read a", "kind": "read", "path": "/w/a"},
+    ]
 
 
 def test_the_interrupted_result_is_a_tool_result_message_as_saved() -> None:

@@ -12,13 +12,16 @@ import pytest
 from pydantic import BaseModel
 
 from support.paths import PACKAGE
+from tiller.agent.abort import AbortSignal
+from tiller.agent.settings import AgentSettings
+from tiller.agent.tool_batch import execute_tool_calls, fail_tool_calls
 from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession
 from tiller.fronts.acp.updates import UpdateMapper
 from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.modes import PERMISSION_MODES, PermissionMode, Verdict
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.builtin import default_tools
-from tiller.types import ToolCall, ToolExecutionStart
+from tiller.types import AgentEvent, ToolCall, ToolExecutionStart
 
 pytestmark = pytest.mark.anyio
 
@@ -127,13 +130,50 @@ async def test_the_gate_asks_about_a_new_tool_showing_its_path(tmp_path: Path) -
 
 def test_acp_shows_a_new_tool_from_its_description(tmp_path: Path) -> None:
     mapper = UpdateMapper(tmp_path, TOOLS)
-    start = ToolExecutionStart(tool_call_id="c1", tool_name="touch", args={"path": "a.txt"})
+    start = ToolExecutionStart(tool_call_id="c1", tool_name="touch", args={"path": "a.txt"},
+                               title="Touch a.txt", kind="edit", path=str(tmp_path / "a.txt"))
     [call] = mapper.on_event(start)
     assert call["kind"] == "edit" and call["title"] == "Touch a.txt"
     assert call["locations"] == [{"path": str(tmp_path / "a.txt")}]
     for name in ("deploy", "clock", "no-such-tool"):
-        [call] = mapper.on_event(ToolExecutionStart(tool_call_id="c2", tool_name=name, args={}))
+        start = ToolExecutionStart(tool_call_id="c2", tool_name=name, args={}, title=name,
+                                   kind="other")
+        [call] = mapper.on_event(start)
         assert call["kind"] == "other" and call["title"] == name and "locations" not in call
+
+
+def shown(events: list[AgentEvent]) -> dict[str, tuple[str, str, str | None]]:
+    """Each call's (title, kind, path) as its tool_execution_start showed it."""
+    return {event.tool_call_id: (event.title, event.kind, event.path)
+            for event in events if isinstance(event, ToolExecutionStart)}
+
+
+async def test_tool_execution_start_shows_a_call_as_its_tool_describes_itself(
+    tmp_path: Path,
+) -> None:
+    calls = [
+        ToolCall(id="t", name="touch", arguments={"path": "sub/a.txt"}),
+        ToolCall(id="r", name="read", arguments={"path": "/etc/hostname"}),
+        ToolCall(id="l", name="ls", arguments={}),
+        ToolCall(id="b", name="bash", arguments={"command": "echo one\necho two"}),
+        ToolCall(id="d", name="deploy", arguments={}),
+        ToolCall(id="u", name="no-such-tool", arguments={"path": "x"}),
+    ]
+    events: list[AgentEvent] = []
+    settings = AgentSettings(tools=TOOLS, cwd=tmp_path)
+    await execute_tool_calls(calls, settings, events.append, AbortSignal())
+    assert shown(events) == {
+        "t": ("Touch sub/a.txt", "edit", str(tmp_path / "sub/a.txt")),
+        "r": ("Read /etc/hostname", "read", "/etc/hostname"),
+        "l": ("List .", "read", str(tmp_path)),
+        "b": ("echo one…", "execute", None),
+        "d": ("deploy", "other", None),
+        "u": ("no-such-tool", "other", None),
+    }
+    # Calls answered without running (a reply cut by the output limit) are shown alike.
+    events.clear()
+    fail_tool_calls(calls[:1], "cut", settings, events.append)
+    assert shown(events) == {"t": ("Touch sub/a.txt", "edit", str(tmp_path / "sub/a.txt"))}
 
 
 async def test_the_editor_bridge_asks_about_a_new_tool_from_its_description(

@@ -39,7 +39,7 @@ harness.run(function(_, obs)
   chat.open()
 
   -- 1. One call, five lines of output.
-  feed({ type = 'tool_execution_start', toolCallId = 'one', toolName = 'bash', args = { command = 'seq 5' } })
+  feed({ type = 'tool_execution_start', toolCallId = 'one', toolName = 'bash', args = { command = 'seq 5' }, title = 'seq 5', kind = 'execute' })
   feed({ type = 'tool_execution_end', toolCallId = 'one', toolName = 'bash', result = text('1\n2\n3\n4\n5') })
   obs.lone = fold_of(chat, 'one')
 
@@ -47,8 +47,8 @@ harness.run(function(_, obs)
   feed({ type = 'message_start', message = { role = 'assistant' } })
   feed({ type = 'message_update', kind = 'text', delta = 'Two at once.' })
   feed({ type = 'message_end', message = { role = 'assistant' } })
-  feed({ type = 'tool_execution_start', toolCallId = 'a', toolName = 'bash', args = { command = 'slow' } })
-  feed({ type = 'tool_execution_start', toolCallId = 'b', toolName = 'bash', args = { command = 'fast' } })
+  feed({ type = 'tool_execution_start', toolCallId = 'a', toolName = 'bash', args = { command = 'slow' }, title = 'slow', kind = 'execute' })
+  feed({ type = 'tool_execution_start', toolCallId = 'b', toolName = 'bash', args = { command = 'fast' }, title = 'fast', kind = 'execute' })
   feed({ type = 'tool_execution_update', toolCallId = 'a', partialResult = { output = 'a1\na2' } })
   feed({ type = 'tool_execution_update', toolCallId = 'b', partialResult = { output = 'b1\nb2\nb3' } })
   feed({ type = 'tool_execution_update', toolCallId = 'a', partialResult = { output = 'a1\na2\na3' } })
@@ -56,7 +56,15 @@ harness.run(function(_, obs)
   feed({ type = 'tool_execution_end', toolCallId = 'a', toolName = 'bash', result = text('a1\na2\na3\na4\na5\na6') })
   -- 3. An edit: its result line, then its diff.
   local diff = '--- a/x.txt\n+++ b/x.txt\n@@ -1 +1 @@\n-old\n+new\n'
-  feed({ type = 'tool_execution_start', toolCallId = 'e', toolName = 'edit', args = { path = 'x.txt' } })
+  feed({
+    type = 'tool_execution_start',
+    toolCallId = 'e',
+    toolName = 'edit',
+    args = { path = 'x.txt' },
+    title = 'Edit x.txt',
+    kind = 'edit',
+    path = vim.fn.getcwd() .. '/x.txt',
+  })
   feed({
     type = 'tool_execution_end',
     toolCallId = 'e',

@@ -154,6 +154,9 @@
         '<pre class="output"></pre>';
     }
     card.className = `tool ${op.status}`;
+    if (op.kind) {
+      card.dataset.kind = String(op.kind);
+    }
     /** @param {string} selector @param {string} text */
     const set = (selector, text) => {
       const node = card.querySelector(selector);
@@ -161,7 +164,11 @@
         node.textContent = text;
       }
     };
-    set('.name', op.name);
+    set('.name', op.title);
+    const name = card.querySelector('.name');
+    if (name instanceof HTMLElement) {
+      name.title = String(op.name); // the tool's name, on hover
+    }
     set('.summary', op.summary);
     /** @type {Record<string, string>} */
     const labels = {

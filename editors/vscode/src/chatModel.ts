@@ -5,7 +5,7 @@
 import type { ApprovalView } from './approvals';
 import { renderMarkdown } from './markdown';
 import { attachedPath } from './mentions';
-import type { AgentEvent, Message, ToolResultMessage, TurnCheckpoint } from './protocol';
+import type { AgentEvent, Message, ToolCallShown, ToolKind, ToolResultMessage, TurnCheckpoint } from './protocol';
 
 export type ToolStatus = 'streaming' | 'waiting' | 'running' | 'done' | 'error';
 export type QueueKind = 'steer' | 'followUp';
@@ -18,8 +18,14 @@ export type ChatOp =
   | {
       op: 'tool';
       id: string;
+      /** The tool's name. */
       name: string;
+      /** What the card's title shows: the call's title, or the tool's name (see toolTitle). */
+      title: string;
+      /** Shown after the title, in the editor's font: a command, or the path it acts on. */
       summary: string;
+      /** What the tool does, as the server says (absent until its call starts). */
+      kind?: ToolKind;
       args: string;
       status: ToolStatus;
       output: string;
@@ -54,6 +60,8 @@ interface ToolCard {
   callId: string;
   diff?: string;
   name: string;
+  /** How the server shows the call (tool_execution_start, session/load's toolCalls). */
+  shown?: Omit<ToolCallShown, 'toolCallId'>;
   args: string;
   parsedArgs: Record<string, unknown> | undefined;
   status: ToolStatus;
@@ -94,6 +102,7 @@ export class ChatModel {
         const card = this.tool(event.toolCallId, event.toolName);
         card.args = JSON.stringify(event.args, null, 2);
         card.parsedArgs = event.args;
+        card.shown = shownOf(event);
         card.status = 'running';
         this.dirty.add(card.id);
         return this.flush();
@@ -215,9 +224,15 @@ export class ChatModel {
    * `entryIds` and the session's `turns` (session/changes), each run's changed files and Undo
    * come at the run's end again.
    */
-  replay(messages: readonly Message[], entryIds: readonly string[] = [], turns: readonly TurnCheckpoint[] = []): ChatOp[] {
+  replay(
+    messages: readonly Message[],
+    entryIds: readonly string[] = [],
+    turns: readonly TurnCheckpoint[] = [],
+    toolCalls: readonly ToolCallShown[] = [],
+  ): ChatOp[] {
     const changes = runChanges(messages, entryIds, turns);
     const ops: ChatOp[] = [];
+    let shownCalls = 0; // toolCalls has one entry per tool call of `messages`, in order
     for (const [index, message] of messages.entries()) {
       const ended = changes.get(index);
       if (ended) {
@@ -230,7 +245,20 @@ export class ChatModel {
         this.dirty.add(card.id);
         ops.push(...this.flush());
       } else {
-        ops.push(...this.messageStart(message), ...this.messageEnd(message), ...this.flush());
+        ops.push(...this.messageStart(message), ...this.messageEnd(message));
+        for (const content of message.role === 'assistant' ? message.content : []) {
+          if (content.type !== 'toolCall') {
+            continue;
+          }
+          const shown = toolCalls[shownCalls++];
+          const id = this.latestCard.get(content.id);
+          const card = id === undefined ? undefined : this.tools.get(id);
+          if (shown && card) {
+            card.shown = shownOf(shown);
+            this.dirty.add(card.id);
+          }
+        }
+        ops.push(...this.flush());
       }
     }
     const last = changes.get(messages.length);
@@ -356,11 +384,14 @@ export class ChatModel {
 }
 
 function toolOp(card: ToolCard): ChatOp {
+  const { title, summary } = toolTitle(card.name, card.shown);
   return {
     op: 'tool',
     id: card.id,
     name: card.name,
-    summary: toolSummary(card.name, card.parsedArgs),
+    title,
+    summary,
+    ...(card.shown === undefined ? {} : { kind: card.shown.kind }),
     args: card.args,
     status: card.status,
     output: card.output,
@@ -368,13 +399,32 @@ function toolOp(card: ToolCard): ChatOp {
   };
 }
 
-/** A one-line description of a tool call for its card's title. */
-export function toolSummary(name: string, args: Record<string, unknown> | undefined): string {
-  if (!args) {
-    return '';
+/** How the server showed a call; undefined when it did not say (an older server). */
+function shownOf(info: { title?: unknown; kind?: unknown; path?: unknown }): Omit<ToolCallShown, 'toolCallId'> | undefined {
+  if (typeof info.title !== 'string' || typeof info.kind !== 'string') {
+    return undefined;
   }
-  const pick = name === 'bash' ? args.command : args.path;
-  const text = typeof pick === 'string' ? pick : '';
+  const path = typeof info.path === 'string' ? { path: info.path } : {};
+  return { title: info.title, kind: info.kind as ToolKind, ...path };
+}
+
+/**
+ * A tool call's card title, from how the server shows the call (never from the tool's name):
+ * a command (kind `execute`) after its tool's name; else the title its tool gave it
+ * (`Edit src/app.py`); else the tool's name and the path it acts on. Until the call starts,
+ * its tool's name.
+ */
+export function toolTitle(name: string, shown: Omit<ToolCallShown, 'toolCallId'> | undefined): { title: string; summary: string } {
+  if (shown?.kind === 'execute' && shown.title !== '') {
+    return { title: name, summary: oneLine(shown.title) };
+  }
+  if (shown && shown.title !== '' && shown.title !== name) {
+    return { title: oneLine(shown.title), summary: '' };
+  }
+  return { title: name, summary: shown?.path === undefined ? '' : oneLine(shown.path) };
+}
+
+function oneLine(text: string): string {
   const line = text.split('\n')[0] ?? '';
   return line.length > 120 ? `${line.slice(0, 119)}…` : line;
 }

@@ -369,7 +369,7 @@ class TillerController implements ChatHost, vscode.Disposable {
     this.history = [];
     this.ops.fire([{ op: 'clear' }]);
     const turns = await this.turnCheckpoints(client, loaded.sessionId);
-    this.post([...this.model.replay(loaded.messages, loaded.entryIds, turns), { op: 'state', running: this.busy }]);
+    this.post([...this.model.replay(loaded.messages, loaded.entryIds, turns, loaded.toolCalls ?? []), { op: 'state', running: this.busy }]);
     void this.refreshState();
     return true;
   }

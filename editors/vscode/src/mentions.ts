@@ -1,5 +1,5 @@
 // `@path` mentions in a message: the files they name are sent along as text blocks, so the model
-// has them without a `read` first. No `vscode` import (tested under Node).
+// has them without reading them first. No `vscode` import (tested under Node).
 
 import type { ImageContent, TextContent, UserInput } from './protocol';
 

@@ -1,58 +1,18 @@
 // What a permission request would change: the proposed content of a file, computed from the
-// tool's arguments or the server's unified diff. No `vscode` import (tested under Node).
+// server's unified diff. No `vscode` import (tested under Node).
 
 import type { RequestPermissionParams } from './protocol';
 
 /**
  * The file content the tool call would leave behind, given the `current` content ('' for a new
- * file), or undefined when it cannot be worked out (the caller then shows the diff text).
- * Order of preference: `write`'s `content`, the server's unified diff, `edit`'s `edits`.
+ * file): the server's unified diff (`preview.kind === 'diff'`, made against the editor's buffer)
+ * applied to it. Undefined when there is none or it does not apply (the caller then shows the
+ * diff text). Nothing here reads the tool's arguments: it is the same for every tool the server can
+ * predict a change of.
  */
 export function proposedContent(params: RequestPermissionParams, current: string): string | undefined {
-  const { args, preview } = params;
-  if (params.toolName === 'write' && typeof args.content === 'string') {
-    return args.content;
-  }
-  if (preview.kind === 'diff') {
-    const patched = applyUnifiedDiff(current, preview.diff);
-    if (patched !== undefined) {
-      return patched;
-    }
-  }
-  if (params.toolName === 'edit' && Array.isArray(args.edits)) {
-    return applyEdits(current, args.edits);
-  }
-  return undefined;
-}
-
-/** `edit`'s replacements, each matched exactly once against the original, applied together. */
-export function applyEdits(original: string, edits: unknown[]): string | undefined {
-  const spans: Array<{ start: number; end: number; text: string }> = [];
-  for (const edit of edits) {
-    if (typeof edit !== 'object' || edit === null) {
-      return undefined;
-    }
-    const { oldText, newText } = edit as { oldText?: unknown; newText?: unknown };
-    if (typeof oldText !== 'string' || typeof newText !== 'string' || oldText === '') {
-      return undefined;
-    }
-    const start = original.indexOf(oldText);
-    if (start === -1 || original.indexOf(oldText, start + 1) !== -1) {
-      return undefined;
-    }
-    spans.push({ start, end: start + oldText.length, text: newText });
-  }
-  spans.sort((a, b) => a.start - b.start);
-  let out = '';
-  let cursor = 0;
-  for (const span of spans) {
-    if (span.start < cursor) {
-      return undefined; // overlapping edits
-    }
-    out += original.slice(cursor, span.start) + span.text;
-    cursor = span.end;
-  }
-  return out + original.slice(cursor);
+  const { preview } = params;
+  return preview.kind === 'diff' ? applyUnifiedDiff(current, preview.diff) : undefined;
 }
 
 const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;

@@ -179,6 +179,19 @@ export interface SessionLoadResult {
   pendingFollowUp: number;
   /** `session/fork` with `revertFiles` only: what was put back. */
   revert?: Record<string, unknown>;
+  /** How each tool call of `messages` was shown when it started, in order. */
+  toolCalls: ToolCallShown[];
+}
+
+/** What a tool does (ACP's tool kinds): how a call is shown, never its tool's name. */
+export type ToolKind = 'read' | 'edit' | 'execute' | 'search' | 'think' | 'other';
+
+/** A loaded tool call as its `tool_execution_start` showed it. */
+export interface ToolCallShown {
+  toolCallId: string;
+  title: string;
+  kind: ToolKind;
+  path?: string;
 }
 
 export type UserInput = string | Array<TextContent | ImageContent>;
@@ -266,6 +279,11 @@ export type AgentEvent =
       toolCallId: string;
       toolName: string;
       args: Record<string, unknown>;
+      /** One line: `Edit src/app.py`, a command tool's command, else the tool's name. */
+      title: string;
+      kind: ToolKind;
+      /** The absolute path the call acts on, for a tool with a path argument. */
+      path?: string;
     })
   | (EventBase & {
       type: 'tool_execution_update';

@@ -169,6 +169,7 @@ test('a bash tool round emits tool_execution_start and tool_execution_end', opti
     assert.ok(startEvent.type === 'tool_execution_start');
     assert.equal(startEvent.toolName, 'bash');
     assert.deepEqual(startEvent.args, { command: str(s, 'command') });
+    assert.deepEqual([startEvent.title, startEvent.kind, startEvent.path], [str(s, 'command'), 'execute', undefined]);
     const endEvent = events[end]!;
     assert.ok(endEvent.type === 'tool_execution_end');
     assert.equal(endEvent.isError, false);
@@ -182,6 +183,7 @@ test('a bash tool round emits tool_execution_start and tool_execution_end', opti
     const last = cards.filter((c) => c.id.endsWith(`-${id}`)).at(-1)!; // keyed by message and call id
     assert.equal(last.status, 'done');
     assert.equal(last.name, 'bash');
+    assert.equal(last.title, 'bash');
     assert.equal(last.summary, str(s, 'command'));
     assert.ok(last.output.includes(str(s, 'output')));
   });
@@ -265,6 +267,13 @@ test('read, edit and write go through the editor: unsaved buffers in, buffers ou
       assert.equal(result.stopReason, 'stop');
       const ends = log.ofType('tool_execution_end');
       assert.deepEqual(ends.map((e) => [e.toolName, e.isError]), [['read', false], ['edit', false], ['write', false]]);
+      // Each call as its tool describes itself: a title, a kind, the absolute path it acts on.
+      const starts = log.ofType('tool_execution_start');
+      assert.deepEqual(starts.map((e) => [e.title, e.kind, canonical(e.path ?? '')]), [
+        [`Read ${str(s, 'notes')}`, 'read', canonical(notes)],
+        [`Edit ${str(s, 'notes')}`, 'edit', canonical(notes)],
+        [`Write ${str(s, 'created')}`, 'edit', canonical(created)],
+      ]);
       const readText = ends[0]!.result.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
       assert.ok(readText.includes(str(s, 'buffer').split('\n')[0]!), `read saw the buffer: ${readText}`);
       assert.ok(editor.reads.some((r) => canonical(r.path) === canonical(notes)));

@@ -117,7 +117,8 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
     assert.equal(final.get('bash')?.status, 'done');
     assert.ok(final.get('bash')?.output.includes(str(s, 'echoed')));
     assert.equal(final.get('write')?.status, 'done');
-    assert.equal(final.get('write')?.summary, str(s, 'file'));
+    assert.equal(final.get('write')?.title, `Write ${str(s, 'file')}`);
+    assert.equal(final.get('write')?.kind, 'edit');
 
     // The status bar says Tiller is idle again, with the session's tokens.
     await waitUntil(() => /Tiller: idle · .* tok/.test(recorded.statusItems[0]?.text ?? ''), 'the status bar', 10_000);

@@ -9,7 +9,7 @@ import { attachedPath, findMentions, withFiles } from '../src/mentions';
 import { compactCount, statusText } from '../src/statusText';
 import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
 import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
-import { applyEdits, applyUnifiedDiff, proposedContent } from '../src/preview';
+import { applyUnifiedDiff, proposedContent } from '../src/preview';
 import type { AgentEvent, RequestPermissionParams } from '../src/protocol';
 
 // ---------------------------------------------------------------------------------------------
@@ -107,10 +107,10 @@ test('chat model: tool card from streamed call to running, progress and an error
   model.apply(ev({ type: 'message_update', kind: 'toolCallArgs', index: 0, delta: '{"command": "ma' }));
   const streaming = model.flush();
   assert.deepEqual(streaming, [
-    { op: 'tool', id: 't1-c1', name: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
+    { op: 'tool', id: 't1-c1', name: 'bash', title: 'bash', summary: '', args: '{"command": "ma', status: 'streaming', output: '' },
   ]);
   const ops: ChatOp[] = [];
-  ops.push(...model.apply(ev({ type: 'tool_execution_start', toolCallId: 'c1', toolName: 'bash', args: { command: 'make' } })));
+  ops.push(...model.apply(ev({ type: 'tool_execution_start', toolCallId: 'c1', toolName: 'bash', args: { command: 'make' }, title: 'make', kind: 'execute' })));
   model.apply(ev({ type: 'tool_execution_update', toolCallId: 'c1', toolName: 'bash', partialResult: { output: 'x'.repeat(MAX_TOOL_OUTPUT + 10) } }));
   const progress = model.flush();
   ops.push(
@@ -125,12 +125,12 @@ test('chat model: tool card from streamed call to running, progress and an error
     ),
   );
   assert.deepEqual(ops[0], {
-    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'running', output: '',
+    op: 'tool', id: 't1-c1', name: 'bash', title: 'bash', summary: 'make', kind: 'execute', args: '{\n  "command": "make"\n}', status: 'running', output: '',
   });
   assert.equal(progress.length, 1);
   assert.equal(progress[0]!.op === 'tool' && progress[0]!.output.length, MAX_TOOL_OUTPUT + 1, 'output is tail-truncated');
   assert.deepEqual(ops[1], {
-    op: 'tool', id: 't1-c1', name: 'bash', summary: 'make', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
+    op: 'tool', id: 't1-c1', name: 'bash', title: 'bash', summary: 'make', kind: 'execute', args: '{\n  "command": "make"\n}', status: 'error', output: 'make: *** failed',
   });
 });
 
@@ -218,13 +218,53 @@ test('chat model: a loaded conversation is drawn as the run drew it', () => {
     },
     { role: 'toolResult', toolCallId: 'c1', toolName: 'bash', content: [{ type: 'text', text: 'a.txt' }], isError: false, timestamp: 0 },
     { role: 'assistant', timestamp: 0, stopReason: 'error', errorMessage: 'openai: 500', content: [] },
-  ] as unknown as Parameters<ChatModel['replay']>[0]);
+  ] as unknown as Parameters<ChatModel['replay']>[0], [], [], [{ toolCallId: 'c1', title: 'ls', kind: 'execute' }]);
   const kinds = ops.map((op) => op.op);
   assert.deepEqual(kinds, ['user', 'block', 'tool', 'tool', 'notice']);
   const last = ops[3];
   assert.ok(last?.op === 'tool');
   assert.deepEqual([last.id, last.status, last.summary, last.output], ['t2-c1', 'done', 'ls', 'a.txt']);
   assert.deepEqual(ops[4], { op: 'notice', level: 'error', text: 'openai: 500', action: 'continue' });
+});
+
+test('chat model: tools it cannot know by name show as the server describes them, live and loaded', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  const card = (id: string, name: string, shown: Record<string, unknown>) => {
+    const ops = model.apply(ev({ type: 'tool_execution_start', toolCallId: id, toolName: name, args: { x: 1 }, ...shown }));
+    const op = ops.find((o) => o.op === 'tool');
+    assert.ok(op?.op === 'tool');
+    return [op.title, op.summary, op.kind];
+  };
+  assert.deepEqual(card('t', 'touch', { title: 'Touch a.txt', kind: 'edit', path: '/w/a.txt' }), ['Touch a.txt', '', 'edit']);
+  assert.deepEqual(card('c', 'runner', { title: 'make all', kind: 'execute' }), ['runner', 'make all', 'execute']);
+  assert.deepEqual(card('p', 'stamp', { title: 'stamp', kind: 'edit', path: '/w/a.txt' }), ['stamp', '/w/a.txt', 'edit']);
+  assert.deepEqual(card('m', 'mcp__git__git_status', { title: 'git: git_status', kind: 'other' }), ['git: git_status', '', 'other']);
+  assert.deepEqual(card('b', 'mystery', { title: 'mystery', kind: 'other' }), ['mystery', '', 'other']);
+
+  // A loaded session: session/load's toolCalls, one per call in order (the id used twice).
+  const ops = new ChatModel().replay([
+    { role: 'user', content: 'go', timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'toolUse', content: [
+      { type: 'toolCall', id: 'x', name: 'runner', arguments: { script: 'make' } },
+      { type: 'toolCall', id: 'y', name: 'stamp', arguments: {} },
+    ] },
+    { role: 'toolResult', toolCallId: 'x', toolName: 'runner', content: [], isError: false, timestamp: 0 },
+    { role: 'toolResult', toolCallId: 'y', toolName: 'stamp', content: [], isError: false, timestamp: 0 },
+    { role: 'assistant', timestamp: 0, stopReason: 'toolUse', content: [{ type: 'toolCall', id: 'x', name: 'touch', arguments: {} }] },
+    { role: 'toolResult', toolCallId: 'x', toolName: 'touch', content: [], isError: false, timestamp: 0 },
+  ] as unknown as Parameters<ChatModel['replay']>[0], [], [], [
+    { toolCallId: 'x', title: 'make', kind: 'execute' },
+    { toolCallId: 'y', title: 'stamp', kind: 'edit', path: '/w/a.txt' },
+    { toolCallId: 'x', title: 'Touch b', kind: 'edit', path: '/w/b' },
+  ]);
+  const cards = new Map<string, [string, string]>();
+  for (const op of ops) {
+    if (op.op === 'tool') {
+      cards.set(op.id, [op.title, op.summary]);
+    }
+  }
+  assert.deepEqual([...cards.values()], [['runner', 'make'], ['stamp', '/w/a.txt'], ['Touch b', '']]);
 });
 
 test('chat model: a loaded run that changed files ends with its changed files and Undo', () => {
@@ -271,15 +311,17 @@ const edit: RequestPermissionParams = {
   options: ['allowOnce', 'rejectOnce'],
 };
 
-test('preview: write uses its content; edit applies the diff, else the edits', () => {
+test('preview: the server\'s diff applied to the buffer, whatever the tool', () => {
   const current = 'one\ntwo\nthree\n';
   assert.equal(proposedContent(edit, current), 'one\nTWO\nthree\n');
+  const other = { ...edit, toolName: 'mcp__fs__patch', args: { anything: 1 } };
+  assert.equal(proposedContent(other, current), 'one\nTWO\nthree\n', 'only the diff counts');
   const badDiff = { ...edit, preview: { kind: 'diff' as const, path: 'f.txt', diff: '@@ -1 +1 @@\n-zzz\n+y\n' } };
-  assert.equal(proposedContent(badDiff, current), 'one\nTWO\nthree\n', 'falls back to the edits');
-  const write = { ...edit, toolName: 'write', args: { path: 'f.txt', content: 'new\n' } };
-  assert.equal(proposedContent(write, current), 'new\n');
-  const command = { ...edit, toolName: 'bash', args: {}, preview: { kind: 'command' as const, command: 'ls', cwd: '/' } };
+  assert.equal(proposedContent(badDiff, current), undefined, 'a diff that does not apply: shown as text');
+  const command = { ...edit, args: {}, preview: { kind: 'command' as const, command: 'ls', cwd: '/' } };
   assert.equal(proposedContent(command, current), undefined);
+  const path = { ...edit, preview: { kind: 'path' as const, path: '/elsewhere/f.txt' } };
+  assert.equal(proposedContent(path, current), undefined);
 });
 
 test('preview: unified diffs with new files, missing final newlines and mismatches', () => {
@@ -292,12 +334,6 @@ test('preview: unified diffs with new files, missing final newlines and mismatch
   assert.equal(applyUnifiedDiff('same\n', ''), 'same\n');
 });
 
-test('preview: edits must each match once and not overlap', () => {
-  assert.equal(applyEdits('a b a', [{ oldText: 'b', newText: 'B' }]), 'a B a');
-  assert.equal(applyEdits('a b a', [{ oldText: 'a', newText: 'A' }]), undefined, 'two matches');
-  assert.equal(applyEdits('abc', [{ oldText: 'ab', newText: '' }, { oldText: 'bc', newText: '' }]), undefined);
-  assert.equal(applyEdits('abc', [{ oldText: 'c', newText: '3' }, { oldText: 'a', newText: '1' }]), '1b3');
-});
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

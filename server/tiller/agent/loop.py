@@ -123,7 +123,7 @@ class _Run:
         results in source order."""
         calls = message.tool_calls
         if message.stop_reason == "length":
-            batch = fail_tool_calls(calls, LENGTH_POISON_MESSAGE, self.emit)
+            batch = fail_tool_calls(calls, LENGTH_POISON_MESSAGE, self.settings, self.emit)
         else:
             batch = await execute_tool_calls(calls, self.settings, self.emit, self.abort)
         for result in batch.results:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiller.agent.abort import AbortSignal
 from tiller.errors import ToolError
-from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult
+from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult, describe
 from tiller.tools.truncate import printable
 from tiller.types import (
     AgentEvent,
@@ -122,13 +122,25 @@ def _printable(block: TextContent | ImageContent) -> TextContent | ImageContent:
     return block
 
 
+def _start_event(call: ToolCall, tools: Sequence[Tool[Any]], cwd: Path) -> ToolExecutionStart:
+    """``tool_execution_start`` for ``call``, showing it as its tool describes itself."""
+    info = describe(tools, call.name)
+    path = info.call_path(call.arguments, cwd)
+    return ToolExecutionStart(
+        tool_call_id=call.id, tool_name=call.name, args=call.arguments,
+        title=info.call_title(call.name, call.arguments), kind=info.kind,
+        path=None if path is None else str(path),
+    )
+
+
 def fail_tool_calls(
-    calls: Sequence[ToolCall], reason: str, emit: Callable[[AgentEvent], None]
+    calls: Sequence[ToolCall], reason: str, settings: ToolSettings,
+    emit: Callable[[AgentEvent], None],
 ) -> ToolBatch:
     """Answer every call with an error result carrying ``reason``, running none of them."""
     results = []
     for call in calls:
-        emit(ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments))
+        emit(_start_event(call, settings.tools, settings.cwd))
         result = _error_result(call, reason)
         emit(ToolExecutionEnd(
             tool_call_id=call.id, tool_name=call.name, result=result, is_error=True
@@ -173,6 +185,7 @@ class _BatchRunner:
         self.terminal = settings.terminal
         self.calls = calls
         self.tools = {tool.name: tool for tool in settings.tools}
+        self.tool_list = settings.tools
         self.emit = emit
         self.cwd = settings.cwd
         self.before = settings.before_tool_call
@@ -184,9 +197,7 @@ class _BatchRunner:
 
     def start(self, index: int, call: ToolCall) -> None:
         self.started.add(index)
-        self.emit(
-            ToolExecutionStart(tool_call_id=call.id, tool_name=call.name, args=call.arguments)
-        )
+        self.emit(_start_event(call, self.tool_list, self.cwd))
 
     def finish(self, index: int, result: ToolResultMessage, terminate: bool = False) -> None:
         self.results[index] = result

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from tiller.modes import PermissionMode, QueueMode, ThinkingLevel
+from tiller.modes import PermissionMode, QueueMode, ThinkingLevel, ToolKind
 from tiller.protocol.checkpoints import (
     ChangesParams,
     ChangesResult,
@@ -84,6 +84,7 @@ __all__ = [
     "SetQueueModesResult",
     "SetThinkingLevelParams",
     "SetThinkingLevelResult",
+    "ToolCallShown",
 ]
 
 EVENT_METHOD = "agent/event"
@@ -317,9 +318,19 @@ class SessionForkParams(SessionIdParams):
     )
 
 
+class ToolCallShown(WireModel):
+    """How a tool call of a loaded transcript was shown when it started: its
+    ``tool_execution_start``'s ``title``, ``kind`` and ``path``."""
+
+    tool_call_id: str
+    title: str
+    kind: ToolKind
+    path: str | None = None
+
+
 class SessionLoadResult(WireModel):
     """A live session's history: ``entryIds[i]`` is the log entry of ``messages[i]`` (the point
-    to pass to session/fork)."""
+    to pass to session/fork); ``toolCalls`` shows each tool call of ``messages``, in order."""
 
     session_id: str
     cwd: str
@@ -332,6 +343,7 @@ class SessionLoadResult(WireModel):
     revert: RevertResult | None = Field(
         default=None, description="session/fork with revertFiles: what was put back"
     )
+    tool_calls: list[ToolCallShown] = Field(default_factory=list)
 
 
 # agent/compact ---------------------------------------------------------------------------------

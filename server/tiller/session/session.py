@@ -37,13 +37,14 @@ from tiller.protocol.checkpoints import RevertResult
 from tiller.providers.base import Provider
 from tiller.providers.registry import create_provider
 from tiller.session.plan import PlanTracker
-from tiller.store.log import SessionLog
+from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.builtin import default_tools
 from tiller.types import (
     AgentEvent,
+    AssistantMessage,
     CommandEntry,
     CommandsChanged,
     ToolCall,
@@ -176,6 +177,14 @@ class Session:
     def tools(self) -> Sequence[Tool[Any]]:
         """The session's tools; the gate and the fronts read how each describes itself."""
         return self.agent.settings.tools
+
+    def shown_tool_calls(self) -> list[dict[str, Any]]:
+        """How each tool call of the transcript was shown when it started, in order
+        (``session/load``'s ``toolCalls``, ``tiller.store.log.shown_tool_calls``)."""
+        calls = ((entry_id, call.id, call.name)
+                 for entry_id, message in zip(self.entry_ids, self.agent.messages, strict=True)
+                 if isinstance(message, AssistantMessage) for call in message.tool_calls)
+        return shown_tool_calls(calls, self.recorder.shown)
 
     @property
     def thinking(self) -> ThinkingLevel:
@@ -336,6 +345,7 @@ class Session:
         agent.messages.extend(state.messages)
         self.plan.restore(state.messages)
         self.entry_ids.extend(state.entry_ids)
+        self.recorder.shown.update(state.shown)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)
         if state.thinking in THINKING_LEVELS:

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +48,8 @@ __all__ = [
     "interrupted_result",
     "outline",
     "read_session_file",
+    "saved_tool_calls",
+    "shown_tool_calls",
     "title_of",
 ]
 
@@ -60,7 +62,7 @@ ENTRY_TYPES = (
     "message",  # {message}: a user, assistant or tool result message; `queueId` if it was queued
     "model_change",  # {provider, model}
     "thinking_change",  # {level}
-    "tool_start",  # {toolCallId, toolName, args}: written before the tool runs
+    "tool_start",  # {toolCallId, toolName, args, title, kind, path?}: before the tool runs
     "tool_end",  # {toolCallId, isError}
     "run_start",  # {}
     "run_end",  # {stopReason, errorMessage?}
@@ -320,8 +322,10 @@ class Outline:
     yet validated): the transcript and each message's entry (``""`` for a compaction's
     summary), the undelivered queued messages as (queue entry id, queue, message), the last
     model settings, the tool calls a crash left without a result (call block, whether it had
-    started), whether a run was left open, and the ``usage`` of every assistant message of the
-    branch with its entry (those a compaction dropped too: the session's spending)."""
+    started), whether a run was left open, the ``usage`` of every assistant message of the
+    branch with its entry (those a compaction dropped too: the session's spending), and how
+    each tool call was shown when it started (``shown``: by its assistant message's entry and
+    the call's id, ``{title, kind, path?}``)."""
 
     messages: list[JSON] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -333,6 +337,7 @@ class Outline:
     open_run: bool = False
     title: str | None = None
     spent: list[tuple[str, JSON]] = field(default_factory=list)
+    shown: dict[tuple[str, str], JSON] = field(default_factory=dict)
 
     def pending(self, queue: str) -> int:
         """How many queued messages of ``queue`` ("steering" or "followUp") wait."""
@@ -397,6 +402,11 @@ def _outline_entry(
         queued[entry.id] = (data["queue"], data["message"])
     elif entry.type == "tool_start":
         started.add(data["toolCallId"])
+        if "title" in data:  # logs before tool_start carried them have none
+            owner = next((eid for eid, message in reversed(kept)
+                          if message["role"] == "assistant"), "")
+            found.shown[(owner, data["toolCallId"])] = {
+                key: data[key] for key in SHOWN_FIELDS if key in data}
     elif entry.type == "model_change":
         found.provider, found.model = data["provider"], data["model"]
     elif entry.type == "thinking_change":
@@ -411,6 +421,33 @@ def _outline_entry(
                    "timestamp": entry.timestamp}
         kept = [("", summary), *kept[cut:]]
     return kept
+
+
+SHOWN_FIELDS = ("title", "kind", "path")
+"""What a ``tool_start`` entry records of how its call was shown (its tool_execution_start)."""
+
+
+def shown_tool_calls(
+    calls: Iterable[tuple[str, str, str]], shown: Mapping[tuple[str, str], JSON]
+) -> list[JSON]:
+    """``session/load``'s ``toolCalls``: for each tool call of a transcript, in order, given as
+    (its assistant message's entry, its id, its tool's name), how it was shown when it started
+    (``shown``, keyed like ``Outline.shown``). A call with no record of that (a log written
+    before they were recorded, a call a restart left unstarted) is shown by its tool's name,
+    kind ``other``."""
+    return [{"toolCallId": call_id, **shown.get((entry_id, call_id),
+                                                {"title": name, "kind": "other"})}
+            for entry_id, call_id, name in calls]
+
+
+def saved_tool_calls(entry_ids: list[str], messages: list[JSON]) -> Iterable[tuple[str, str, str]]:
+    """The (entry, call id, tool name) of each tool call in ``messages`` (as saved), in order,
+    for ``shown_tool_calls``."""
+    for entry_id, message in zip(entry_ids, messages, strict=True):
+        if message["role"] == "assistant":
+            for block in message.get("content") or ():
+                if block.get("type") == "toolCall":
+                    yield entry_id, str(block.get("id")), str(block.get("name"))
 
 
 def interrupted_result(call: JSON, started: bool) -> JSON:

@@ -2,7 +2,8 @@
 
 ``LogRecorder`` is the first subscriber of every Session (tiller.session.session), so an event's
 entry is on disk before any front sends the event and before the step that depends on it proceeds.
-It also keeps ``entry_ids``: the log entry of each message in the agent's transcript.
+It also keeps ``entry_ids``: the log entry of each message in the agent's transcript, and
+``shown``: how each tool call was shown when it started (``tiller.store.log.Outline.shown``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from tiller.types import (
     AgentEnd,
     AgentEvent,
     AgentStart,
+    AssistantMessage,
     CompactionEnd,
     MessageEnd,
     ToolExecutionEnd,
@@ -36,6 +38,9 @@ class LogRecorder:
         self.log = session_log
         self.entry_ids: list[str] = []
         """The log entry of each message in ``agent.messages`` ("" where there is none)."""
+        self.shown: dict[tuple[str, str], dict[str, Any]] = {}
+        """(assistant message's entry, tool call id) -> ``{title, kind, path?}`` of its start."""
+        self._assistant_entry = ""
 
     def append(self, entry_type: str, **data: Any) -> Entry | None:
         """Write one entry; None if it could not be written."""
@@ -56,9 +61,15 @@ class LogRecorder:
             if isinstance(event.message, UserMessage) and event.message.queue_id:
                 extra["queueId"] = event.message.queue_id
             self.append_message(event.message.dump(), **extra)
+            if isinstance(event.message, AssistantMessage):
+                self._assistant_entry = self.entry_ids[-1]
         elif isinstance(event, ToolExecutionStart):
+            shown: dict[str, Any] = {"title": event.title, "kind": event.kind}
+            if event.path is not None:
+                shown["path"] = event.path
             self.append("tool_start", toolCallId=event.tool_call_id,
-                        toolName=event.tool_name, args=event.args)
+                        toolName=event.tool_name, args=event.args, **shown)
+            self.shown[(self._assistant_entry, event.tool_call_id)] = shown
         elif isinstance(event, ToolExecutionEnd):
             self.append("tool_end", toolCallId=event.tool_call_id,
                         isError=event.is_error)

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import TypeAdapter
 
@@ -22,9 +23,10 @@ _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 @dataclass
 class Replay:
     """What a session goes live with, as models: the transcript and each message's entry, the
-    undelivered queued messages (each with its ``queue_id``), the thinking level, and
-    ``usage``: the sum of every assistant message's on the branch (compacted ones included).
-    The rest of what the log says is in its ``Outline``."""
+    undelivered queued messages (each with its ``queue_id``), the thinking level,
+    ``usage``: the sum of every assistant message's on the branch (compacted ones included),
+    and how its tool calls were shown (``Outline.shown``). The rest of what the log says is in
+    its ``Outline``."""
 
     messages: list[Message] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -32,6 +34,7 @@ class Replay:
     follow_ups: list[UserMessage] = field(default_factory=list)
     thinking: str | None = None
     usage: Usage = field(default_factory=Usage)
+    shown: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
@@ -47,7 +50,7 @@ def validated(file: SessionFile, found: Outline) -> Replay:
     def refused(entry_id: str, exc: ValueError) -> SessionLogError:
         return corrupt(file, next(e for e in file.entries if e.id == entry_id), exc)
 
-    state = Replay(entry_ids=found.entry_ids, thinking=found.thinking)
+    state = Replay(entry_ids=found.entry_ids, thinking=found.thinking, shown=found.shown)
     for entry_id, message in zip(found.entry_ids, found.messages, strict=True):
         try:
             state.messages.append(_MESSAGE.validate_python(message))

@@ -22,6 +22,8 @@ from tiller.store.log import (
     interrupted_result,
     outline,
     read_session_file,
+    saved_tool_calls,
+    shown_tool_calls,
 )
 
 if TYPE_CHECKING:
@@ -124,7 +126,9 @@ class SavedSession:
         return {"sessionId": self.id, "cwd": str(cwd), "provider": provider,
                 "model": model, "messages": found.messages, "entryIds": found.entry_ids,
                 "pendingSteering": found.pending("steering"),
-                "pendingFollowUp": found.pending("followUp")}
+                "pendingFollowUp": found.pending("followUp"),
+                "toolCalls": shown_tool_calls(
+                    saved_tool_calls(found.entry_ids, found.messages), found.shown)}
 
 
 def open_saved(root: Path | None, session_id: str) -> SavedSession:

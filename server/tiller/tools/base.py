@@ -14,14 +14,16 @@ nothing is taken at its worst: it may change anything, anywhere.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from tiller.modes import ToolKind
 from tiller.types import ImageContent, TextContent
 
 __all__ = [
@@ -31,7 +33,6 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolInfo",
-    "ToolKind",
     "ToolResult",
     "describe",
     "find_tool",
@@ -40,8 +41,8 @@ __all__ = [
 P = TypeVar("P", bound=BaseModel)
 
 
-ToolKind = Literal["read", "edit", "execute", "search", "think", "other"]
-"""What a tool does, in ACP's words (a subset of ACP's ``ToolKind``)."""
+TITLE_LIMIT = 120
+"""Characters of a command shown as a call's title (``ToolInfo.call_title``)."""
 
 
 class _BlankFields(dict[str, str]):
@@ -49,6 +50,13 @@ class _BlankFields(dict[str, str]):
 
     def __missing__(self, key: str) -> str:
         return ""
+
+
+def _one_line(text: str) -> str:
+    """The first line of ``text``, at most ``TITLE_LIMIT`` characters, "…" when cut."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    more = "…" if len(first) > TITLE_LIMIT or "\n" in text.strip() else ""
+    return first[:TITLE_LIMIT] + more
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,25 @@ class ToolInfo:
         if self.path_arg is not None:
             fields["path"] = fields.get(self.path_arg) or self.path_default or "."
         return self.title.format_map(fields)
+
+    def call_title(self, name: str, args: dict[str, Any]) -> str:
+        """How a call is shown in one line, wherever it is shown (ACP's ``tool_call``, Tiller's
+        ``tool_execution_start``): a command tool's command (its first line, at most
+        ``TITLE_LIMIT`` characters), else ``format_title`` (``Edit src/app.py``; the tool's
+        name when it has no title)."""
+        command = self.command(args)
+        if command is not None:
+            return _one_line(command) or name
+        return self.format_title(name, args)
+
+    def call_path(self, args: dict[str, Any], cwd: Path) -> Path | None:
+        """The absolute path a call acts on (``~`` expanded, relative to ``cwd``, not resolved
+        through symlinks; the default, else ".", when the argument is absent or empty); None
+        for a tool without a path argument."""
+        if self.path_arg is None:
+            return None
+        path = Path(os.path.expanduser(self.raw_path(args) or "."))
+        return path if path.is_absolute() else cwd / path
 
 
 @dataclass

@@ -359,7 +359,8 @@ def test_the_mapper_reads_typed_events_and_keeps_raw_output_as_sent(tmp_path: Pa
     assert mapper.on_event(MessageUpdate(kind="text", index=0, delta="hi")) == [
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}
     ]
-    start = ToolExecutionStart(tool_call_id="c1", tool_name="read", args={"path": "a.txt"})
+    start = ToolExecutionStart(tool_call_id="c1", tool_name="read", args={"path": "a.txt"},
+                               title="Read a.txt", kind="read", path=str(tmp_path / "a.txt"))
     [call] = mapper.on_event(start)
     assert call["kind"] == "read" and call["status"] == "pending"
     assert call["locations"] == [{"path": str(tmp_path / "a.txt")}]

@@ -10,83 +10,60 @@
 --
 --   The reply, streamed from text deltas.
 --
---   ✓ bash: pytest -q                 <- a tool call: a fold whose first line names the tool
---     3 passed                           and its arguments; the result (at most
---                                         `tool_output_lines` lines) is folded inside
+--   ✓ bash: pytest -q                 <- a tool call: a fold whose first line shows the call
+--     3 passed                           as the server describes it (a command after its
+--   ✓ Edit src/app.py                    tool's name, else its title); the result (at most
+--     Applied 1 edit                     `tool_output_lines` lines, then a file change's
+--     @@ -1 +1 @@ …                      diff) is folded inside
 --   ✗ Error: openai: 401 Unauthorized   <- a run that ended with stopReason "error"
 --
 -- Tool blocks (tiller.chat_tools) are tracked with extmarks, so a result arriving for an earlier
 -- call of a parallel batch is inserted under its own header. Folds come from 'foldexpr'
 -- (tiller.chatbuf.foldexpr), which reads the block table: they work in every window that shows
--- the buffer. This module renders events and notices; tiller.chatbuf holds the buffer.
+-- the buffer. This module renders events and notices; tiller.chatbuf holds the buffer and the
+-- chat's state.
 
 local B = require('tiller.chatbuf')
 local T = require('tiller.chat_tools')
 
 local M = {}
 
-local S = B.S
-local HIGHLIGHT = B.HIGHLIGHT
-local valid, line_count, edit, highlight = B.valid, B.line_count, B.edit, B.highlight
-local append, gap, stream, end_stream = B.append, B.gap, B.stream, B.end_stream
-local content_lines, trim_trailing_blanks = B.content_lines, B.trim_trailing_blanks
-local api = vim.api
-
 M.config = B.config
 M.buffer, M.window, M.open, M.clear = B.buffer, B.window, B.open, B.clear
 M.foldexpr, M.lines = B.foldexpr, B.lines
 M.append_block, M.mark_row, M.set_block_line = B.append_block, B.mark_row, B.set_block_line
-M.summarize_args, M.permission_answered = T.summarize_args, T.permission_answered
-M.block_line = T.block_line
+M.permission_answered, M.block_line = T.permission_answered, T.block_line
 
 -- Sections -------------------------------------------------------------------------------------
 
 local function user_message(message)
-  end_stream()
-  gap()
   local lines = { '## You' }
-  vim.list_extend(lines, trim_trailing_blanks(content_lines(message.content)))
-  local row = append(lines)
-  highlight('TillerHeader', row)
-  S.section, S.last = 'user', 'user'
+  vim.list_extend(lines, B.trim_trailing_blanks(B.content_lines(message.content)))
+  B.write(lines, 'user', 'TillerHeader')
 end
 
 local function assistant_start()
-  end_stream()
-  if S.section ~= 'assistant' then
-    gap()
-    highlight('TillerHeader', append({ '## Tiller' }))
-    S.section, S.last = 'assistant', 'header'
+  B.end_stream()
+  if B.section() ~= 'assistant' then
+    B.write({ '## Tiller' }, 'assistant', 'TillerHeader')
   end
-  S.message_row = line_count()
+  B.start_message()
 end
 
 --- Append a notice: kind 'error' (shown as "✗ Error: ..."), 'warning' or 'info'.
 function M.notice(kind, text)
-  M.buffer()
-  end_stream()
-  gap()
   local lines = vim.split(tostring(text), '\n', { plain = true })
   local group = 'TillerNotice'
   if kind == 'error' then
     lines[1] = '✗ Error: ' .. lines[1]
     group = 'TillerError'
   end
-  local row = append(lines)
-  highlight(group, row, row + #lines - 1)
-  S.last = 'notice'
+  B.write(lines, 'notice', group)
 end
 
 local function retry_scheduled(event)
-  end_stream()
   -- The partial message is discarded by the server: discard what was shown of it.
-  local count = line_count()
-  if S.message_row and S.message_row < count then
-    edit(function(buf)
-      api.nvim_buf_clear_namespace(buf, HIGHLIGHT, S.message_row, -1)
-      api.nvim_buf_set_lines(buf, S.message_row, -1, false, {})
-    end)
-  end
+  B.discard_message()
   local delay = (tonumber(event.delayMs) or 0) / 1000
   M.notice(
     'warning',
@@ -108,7 +85,7 @@ local STOP_NOTICES = {
 }
 
 local function agent_end(event)
-  end_stream()
+  B.end_stream()
   local reason = event.stopReason
   if reason == 'error' then
     M.notice('error', event.errorMessage or 'the run failed')
@@ -136,12 +113,12 @@ local dispatch = {
   end,
   message_update = function(event)
     if event.kind == 'text' or event.kind == 'thinking' then
-      stream(event.kind, event.delta)
+      B.stream(event.kind, event.delta)
     end
   end,
   message_end = function(event)
     if message_role(event) == 'assistant' then
-      end_stream()
+      B.end_stream()
     end
   end,
   tool_execution_start = T.tool_start,
@@ -165,10 +142,10 @@ M.STDERR_SHOWN = 12 -- lines of the server's stderr shown when it exits unasked
 --- The server process exited; `stopped` when :TillerStop asked for it. Otherwise the last
 --- lines it wrote to stderr (`stderr`) say why.
 function M.server_exited(code, signal, stopped, stderr)
-  if not valid() then
+  if not B.valid() then
     return
   end
-  end_stream()
+  B.end_stream()
   if stopped then
     M.notice('info', '■ Tiller stopped')
     return
@@ -176,7 +153,7 @@ function M.server_exited(code, signal, stopped, stderr)
   local lines = {
     string.format('tiller exited (code %s, signal %s); :Tiller starts it again', code, signal),
   }
-  local tail = trim_trailing_blanks(vim.deepcopy(stderr or {}))
+  local tail = B.trim_trailing_blanks(vim.deepcopy(stderr or {}))
   if #tail > 0 then
     table.insert(lines, 'its last words (stderr):')
     for i = math.max(1, #tail - M.STDERR_SHOWN + 1), #tail do
@@ -207,14 +184,9 @@ end
 
 --- Show a prompt the server never received (it was not running, or exited first).
 function M.unsent(text)
-  M.buffer()
-  end_stream()
-  gap()
   local lines = { '## You (not sent)' }
   vim.list_extend(lines, vim.split(text, '\n', { plain = true }))
-  local row = append(lines)
-  highlight('TillerNotice', row)
-  S.section, S.last = 'user', 'user'
+  B.write(lines, 'user', 'TillerNotice')
 end
 
 return M

@@ -1,7 +1,21 @@
--- tiller.chatbuf: the chat buffer itself, under tiller.chat (which renders events into it):
--- its state, windows and folds, appending and editing lines, and the streams of text and
--- thinking. tiller.chat and tiller.chat_tools use the functions exported at the end; the
--- rest of the plugin goes through tiller.chat.
+-- tiller.chatbuf: the chat buffer and the one owner of the chat's state (what was written
+-- last, the streams, the tool call blocks and their folds). tiller.chat and tiller.chat_tools
+-- render into it through the API below and keep no state of their own; the rest of the
+-- plugin goes through tiller.chat.
+--
+-- The API:
+--   buffer() valid() clear() open() window() window_of(buf) lines()    the buffer, its windows
+--   write(lines, what, group)      append lines: a user message, the assistant's heading, a
+--                                  notice or a tool block (see there)
+--   section()                      whose heading was written last: 'user', 'assistant' or nil
+--   stream(kind, delta) end_stream()       the text or thinking being streamed
+--   start_message() discard_message()      the assistant message in progress (a retry drops it)
+--   add_call(id, data, header, group)      a tool call's block: a fold, its header and body
+--   call(id) set_call(id, header, body, group) call_line(id)
+--   append_block(lines, group) mark_row(mark) set_block_line(mark, offset, text, group)
+--                                  a marked block (a permission question), edited in place
+--   foldexpr(lnum)                 'foldexpr' of chat windows
+--   content_lines(content) trim_trailing_blanks(lines)    text helpers (no state)
 
 local M = {}
 
@@ -35,13 +49,10 @@ api.nvim_create_autocmd('ColorScheme', {
   callback = define_highlights,
 })
 
-local S = {} -- the chat's state (one table, emptied by reset(); other modules keep it)
+local S -- the chat's state: private to this module, made afresh by reset()
 
 local function reset()
-  for key in pairs(S) do
-    S[key] = nil
-  end
-  local fresh = {
+  S = {
     buf = nil,
     empty = true, -- nothing written yet: the buffer's single empty line is a placeholder
     section = nil, -- 'user' or 'assistant': whose heading was written last
@@ -49,13 +60,10 @@ local function reset()
     stream = nil, -- nil, 'text' or 'thinking': the kind of delta the last line receives
     stream_row = nil, -- first row of the current stream
     message_row = nil, -- first row of the assistant message in progress
-    blocks = {}, -- every tool block: {mark, nlines, name, summary, status}
+    blocks = {}, -- every tool call's block: {mark, nlines, data}
     calls = {}, -- toolCallId -> its latest block (ids may repeat across runs)
     folds = nil, -- lnum -> fold level string, rebuilt when nil
   }
-  for key, value in pairs(fresh) do
-    S[key] = value
-  end
 end
 reset()
 
@@ -352,39 +360,130 @@ local function stream(kind, delta)
   end
 end
 
-local function content_lines(content)
-  if type(content) == 'string' then
-    return vim.split(content, '\n', { plain = true })
-  end
-  local lines = {}
-  if type(content) == 'table' then
-    for _, block in ipairs(content) do
-      if block.type == 'text' and type(block.text) == 'string' then
-        vim.list_extend(lines, vim.split(block.text, '\n', { plain = true }))
-      elseif block.type == 'image' then
-        table.insert(lines, '[image]')
-      end
-    end
-  end
-  return lines
-end
+--- Append `text` or `thinking` delta text to the stream of that kind (a new stream, after a
+--- blank line, when the last lines are something else).
+M.stream = stream
 
-local function trim_trailing_blanks(lines)
-  while #lines > 0 and lines[#lines]:match('^%s*$') do
-    table.remove(lines)
-  end
-  return lines
-end
+--- The current stream is over (its trailing blank lines dropped).
+M.end_stream = end_stream
 
---- Append `lines` (after a blank line) highlighted with `group`; returns a mark for
---- M.mark_row and M.set_block_line.
-function M.append_block(lines, group)
+-- Writing --------------------------------------------------------------------------------------
+
+--- Append `lines`, after the stream (ended) and a blank line (none right under the assistant's
+--- heading, nor between two tool blocks); returns the row of the first. `what` says what they
+--- are: 'user' (a user message under its heading), 'assistant' (the assistant's heading),
+--- 'notice' or 'tool' (a tool call's header). `group` highlights the first line (a notice's
+--- every line).
+function M.write(lines, what, group)
   M.buffer()
   end_stream()
-  gap()
+  if not (what == 'tool' and S.last == 'tool') then
+    gap()
+  end
   local row = append(lines)
-  highlight(group, row, row + #lines - 1)
-  S.last = 'notice'
+  if group then
+    highlight(group, row, what == 'notice' and row + #lines - 1 or row)
+  end
+  S.last = what == 'assistant' and 'header' or what
+  if what == 'user' or what == 'assistant' then
+    S.section = what
+  end
+  return row
+end
+
+--- Whose heading was written last: 'user', 'assistant', or nil (none since the buffer was
+--- created or cleared).
+function M.section()
+  return S.section
+end
+
+--- The assistant message in progress starts here, at the end (see M.discard_message).
+function M.start_message()
+  S.message_row = line_count()
+end
+
+--- Remove what was shown of the assistant message in progress (the server discards it: a
+--- retry).
+function M.discard_message()
+  end_stream()
+  local count = line_count()
+  if S.message_row and S.message_row < count then
+    edit(function(buf)
+      api.nvim_buf_clear_namespace(buf, HIGHLIGHT, S.message_row, -1)
+      api.nvim_buf_set_lines(buf, S.message_row, -1, false, {})
+    end)
+  end
+end
+
+-- Tool call blocks -----------------------------------------------------------------------------
+
+local function block_row(block)
+  local pos = api.nvim_buf_get_extmark_by_id(S.buf, BLOCKS, block.mark, {})
+  return pos and pos[1]
+end
+
+--- Append the block of tool call `id`: its `header` line (highlighted with `group`), a fold
+--- that grows with its body (M.set_call). `data` is the caller's own record of the call, kept
+--- with the block (M.call); a later block with the same id (a provider may reuse ids across
+--- runs) takes the id over.
+function M.add_call(id, data, header, group)
+  local row = M.write({ header }, 'tool', group)
+  local block = { nlines = 0, data = data }
+  block.mark = api.nvim_buf_set_extmark(S.buf, BLOCKS, row, 0, {})
+  table.insert(S.blocks, block)
+  S.calls[tostring(id)] = block
+  S.folds = nil
+end
+
+--- The `data` of the latest block of tool call `id`, or nil.
+function M.call(id)
+  local block = valid() and S.calls[tostring(id)]
+  return block and block.data or nil
+end
+
+--- Replace the header and body of the latest block of tool call `id`, the header highlighted
+--- with `group`. A fold the user opened stays open.
+---
+--- The header and the body are replaced by one change: Neovim 0.11 updates an expr fold
+--- incrementally, and a change to its header line right after lines were inserted under it
+--- left the fold one line short (0.7.2 got it right). Neovim evaluates 'foldexpr' during the
+--- change, while the block's mark is displaced, so the fold table is set beforehand to what it
+--- will be after the change.
+function M.set_call(id, header, body, group)
+  local block = valid() and S.calls[tostring(id)]
+  local row = block and block_row(block)
+  if not row then
+    return
+  end
+  local old = block.nlines
+  -- A header alone is a one-line fold, which never shows closed: not one the user opened.
+  local open = old > 0 and open_folds_at(row + 1) or {}
+  block.nlines = #body
+  S.folds = build_folds(row, #body - old)
+  edit(function(buf)
+    api.nvim_buf_clear_namespace(buf, HIGHLIGHT, row, row + 1 + old)
+    local lines = { header }
+    vim.list_extend(lines, body)
+    api.nvim_buf_set_lines(buf, row, row + 1 + old, false, lines)
+    api.nvim_buf_set_extmark(buf, BLOCKS, row, 0, { id = block.mark })
+  end)
+  highlight(group, row)
+  reopen_folds(open, row + 1)
+end
+
+--- The 1-based line of the header of tool call `id`, or nil.
+function M.call_line(id)
+  local block = valid() and S.calls[tostring(id)]
+  local row = block and block_row(block)
+  return row and row + 1 or nil
+end
+
+-- Marked blocks --------------------------------------------------------------------------------
+
+--- Append `lines` (a notice) highlighted with `group`; returns a mark for M.mark_row and
+--- M.set_block_line.
+function M.append_block(lines, group)
+  local row = M.write(lines, 'notice', group)
   return api.nvim_buf_set_extmark(S.buf, MARKS, row, 0, {})
 end
 
@@ -419,14 +518,35 @@ function M.lines()
   return api.nvim_buf_get_lines(S.buf, 0, -1, false)
 end
 
--- For tiller.chat and tiller.chat_tools ------------------------------------------------------
+--- Whether the chat buffer exists.
+M.valid = valid
 
-M.S = S
-M.BLOCKS, M.HIGHLIGHT = BLOCKS, HIGHLIGHT
-M.valid, M.line_count, M.last_line = valid, line_count, last_line
-M.edit, M.highlight, M.append, M.gap = edit, highlight, append, gap
-M.open_folds_at, M.reopen_folds, M.build_folds = open_folds_at, reopen_folds, build_folds
-M.stream, M.end_stream = stream, end_stream
-M.content_lines, M.trim_trailing_blanks = content_lines, trim_trailing_blanks
+-- Text helpers (no state) ----------------------------------------------------------------------
+
+--- The lines of message content: a string, or text blocks (an image as "[image]").
+function M.content_lines(content)
+  if type(content) == 'string' then
+    return vim.split(content, '\n', { plain = true })
+  end
+  local lines = {}
+  if type(content) == 'table' then
+    for _, block in ipairs(content) do
+      if block.type == 'text' and type(block.text) == 'string' then
+        vim.list_extend(lines, vim.split(block.text, '\n', { plain = true }))
+      elseif block.type == 'image' then
+        table.insert(lines, '[image]')
+      end
+    end
+  end
+  return lines
+end
+
+--- `lines` without their trailing blank lines (changed in place, and returned).
+function M.trim_trailing_blanks(lines)
+  while #lines > 0 and lines[#lines]:match('^%s*$') do
+    table.remove(lines)
+  end
+  return lines
+end
 
 return M

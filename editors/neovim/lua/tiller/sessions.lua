@@ -62,9 +62,12 @@ function M.current()
   return S.id
 end
 
--- Render a `session/load` result's messages as the events that produced them.
+-- Render a `session/load` result's messages as the events that produced them; each tool call
+-- is shown as it was live (`toolCalls`: one per call, in order).
 local function render_history(history)
   chat.clear()
+  local shown = type(history.toolCalls) == 'table' and history.toolCalls or {}
+  local calls = 0
   for _, message in ipairs(type(history.messages) == 'table' and history.messages or {}) do
     if message.role == 'user' then
       chat.handle_event({ type = 'message_start', message = message })
@@ -75,11 +78,16 @@ local function render_history(history)
           local delta = block.type == 'text' and block.text or block.thinking
           chat.handle_event({ type = 'message_update', kind = block.type, delta = delta })
         elseif block.type == 'toolCall' then
+          calls = calls + 1
+          local call = type(shown[calls]) == 'table' and shown[calls] or {}
           chat.handle_event({
             type = 'tool_execution_start',
             toolCallId = block.id,
             toolName = block.name,
             args = block.arguments,
+            title = call.title,
+            kind = call.kind,
+            path = call.path,
           })
         end
       end

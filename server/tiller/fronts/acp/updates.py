@@ -43,7 +43,6 @@ from pydantic_core import to_jsonable_python
 from tiller.fronts.acp.diff import diff_contents
 from tiller.fronts.acp.sessions import title_update, usage_update
 from tiller.tools.base import Tool, ToolInfo, describe
-from tiller.tools.files import resolve_path
 from tiller.types import (
     AgentEvent,
     AssistantContent,
@@ -91,9 +90,6 @@ STOP_REASONS: dict[str, str] = {
 """Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.fronts.acp answers the
 prompt with a JSON-RPC error instead)."""
 
-TITLE_LIMIT = 120
-
-
 def available_commands(commands: Sequence[CommandEntry]) -> dict[str, Any]:
     """The ``available_commands_update`` for ``commands`` (an ``input`` hint where one has an
     argument hint)."""
@@ -115,35 +111,6 @@ def acp_stop_reason(stop_reason: str) -> str | None:
     return STOP_REASONS.get(stop_reason)
 
 
-def _text_arg(args: dict[str, Any], key: str) -> str:
-    value = args.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _one_line(text: str) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    more = "…" if len(first) > TITLE_LIMIT or "\n" in text.strip() else ""
-    return first[:TITLE_LIMIT] + more
-
-
-def tool_title(name: str, args: dict[str, Any], info: ToolInfo) -> str:
-    """A short human-readable title for a call, e.g. ``Edit src/app.py``, or a command tool's
-    command (its first line)."""
-    command = info.command(args)
-    if command is not None:
-        return _one_line(command) or name
-    return info.format_title(name, args)
-
-
-def tool_locations(args: dict[str, Any], info: ToolInfo, cwd: Path) -> list[dict[str, Any]]:
-    """The absolute path a call acts on, for the client's follow-along (none without a path
-    argument)."""
-    if info.path_arg is None:
-        return []
-    path = _text_arg(args, info.path_arg) or "."
-    return [{"path": str(resolve_path(path, cwd))}]
-
-
 def tool_call_fields(
     call_id: str, name: str, args: dict[str, Any], cwd: Path, info: ToolInfo
 ) -> dict[str, Any]:
@@ -151,13 +118,13 @@ def tool_call_fields(
     (``info``: how the tool called ``name`` describes itself)."""
     fields: dict[str, Any] = {
         "toolCallId": call_id,
-        "title": tool_title(name, args, info),
+        "title": info.call_title(name, args),
         "kind": info.kind,
         "rawInput": args,
     }
-    locations = tool_locations(args, info, cwd)
-    if locations:
-        fields["locations"] = locations
+    path = info.call_path(args, cwd)
+    if path is not None:  # the client's follow-along
+        fields["locations"] = [{"path": str(path)}]
     return fields
 
 

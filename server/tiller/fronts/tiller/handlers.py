@@ -53,6 +53,7 @@ from tiller.protocol.models import (
     SetQueueModesResult,
     SetThinkingLevelParams,
     SetThinkingLevelResult,
+    ToolCallShown,
 )
 from tiller.types import RunResult, UserContent, WireModel
 from tiller.wire.jsonrpc import Front, Method
@@ -257,6 +258,8 @@ class Methods:
             entry_ids=list(session.entry_ids),
             pending_steering=len(agent.steering_queue),
             pending_follow_up=len(agent.follow_up_queue),
+            tool_calls=[ToolCallShown.model_validate(shown)
+                        for shown in session.shown_tool_calls()],
         )
 
     def _models_list(self) -> ModelsListResult:
