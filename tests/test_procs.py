@@ -13,7 +13,9 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
+import sysconfig
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import clean_env, process_gone, spawn_tiller
+from support.paths import PACKAGE
 from tiller.client import TillerClient
 
 pytestmark = pytest.mark.anyio
@@ -175,6 +178,28 @@ def as_nobody() -> list[str]:
     return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
 
 
+def python_as_nobody() -> tuple[list[str], dict[str, str]]:
+    """The command that runs this Python as ``as_nobody`` does, and the environment it needs, for
+    a test whose program starts Python again itself (``tiller run`` spawns its server): once the
+    user is dropped, this venv's interpreter may live where that user cannot exec it (a pyenv
+    under /root), so the same version's system interpreter is used with this venv's
+    ``site-packages`` and the server's source on ``PYTHONPATH``."""
+    prefix = as_nobody()
+    if not prefix:
+        return [sys.executable], {}
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    installed = sysconfig.get_paths()
+    paths = [installed["purelib"], installed["platlib"], str(PACKAGE.parent)]
+    for candidate in (sys.executable, *(f"/usr/{where}bin/python{version}"
+                                        for where in ("", "local/"))):
+        runs = subprocess.run([*prefix, "/bin/sh", "-c", 'exec "$0" -c ""', candidate],
+                              capture_output=True, check=False)
+        if runs.returncode == 0:
+            return [*prefix, candidate], {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+    pytest.fail(f"no Python {version} that uid {NOBODY} may run: run the tests as a non-root "
+                "user, or install the system's python3")
+
+
 @contextlib.contextmanager
 def open_workspace() -> Iterator[Path]:
     """A workspace any user may use (pytest's tmp_path is private to root)."""
@@ -243,3 +268,70 @@ async def test_provider_keys_leave_the_environment_commands_inherit(
                   if e["type"] == "tool_execution_end")["result"]["content"][0]["text"]
     assert "OTHER_TOKEN=for-commands" in output
     assert own_key not in output and openai_key not in output
+
+
+@pytest.mark.process
+def test_tiller_run_keeps_the_keys_from_the_agents_commands(fake_openai: FakeOpenAI) -> None:
+    """Issue 26, 1: ``tiller run`` holds the keys it was started with, and the server it spawns
+    gets them from it; a command finds that front process as its server's parent. Neither
+    process's ``/proc/PID/environ`` shows the keys to the command, so they reach neither the
+    output, the session log nor the next model request."""
+    openai_key, anthropic_key = f"sk-front-{uuid.uuid4().hex}", f"sk-ant-{uuid.uuid4().hex}"
+    probe = ("front=$(awk '/^PPid/{print $2}' /proc/$PPID/status); echo front=$front; "
+             "tr '\\0' ' ' </proc/$front/cmdline; echo; "
+             "cat /proc/$front/environ; echo rc=$?; cat /proc/$PPID/environ; echo rc=$?; "
+             "env")
+    fake_openai.enqueue(tool_call_reply([("call_probe", "bash", {"command": probe})]),
+                        text_reply("nothing to see"))
+    with open_workspace() as workspace:
+        python, python_env = python_as_nobody()
+        env = clean_env(OPENAI_API_KEY=openai_key, ANTHROPIC_API_KEY=anthropic_key,
+                        HOME=str(workspace), XDG_CONFIG_HOME=str(workspace),
+                        PYTHONDONTWRITEBYTECODE="1", **python_env)
+        argv = [*python, "-m", "tiller", "run", "read the keys", "--json",
+                "--base-url", fake_openai.url, "--cwd", str(workspace),
+                "--session-dir", str(workspace / "sessions")]
+        done = subprocess.run(argv, env=env, cwd=workspace, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=60)
+        logs = "".join(p.read_text(errors="replace") for p in workspace.rglob("*.jsonl"))
+
+    assert done.returncode == 0, done.stderr
+    *events, _result = [json.loads(line) for line in done.stdout.splitlines()]
+    end = next(e for e in events if e["type"] == "tool_execution_end")
+    output = end["result"]["content"][0]["text"]
+    assert "-m tiller run read the keys" in output  # the probe read the front's /proc entries
+    assert re.findall(r"rc=(\d+)", output) == ["1", "1"], output
+    for key in (openai_key, anthropic_key):
+        assert key not in done.stdout and key not in done.stderr
+        assert key not in json.dumps(fake_openai.requests[1])
+        assert key not in logs
+    assert openai_key in json.dumps(fake_openai.request_headers[0])  # the server had the key
+
+
+NOT_AN_OBJECT = "TILLER_KEYS_FD: the pipe did not hold a JSON object of strings"
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("fd", "payload", "message"), [
+    ("seven", None, "TILLER_KEYS_FD='seven' is not a file descriptor"),
+    ("pipe", b'["sk-not-an-object"]', NOT_AN_OBJECT),
+    ("pipe", b'{"OPENAI_API_KEY": 7}', NOT_AN_OBJECT),
+    ("999", None, "TILLER_KEYS_FD: cannot read descriptor 999: Bad file descriptor"),
+])
+def test_a_bad_keys_pipe_is_a_configuration_error(
+    tmp_path: Path, fd: str, payload: bytes | None, message: str
+) -> None:
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, payload or b"")
+    os.close(write_fd)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "tiller", "--cwd", str(tmp_path), "--no-session"],
+            env=clean_env(TILLER_KEYS_FD=str(read_fd) if fd == "pipe" else fd),
+            pass_fds=(read_fd,), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(read_fd)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"tiller: {message}"

@@ -43,7 +43,8 @@ def setup_logging(config: ServerConfig) -> None:
 def serve(argv: Sequence[str]) -> int:
     procs.harden()  # before any key is read: /proc/PID/environ, memory, fds become private
     try:
-        config = load_config(argv, os.environ)
+        keys = procs.receive_keys()  # from a front (tiller chat/run): never in an environ
+        config = load_config(argv, {**os.environ, **keys})
     except ConfigError as exc:
         print(f"tiller: {exc}", file=sys.stderr)
         return 2
@@ -120,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] in (["chat"], ["run"]):
+        procs.make_private()  # it holds the keys it started with: keep its /proc private
         from tiller.chat.app import main as chat_main
 
         return chat_main(args[1:], run=args[0] == "run")

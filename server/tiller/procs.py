@@ -7,8 +7,16 @@ Linux only; elsewhere every function here does nothing (there is no ``prctl`` or
   root can still read them), and ``PR_SET_CHILD_SUBREAPER 1`` makes every orphaned descendant
   (``setsid cmd &``, ``nohup cmd &`` after its shell exited) re-parent to the server instead of
   init, so it stays findable as a descendant.
+- ``make_private()``: ``PR_SET_DUMPABLE 0`` alone, for a process that holds keys but starts
+  no tools (the ``tiller chat`` / ``tiller run`` front).
 - ``scrub_environ(names)``: drop the provider keys from ``os.environ`` once the config holds
-  them, so no child inherits them.
+  them, so no child inherits them. This does not change ``/proc/PID/environ``, which shows the
+  environment the process was started with: only a non-dumpable process keeps that private.
+- ``send_keys`` / ``receive_keys``: the keys handed from a front to the server it starts
+  through an inherited pipe (``TILLER_KEYS_FD``) instead of the server's environment, so they
+  are never in the environment block of a process, not even for the moment between the
+  server's start and its ``harden()``. The server reads the pipe once, after ``harden()``, and
+  closes it.
 - ``ProcessScope``: what one session's ``bash`` calls (and MCP servers) started. ``kill()`` ends
   the processes in the process groups (and sessions) its calls created, every process whose
   environment carries the scope's tag (``TILLER_SCOPE``), and their descendants.
@@ -28,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import json
 import logging
 import os
 import secrets
@@ -38,19 +47,28 @@ from dataclasses import dataclass
 
 import anyio
 
+from tiller.errors import ConfigError
+
 __all__ = [
+    "KEYS_FD_VARIABLE",
     "SCOPE_VARIABLE",
     "ProcessScope",
     "harden",
     "kill_descendants",
+    "make_private",
     "reap_orphans",
+    "receive_keys",
     "scrub_environ",
+    "send_keys",
 ]
 
 log = logging.getLogger(__name__)
 
 SCOPE_VARIABLE = "TILLER_SCOPE"
 """The environment variable that tags a command (and what it starts) with its ProcessScope."""
+KEYS_FD_VARIABLE = "TILLER_KEYS_FD"
+"""The environment variable naming the inherited pipe a front sends the server's keys on."""
+_MAX_KEYS_BYTES = 1 << 20
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 _KILL_TIMEOUT = 5.0
@@ -64,20 +82,78 @@ _spawning = 0
 
 def harden() -> None:
     """Make the server non-dumpable and a child subreaper; logs (never raises) on failure."""
+    _prctl(((_PR_SET_DUMPABLE, 0, "non-dumpable"),
+            (_PR_SET_CHILD_SUBREAPER, 1, "a child subreaper")))
+
+
+def make_private() -> None:
+    """Make this process non-dumpable (its ``/proc/PID/environ``, memory and fds unreadable
+    to other processes of the user); logs (never raises) on failure."""
+    _prctl(((_PR_SET_DUMPABLE, 0, "non-dumpable"),))
+
+
+def _prctl(settings: tuple[tuple[int, int, str], ...]) -> None:
     if not sys.platform.startswith("linux"):
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    for option, value, what in ((_PR_SET_DUMPABLE, 0, "non-dumpable"),
-                                (_PR_SET_CHILD_SUBREAPER, 1, "a child subreaper")):
+    for option, value, what in settings:
         if libc.prctl(option, value, 0, 0, 0) != 0:
             error = os.strerror(ctypes.get_errno())
-            log.warning("could not make the server %s: %s", what, error)
+            log.warning("could not make the process %s: %s", what, error)
 
 
 def scrub_environ(names: Iterable[str]) -> None:
     """Remove ``names`` from ``os.environ`` (and the C environment) where present."""
     for name in names:
         os.environ.pop(name, None)
+
+
+def send_keys(write_fd: int, keys: Mapping[str, str]) -> None:
+    """Write ``keys`` (JSON) to the write end of the pipe whose read end the server inherited
+    (named by ``KEYS_FD_VARIABLE`` in its environment), then close it. Blocking: a worker
+    thread's job. A server gone before reading it is not an error here: its exit says why."""
+    payload = json.dumps(dict(keys)).encode()
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(write_fd, view):]
+    except BrokenPipeError:
+        pass
+    finally:
+        os.close(write_fd)
+
+
+def receive_keys() -> dict[str, str]:
+    """The keys a front sent on the pipe ``$TILLER_KEYS_FD`` names ({} when it names none):
+    read to its end, then closed; the variable leaves ``os.environ``. Raises ConfigError for
+    a descriptor that cannot be read or a payload that is not a JSON object of strings."""
+    raw = os.environ.pop(KEYS_FD_VARIABLE, None)
+    if raw is None:
+        return {}
+    try:
+        fd = int(raw)
+    except ValueError:
+        raise ConfigError(f"{KEYS_FD_VARIABLE}={raw!r} is not a file descriptor") from None
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > _MAX_KEYS_BYTES:
+                raise ConfigError(f"{KEYS_FD_VARIABLE}: more than {_MAX_KEYS_BYTES} bytes")
+    except OSError as exc:
+        raise ConfigError(f"{KEYS_FD_VARIABLE}: cannot read descriptor {fd}: "
+                          f"{exc.strerror}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    try:
+        keys = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        keys = None
+    if not isinstance(keys, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in keys.items()):
+        raise ConfigError(f"{KEYS_FD_VARIABLE}: the pipe did not hold a JSON object of strings")
+    return keys
 
 
 # ------------------------------------------------------------------------------ /proc

@@ -444,3 +444,9 @@ class FakeOpenAI(ScriptedServer[Reply]):
     def url(self) -> str:
         """The base URL to give a client: ``http://127.0.0.1:PORT/v1``."""
         return f"{self._origin}/v1"
+
+    @property
+    def request_headers(self) -> list[dict[str, str]]:
+        """The headers of each completion request (names lower-cased), in arrival order."""
+        with self._condition:
+            return [dict(headers) for headers in self._headers]

@@ -2,11 +2,16 @@
 of its own, opens the chat session (new, or loaded with ``--resume``) and hands the server's
 events, in order, to a callback; ``ServerExited`` says the server went away. It knows nothing of
 the terminal: ``tiller.chat.app`` drives it and ``tiller.chat.render`` shows what it hands on.
+
+The provider keys do not reach the server through its environment: they leave this process's
+``os.environ`` and go through an inherited pipe (``tiller.procs.send_keys``), so no process's
+environment block holds them but this one's, which is non-dumpable (``tiller.__main__``).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -15,9 +20,11 @@ from typing import Any
 
 import anyio
 
-from tiller import __version__
+from tiller import __version__, procs
 from tiller.chat.render import Event
 from tiller.client import RpcError, TillerClient
+from tiller.config import ServerConfig, load_config
+from tiller.errors import ConfigError
 from tiller.protocol.models import EVENT_METHOD
 from tiller.wire.framing import Framing
 
@@ -59,9 +66,23 @@ class Connection:
         ``log``: never on the terminal, where they would land inside the transcript."""
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = [sys.executable, "-m", "tiller", *server_args, "--log-file", str(log)]
-        with log.open("ab") as stderr:
-            start = _size(log)
-            process = await anyio.open_process(argv, stderr=stderr, start_new_session=True)
+        names = key_variables(server_args)
+        keys = {name: os.environ[name] for name in names if name in os.environ}
+        procs.scrub_environ(names)
+        read_fd, write_fd = os.pipe()
+        env = {**os.environ, procs.KEYS_FD_VARIABLE: str(read_fd)}
+        try:
+            with log.open("ab") as stderr:
+                start = _size(log)
+                process = await anyio.open_process(
+                    argv, stderr=stderr, start_new_session=True, env=env, pass_fds=(read_fd,)
+                )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        await anyio.to_thread.run_sync(procs.send_keys, write_fd, keys)
         async with TillerClient(process, Framing.NDJSON) as client, anyio.create_task_group() as tg:
             connection = cls(client, on_event, log)
             connection.log_start = start
@@ -203,6 +224,16 @@ class Connection:
     def _advance(self) -> None:
         progress, self._progress = self._progress, anyio.Event()
         progress.set()
+
+
+def key_variables(server_args: Sequence[str]) -> set[str]:
+    """The variables holding provider keys for a server started with ``server_args``: read
+    from the same config file (the built-in providers' if it cannot be read: the server will
+    say why)."""
+    try:
+        return load_config(server_args, os.environ).key_variables()
+    except (ConfigError, SystemExit):
+        return ServerConfig().key_variables()
 
 
 def _size(path: Path | None) -> int:
