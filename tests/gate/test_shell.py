@@ -126,6 +126,13 @@ async def test_a_remembered_reject_matches_any_part(tmp_path: Path, command: str
     assert verdict(gate, command) == "deny"
 
 
+async def test_a_quoted_star_remembered_does_not_cover_a_glob(tmp_path: Path) -> None:
+    """``ls '*'`` and ``ls *`` have the same words; only the first is plain."""
+    gate = await gate_with_answers(tmp_path, {"ls '*'": "allowAlways"})
+    assert verdict(gate, "ls '*'") == "allow"
+    assert verdict(gate, "ls *") == "ask"
+
+
 async def test_a_remembered_reject_of_a_list_rejects_each_of_its_commands(
     tmp_path: Path,
 ) -> None:
@@ -217,6 +224,9 @@ def test_signatures_are_the_words_bash_passes(
     assert list(parse_command(command).parts) == parts
 
 
+GLOB = "it uses a glob ({}) whose files could be read as options: start it with a path, as in ./*"
+
+
 @pytest.mark.parametrize(("command", "doubt"), [
     ("ls 2>&1 >/dev/null 1>&2 2>&-", None),
     ("cd src", None),
@@ -240,6 +250,14 @@ def test_signatures_are_the_words_bash_passes(
     ("rm -r\\\nf x", "it has a line continuation"),
     ("git\v--version", "it contains a control character"),
     ("git --version\r\nls", "it contains a control character"),
+    ("tar cf out.tar *", GLOB.format("*")),
+    ("ls *.py", GLOB.format("*.py")),
+    ("ls a?", GLOB.format("a?")),
+    ("ls [ab]c", GLOB.format("[ab]c")),
+    ("ls \"src\"*", GLOB.format('"src"*')),
+    ("ls -x/*", GLOB.format("-x/*")),
+    ("ls ./* src/*.py /tmp/[ab] ~/logs/*.txt \"src/\"*", None),
+    ("ls '*' \"a?\" \\* x\\[a] a[ ]", None),
 ])
 def test_doubts_say_why_a_command_is_not_plain(command: str, doubt: str | None) -> None:
     assert parse_command(command).doubt == doubt

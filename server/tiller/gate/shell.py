@@ -12,6 +12,13 @@ that runs other commands (``eval``, ``sh -c``, ``env``, ``xargs``, …), or, in 
 parts, a builtin that changes how the later parts run (``cd``, ``export``, …): parts allowed one
 by one must not combine into something the user did not see.
 
+A word with an unquoted glob (``*``, ``?``, ``[…]``) is in doubt too, unless it starts with a
+path: its literal part before the first pattern character holds a ``/`` and does not start with
+``-`` (``./*``, ``src/*.py``). What bash makes of a glob depends on the files there when it runs:
+after "always" for ``tar cf out.tar *``, files named ``--checkpoint=1`` and
+``--checkpoint-action=exec=sh x.sh`` would turn the same words into a command that runs
+``x.sh``. Every file ``./*`` expands to starts with ``./``, so none can be taken for an option.
+
 Matching (``decide_command``), part by part:
 
 - A config rule with ``command`` matches a part when the rule's words start the part's words
@@ -260,6 +267,47 @@ def _plain(node: tree_sitter.Node) -> str | None:
     return None
 
 
+def _characters(node: tree_sitter.Node) -> list[tuple[str, bool]]:
+    """The characters of a plain word node, each with whether it is quoted (or escaped)."""
+    kind = node.type
+    if kind == "concatenation":
+        return [pair for child in node.children for pair in _characters(child)]
+    if kind == "raw_string":
+        return [(char, True) for char in _text(node)[1:-1]]
+    if kind == "string":
+        return [(char, True) for char in _plain(node) or ""]
+    found: list[tuple[str, bool]] = []
+    text = _text(node)
+    index = 0
+    while index < len(text):
+        if text[index] == "\\" and index + 1 < len(text):
+            found.append((text[index + 1], True))
+            index += 2
+        else:
+            found.append((text[index], False))
+            index += 1
+    return found
+
+
+def _glob(node: tree_sitter.Node) -> str | None:
+    """The word, if it is a glob bash expands that does not start with a path (see the module
+    docstring); None if it is literal or starts with one."""
+    chars = _characters(node)
+    first = None
+    for index, (char, quoted) in enumerate(chars):
+        if quoted:
+            continue
+        if char in "*?" or char == "[" and any(c == "]" and not q for c, q in chars[index + 1:]):
+            first = index
+            break
+    if first is None:
+        return None
+    prefix = "".join(char for char, _ in chars[:first])
+    if "/" in prefix and not prefix.startswith("-"):
+        return None
+    return _text(node)
+
+
 def _doubts(root: tree_sitter.Node) -> Iterator[str]:
     """Why each construct under ``root`` is more than plain simple commands."""
     stack = [root]
@@ -284,6 +332,9 @@ def _doubts(root: tree_sitter.Node) -> Iterator[str]:
                         yield f"it uses {READABLE[child.type]}"
                 elif _plain(word) is None:
                     yield _describe(word)
+                elif (pattern := _glob(word)) is not None:
+                    yield (f"it uses a glob ({pattern}) whose files could be read as options: "
+                           "start it with a path, as in ./*")
         elif kind != "comment":
             yield _describe(node)
 
