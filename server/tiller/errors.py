@@ -20,6 +20,7 @@
     │       ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
+    │   └── SymlinkInPathError       a no-follow walk met a symlink (tiller.tools.safefs)
     └── ConfigError                  invalid command line or environment at start-up
 
 Codes live in -32099..-32000 (JSON-RPC's implementation-defined range), away from the LSP codes
@@ -44,6 +45,7 @@ __all__ = [
     "ResourceNotFoundError",
     "RunFailedError",
     "SessionLogError",
+    "SymlinkInPathError",
     "TillerError",
     "ToolError",
     "UnknownEntryError",
@@ -138,6 +140,15 @@ class ResourceNotFoundError(AcpRequestError):
 
 class ToolError(TillerError):
     """Raised inside a tool to fail the call with this message as the error result."""
+
+
+class SymlinkInPathError(ToolError):
+    """A path walked without following symlinks met one at ``at`` (tiller.tools.safefs):
+    nothing was read or written."""
+
+    def __init__(self, message: str, at: str) -> None:
+        super().__init__(message)
+        self.at = at
 
 
 class ConfigError(TillerError):

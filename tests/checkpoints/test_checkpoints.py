@@ -174,6 +174,38 @@ async def test_revert_works_after_kill_9_and_load(fake_openai: FakeOpenAI, tmp_p
 
 
 @pytest.mark.process
+async def test_revert_does_not_write_through_a_symlinked_folder(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 5: the agent deletes ``d/f.txt``; the user then replaces ``d/`` with a
+    symlink to a folder outside the workspace. Revert (even forced) must not create
+    ``outside/f.txt``: it says why it left the file alone."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "f.txt").write_text("agent deletes me\n")
+    outside.mkdir()
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "bash", {"command": "rm d/f.txt"})]), text_reply("Done."),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "change d"})
+        checkpoint = next(e for e in tiller.events if e["type"] == "checkpoint")
+        (ws / "d").rmdir()
+        (ws / "d").symlink_to(outside)
+        revert = {"sessionId": sid, "entryId": checkpoint["entryId"]}
+        plain = await tiller.request("session/revert", revert)
+        forced = await tiller.request("session/revert", {**revert, "force": True})
+
+    assert checkpoint["files"] == ["d/f.txt"]
+    assert list(outside.iterdir()) == []
+    refused = "not restored: d is a symlink, and revert does not write through one"
+    for result in (plain, forced):
+        assert result == {"restored": [], "conflicts": [],
+                          "skipped": [{"path": "d/f.txt", "reason": refused}]}
+
+
+@pytest.mark.process
 async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

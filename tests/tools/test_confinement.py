@@ -22,13 +22,19 @@ from support.helpers import spawn_tiller
 from tiller.agent.abort import AbortSignal
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCall, BeforeToolCallResult, execute_tool_calls
-from tiller.errors import ToolError
+from tiller.errors import SymlinkInPathError, ToolError
 from tiller.gate.permissions import PermissionGate
 from tiller.tools.base import ToolContext
 from tiller.tools.builtin import default_tools
 from tiller.tools.edit import EditTool
 from tiller.tools.read import ReadTool
-from tiller.tools.safefs import open_nofollow
+from tiller.tools.safefs import (
+    open_nofollow,
+    pin,
+    remove_entry,
+    restore_file,
+    restore_symlink,
+)
 from tiller.tools.write import WriteTool
 from tiller.types import TextContent, ToolCall, ToolResultMessage
 
@@ -269,3 +275,31 @@ async def test_a_link_changed_while_the_user_is_asked_cannot_lead_outside(
         assert "symlink" in message["content"] and "nothing was" in message["content"]
         assert not (workspace / "parked" / "note.txt").exists()
 
+
+
+def test_putting_files_back_never_goes_through_a_symlink(tmp_path: Path) -> None:
+    """What ``session/revert`` writes with: a symlinked parent refuses (nothing is created or
+    deleted outside); a symlink at the path itself is replaced or removed, not followed."""
+    ws, outside = pin(tmp_path / "ws"), pin(tmp_path / "outside")
+    ws.mkdir()
+    outside.mkdir()
+    (outside / "mine.txt").write_text("outside\n")
+    (ws / "d").symlink_to(outside)
+    for act in (lambda: restore_file(ws / "d" / "new.txt", b"x", 0o644),
+                lambda: restore_symlink(ws / "d" / "link", "anywhere"),
+                lambda: remove_entry(ws / "d" / "mine.txt")):
+        with pytest.raises(SymlinkInPathError) as refused:
+            act()
+        assert refused.value.at == str(ws / "d")
+    assert [p.name for p in outside.iterdir()] == ["mine.txt"]
+
+    (ws / "file.txt").symlink_to(outside / "mine.txt")
+    restore_file(ws / "file.txt", b"restored\n", 0o755)
+    assert not (ws / "file.txt").is_symlink() and (ws / "file.txt").read_text() == "restored\n"
+    assert os.stat(ws / "file.txt").st_mode & 0o777 == 0o755
+    (ws / "gone.txt").symlink_to(outside / "mine.txt")
+    remove_entry(ws / "gone.txt")
+    remove_entry(ws / "never-there" / "x.txt")
+    restore_symlink(ws / "deep" / "link", "../file.txt")
+    assert os.readlink(ws / "deep" / "link") == "../file.txt"
+    assert not (ws / "gone.txt").exists() and (outside / "mine.txt").read_text() == "outside\n"

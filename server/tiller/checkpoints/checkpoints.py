@@ -25,7 +25,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
-from tiller.errors import CheckpointsOffError, ToolError, UnknownEntryError
+from tiller.errors import CheckpointsOffError, SymlinkInPathError, ToolError, UnknownEntryError
 from tiller.protocol.checkpoints import (
     ChangesResult,
     FileChange,
@@ -36,6 +36,7 @@ from tiller.protocol.checkpoints import (
 from tiller.store.log import Entry, read_session_file
 from tiller.store.recorder import LogRecorder
 from tiller.tools.base import EditorFiles, Tool, describe
+from tiller.tools.safefs import pin, remove_entry, restore_file, restore_symlink
 from tiller.types import AgentEnd, AgentEvent, CheckpointEvent, ToolCall, ToolResultMessage, TurnEnd
 
 __all__ = ["Checkpoints", "open_shadow"]
@@ -169,8 +170,11 @@ class Checkpoints:
                                                   paths, force)
             result, restore = plan
             for rel, blob in restore:
-                await _restore(repo, rel, blob, files)
-                result.restored.append(rel)
+                refused = await _restore(repo, rel, blob, files)
+                if refused is None:
+                    result.restored.append(rel)
+                else:
+                    result.skipped.append(SkippedFile(path=rel, reason=refused))
         if result.restored:
             self.recorder.append("revert", entryId=entry_id, restored=result.restored)
         return result
@@ -332,30 +336,42 @@ def _relative(repo: ShadowRepo, path: str) -> str:
 
 
 async def _restore(repo: ShadowRepo, rel: str, blob: Blob | None, files: EditorFiles | None
-                   ) -> None:
+                   ) -> str | None:
     """Put one file back: deleted (``blob`` None) or written, through the editor for a text
-    file when it offers writes, else on disk."""
-    target = repo.work_tree / rel
+    file when it offers writes, else on disk; the disk is written like the file tools write
+    it (tiller.tools.safefs), never through a symlink. Returns why it was not restored (a
+    symlink in the way), None once it is."""
+    root, through_link = await anyio.to_thread.run_sync(_locate, repo.work_tree, rel)
+    target = root / rel
     content = await anyio.to_thread.run_sync(repo.read_blob, blob.oid) if blob else None
-    if files is not None and files.can_write and blob is not None and blob.mode == "100644":
+    if files is not None and files.can_write and blob is not None and blob.mode == "100644" \
+            and not through_link:  # the editor resolves the path itself
         text = _text(content or b"")
         if text is not None:
             try:
                 await files.write_text(target, text)
-                return
+                return None
             except ToolError:
                 log.warning("checkpoint: the editor could not write %s; writing the disk", rel)
-    await anyio.to_thread.run_sync(_write_disk, target, blob, content)
+    try:
+        await anyio.to_thread.run_sync(_write_disk, target, blob, content)
+    except SymlinkInPathError as exc:
+        at = Path(exc.at)
+        shown = at.relative_to(root).as_posix() if at.is_relative_to(root) else str(at)
+        return f"not restored: {shown} is a symlink, and revert does not write through one"
+    return None
+
+
+def _locate(work_tree: Path, rel: str) -> tuple[Path, bool]:
+    """The workspace's real path, and whether ``rel`` under it goes through a symlink now."""
+    root = pin(work_tree)
+    return root, os.path.realpath(root / rel) != str(root / rel)
 
 
 def _write_disk(target: Path, blob: Blob | None, content: bytes | None) -> None:
-    if target.is_symlink() or (blob is None and target.exists()):
-        target.unlink()
     if blob is None or content is None:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if blob.mode == "120000":
-        os.symlink(content.decode(errors="surrogateescape"), target)
-        return
-    target.write_bytes(content)
-    target.chmod(0o755 if blob.mode == "100755" else 0o644)
+        remove_entry(target)
+    elif blob.mode == "120000":
+        restore_symlink(target, content.decode(errors="surrogateescape"))
+    else:
+        restore_file(target, content, 0o755 if blob.mode == "100755" else 0o644)

@@ -14,6 +14,10 @@ Reading and writing go through the opened descriptor. A write replaces the conte
 renaming a temporary file over it: the file keeps its inode, mode, owner and hard links, like
 the plain ``write_bytes`` it replaces; a crash mid-write can leave it partly written.
 
+``restore_file``, ``restore_symlink`` and ``remove_entry`` are for code that puts a file back
+(``session/revert``): each walks the parent the same way, and acts on the last component
+itself, never through it (a symlink there is replaced or removed, not followed).
+
 Linux and macOS only (``dir_fd`` and ``O_NOFOLLOW``); other ``OSError``s pass through for the
 tool to word.
 """
@@ -27,9 +31,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tiller.errors import ToolError
+from tiller.errors import SymlinkInPathError, ToolError
 
-__all__ = ["MAX_PATH_BYTES", "open_nofollow", "pin", "read_all", "replace_content"]
+__all__ = [
+    "MAX_PATH_BYTES",
+    "open_nofollow",
+    "pin",
+    "read_all",
+    "remove_entry",
+    "replace_content",
+    "restore_file",
+    "restore_symlink",
+]
 
 MAX_PATH_BYTES = 4096
 """The longest path (in bytes, as the OS spells it) a file tool accepts: Linux's PATH_MAX."""
@@ -53,10 +66,10 @@ def _refuse_if_symlink(parent: int, name: str, whole: Path, at: Path) -> None:
     except OSError:
         return
     if stat.S_ISLNK(info.st_mode):
-        raise ToolError(
+        raise SymlinkInPathError(
             f"{whole} changed while the call ran: {at} is now a symlink, and file tools do "
             "not follow a symlink that appears after the path was checked; nothing was read "
-            "or written"
+            "or written", str(at)
         )
 
 
@@ -136,6 +149,71 @@ def open_nofollow(real: Path, flags: int, *, make_parents: bool = False) -> Iter
         yield fd
     finally:
         os.close(fd)
+
+
+@contextmanager
+def _parent_of(real: Path, make: bool) -> Iterator[int]:
+    if not real.is_absolute() or real.name == "":
+        raise ValueError(f"not a pinned file path: {real}")
+    parent = _open_parent(real, make)
+    try:
+        yield parent
+    finally:
+        os.close(parent)
+
+
+def _remove_at(parent: int, name: str) -> None:
+    """Remove the file or symlink ``name`` under ``parent`` if there is one (not a folder)."""
+    try:
+        os.unlink(name, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+
+
+def restore_file(real: Path, data: bytes, mode: int) -> None:
+    """Make the pinned path ``real`` a regular file holding ``data`` with permission bits
+    ``mode``, creating missing parents; a symlink at ``real`` is replaced, not followed, and a
+    symlink among its parents is a ``SymlinkInPathError`` (nothing is written)."""
+    with _parent_of(real, make=True) as parent:
+        try:
+            if stat.S_ISLNK(os.stat(real.name, dir_fd=parent, follow_symlinks=False).st_mode):
+                os.unlink(real.name, dir_fd=parent)
+        except FileNotFoundError:
+            pass
+        try:
+            fd = os.open(real.name, os.O_WRONLY | os.O_CREAT | _FILE_FLAGS, 0o666,
+                         dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                _refuse_if_symlink(parent, real.name, real, real)
+            raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ToolError(f"{real} is not a regular file")
+        os.set_blocking(fd, True)
+        replace_content(fd, data)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def restore_symlink(real: Path, target: str) -> None:
+    """Make the pinned path ``real`` a symlink to ``target`` (what was a file or a symlink
+    there goes), creating missing parents, never through a symlink (``SymlinkInPathError``)."""
+    with _parent_of(real, make=True) as parent:
+        _remove_at(parent, real.name)
+        os.symlink(target, real.name, dir_fd=parent)
+
+
+def remove_entry(real: Path) -> None:
+    """Delete the file or symlink at the pinned path ``real`` (not what a symlink points to);
+    nothing to do if it or a parent is missing; a symlink among its parents is a
+    ``SymlinkInPathError`` (nothing is deleted)."""
+    try:
+        with _parent_of(real, make=False) as parent:
+            _remove_at(parent, real.name)
+    except FileNotFoundError:
+        pass
 
 
 def read_all(fd: int) -> bytes:
