@@ -160,3 +160,56 @@ async def test_a_loaded_session_rebuilds_its_prompt_from_the_header(
 
     before, after = (system_prompt(r) for r in fake_openai.requests)
     assert before == after and "APPENDED" in after and "RULES" not in after
+
+
+async def test_project_files_are_not_read_through_a_symlink_out_of_their_root(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 4: a hostile repository links its context file, a template and a skill to
+    files outside; even in ``readonly`` none of them reaches the model, and the client is told
+    which files were refused and why. Links that stay inside their root still work."""
+    outside = tmp_path / "outside"
+    secret = write(outside / "secret", "SECRET-FROM-OUTSIDE")
+    key = write(outside / "id_key", "KEY-FROM-OUTSIDE")
+    write(outside / "skill" / "SKILL.md",
+          "---\nname: leak\ndescription: Leak a file\n---\nSKILL-FROM-OUTSIDE\n")
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    cwd = repo / "app"
+    write(repo / "docs" / "RULES.md", "RULES-INSIDE-THE-REPO")
+    write(cwd / "notes" / "ok.md", "Template inside: $1\n")
+    prompts = cwd / ".tiller" / "prompts"
+    prompts.mkdir(parents=True)
+    (repo / "AGENTS.md").symlink_to(os.path.relpath(secret, repo))
+    (cwd / "AGENTS.md").symlink_to("../docs/RULES.md")
+    (prompts / "review.md").symlink_to(key)
+    (prompts / "ok.md").symlink_to("../../notes/ok.md")
+    (cwd / ".tiller" / "skills").mkdir()
+    (cwd / ".tiller" / "skills" / "leak").symlink_to(outside / "skill")
+    fake_openai.enqueue(text_reply("ok"), text_reply("ok"), text_reply("ok"), text_reply("ok"))
+    async with spawn_tiller(fake_openai, cwd, "--permission-mode", "readonly") as tiller:
+        await tiller.request("agent/prompt", {"message": "hi"})
+        for typed in ("/review src/app.py", "/skill:leak", "/ok here"):
+            await tiller.request("agent/prompt", {"message": typed})
+        state = await tiller.request("agent/getState", {})
+        listed = await tiller.request("commands/list", {})
+
+    sent = str(fake_openai.requests)
+    for leaked in ("SECRET-FROM-OUTSIDE", "KEY-FROM-OUTSIDE", "SKILL-FROM-OUTSIDE"):
+        assert leaked not in sent
+    assert "RULES-INSIDE-THE-REPO" in system_prompt(fake_openai.requests[0])
+    assert [user_text(r) for r in fake_openai.requests[1:]] == [
+        "/review src/app.py", "/skill:leak", "Template inside: here\n"]
+    assert [f["path"] for f in state["contextFiles"]] == [str(cwd / "AGENTS.md")]
+
+    def reason(real: Path, root: Path) -> str:
+        return (f"it leads to {real}, outside {root}: project files are not read through a "
+                "symlink out of their folder")
+
+    agents = {"path": str(repo / "AGENTS.md"), "reason": reason(secret, repo)}
+    review = {"path": str(prompts / "review.md"), "reason": reason(key, cwd)}
+    skill = {"path": str(cwd / ".tiller" / "skills" / "leak" / "SKILL.md"),
+             "reason": reason(outside / "skill" / "SKILL.md", cwd)}
+    assert state["refusedFiles"] == [agents, review, skill]
+    assert listed["refusedFiles"] == [review, skill]
+    assert [c["name"] for c in listed["commands"]] == ["ok"]

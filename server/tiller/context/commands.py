@@ -8,7 +8,9 @@ command. An unknown ``/name`` is not a command: the prompt is sent as typed.
 
 Templates are ``*.md`` files (the name is the file's stem) with optional front matter
 (``description``, ``argument-hint``; tiller.context.frontmatter). A template that cannot be read or
-whose front matter is broken is skipped with a log line and listed nowhere.
+whose front matter is broken is skipped with a log line and listed nowhere; one that leads out of
+its folder's root (a symlink to a key file) is skipped and listed in the source's ``refused``
+(tiller.context.confined), which the catalog gathers.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
+from tiller.context.confined import RefusedFile, RefusedFileError, read_confined_text
 from tiller.context.frontmatter import FrontMatterError, parse_front_matter
 
 __all__ = [
@@ -31,7 +34,9 @@ __all__ = [
     "TemplateSource",
     "expand_arguments",
     "markdown_files",
+    "roots_of",
     "split_command",
+    "stat_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -109,30 +114,44 @@ def markdown_files(folders: Sequence[Path]) -> list[Path]:
     return found
 
 
-def _stat_key(paths: Sequence[Path]) -> tuple[tuple[str, int, int], ...]:
+def stat_key(paths: Sequence[Path]) -> tuple[tuple[str, int, int, int, int], ...]:
+    """A cheap fingerprint of ``paths``: each one's own and its target's modification time and
+    size (a file swapped for a symlink changes it)."""
     key = []
     for path in paths:
         try:
-            stat = path.stat()
+            own, target = path.lstat(), path.stat()
         except OSError:
             continue
-        key.append((str(path), stat.st_mtime_ns, stat.st_size))
+        key.append((str(path), own.st_mtime_ns, own.st_size, target.st_mtime_ns,
+                    target.st_size))
     return tuple(key)
 
 
-class TemplateSource:
-    """Prompt templates from ``folders``, the first folder's template winning a name."""
+def roots_of(folders: Sequence[Path], roots: Sequence[Path] | None) -> dict[Path, Path]:
+    """Each folder's root (the folder itself when ``roots`` is None)."""
+    if roots is not None and len(roots) != len(folders):
+        raise ValueError("one root per folder")
+    return dict(zip(folders, roots if roots is not None else folders, strict=True))
 
-    def __init__(self, folders: Sequence[Path]) -> None:
+
+class TemplateSource:
+    """Prompt templates from ``folders``, the first folder's template winning a name; each
+    folder's files are read confined to its root in ``roots`` (default: the folder)."""
+
+    def __init__(self, folders: Sequence[Path], roots: Sequence[Path] | None = None) -> None:
         self.folders = list(folders)
+        self.roots = roots_of(self.folders, roots)
+        self.refused: list[RefusedFile] = []
         self._bodies: dict[str, str] = {}
 
     def fingerprint(self) -> Hashable:
-        return _stat_key([*self.folders, *markdown_files(self.folders)])
+        return stat_key([*self.folders, *markdown_files(self.folders)])
 
     def load(self) -> list[Command]:
         commands: dict[str, Command] = {}
         bodies: dict[str, str] = {}
+        refused: list[RefusedFile] = []
         for path in markdown_files(self.folders):
             name = path.stem
             if name in commands:
@@ -141,7 +160,12 @@ class TemplateSource:
                 log.warning("prompt template %s skipped: %r is not a command name", path, name)
                 continue
             try:
-                fields, body = parse_front_matter(path.read_text(encoding="utf-8"))
+                text = read_confined_text(path, self.roots[path.parent])
+                fields, body = parse_front_matter(text)
+            except RefusedFileError as exc:
+                log.warning("prompt template %s refused: %s", path, exc)
+                refused.append(exc.refused)
+                continue
             except (OSError, UnicodeDecodeError, FrontMatterError) as exc:
                 log.warning("prompt template %s skipped: %s", path, exc)
                 continue
@@ -149,7 +173,7 @@ class TemplateSource:
             hint = fields.get("argument-hint") or None
             commands[name] = Command(name, description, "prompt", hint, path)
             bodies[name] = body
-        self._bodies = bodies
+        self._bodies, self.refused = bodies, refused
         return list(commands.values())
 
     async def render(self, command: Command, arguments: str) -> str:
@@ -200,6 +224,12 @@ class CommandCatalog:
         changed = commands != self.commands
         self.commands, self._owner = commands, owner
         return changed
+
+    @property
+    def refused(self) -> list[RefusedFile]:
+        """The files the sources refused to read at their last load (a source may have none)."""
+        return [refused for source in self.sources
+                for refused in getattr(source, "refused", ())]
 
     def find(self, name: str) -> Command | None:
         return next((c for c in self.commands if c.name == name), None)

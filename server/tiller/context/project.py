@@ -4,6 +4,9 @@ Context files: ``AGENTS.md`` (else ``CLAUDE.md`` in the same folder) from the us
 dir, then from every folder from the workspace's git root (the nearest folder above the cwd
 holding ``.git``; the filesystem root if none) down to the session's cwd, nearest last. Each goes
 into the system prompt headed by its path; a file over ``MAX_CONTEXT_BYTES`` is cut with a note.
+Each is read confined to its root (tiller.context.confined): the config dir for its own, the
+git root for the others, or without a git root the file's own folder. One that leads out of it
+is left out and listed in ``refused`` with the reason, as are templates and skills.
 
 The system prompt is: the base prompt (the built-in one, or ``session/new {systemPrompt}``),
 ``appendSystemPrompt``, the context files, the skills (tiller.context.skills). ``ProjectContext``
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tiller.context.commands import Command, CommandCatalog, CommandSource, TemplateSource
+from tiller.context.confined import RefusedFile, RefusedFileError, read_confined
 from tiller.context.skills import SkillSource, skills_prompt
 from tiller.types import TextContent, UserContent
 
@@ -27,6 +31,7 @@ __all__ = [
     "ProjectContext",
     "PromptSettings",
     "find_context_files",
+    "load_context_files",
     "read_context_file",
 ]
 
@@ -57,12 +62,11 @@ def _git_root(cwd: Path) -> Path | None:
     return None
 
 
-def read_context_file(path: Path) -> ContextFile | None:
-    """The file, cut to MAX_CONTEXT_BYTES with a note; None if it cannot be read."""
+def read_context_file(path: Path, root: Path | None = None) -> ContextFile | None:
+    """The file, cut to MAX_CONTEXT_BYTES with a note; None if it cannot be read. Confined to
+    ``root`` (default: the file's folder): raises RefusedFileError when it leads out of it."""
     try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_CONTEXT_BYTES + 1)
-        size = path.stat().st_size
+        data, size = read_confined(path, root or path.parent, MAX_CONTEXT_BYTES + 1)
     except OSError:
         return None
     text = data[:MAX_CONTEXT_BYTES].decode("utf-8", errors="ignore" if len(data) > MAX_CONTEXT_BYTES
@@ -73,27 +77,43 @@ def read_context_file(path: Path) -> ContextFile | None:
     return ContextFile(path, text, max(size, len(data)))
 
 
-def find_context_files(cwd: Path, user_dir: Path | None) -> list[ContextFile]:
-    """The context files for a session in ``cwd``, least specific first (see the module)."""
-    root = _git_root(cwd) or Path(cwd.anchor)
+def load_context_files(
+    cwd: Path, user_dir: Path | None
+) -> tuple[list[ContextFile], list[RefusedFile]]:
+    """The context files for a session in ``cwd``, least specific first (see the module), and
+    those refused for leading out of their root."""
+    git_root = _git_root(cwd)
+    root = git_root or Path(cwd.anchor)
     folders = [root, *reversed([p for p in cwd.parents if p.is_relative_to(root) and p != root])]
     if cwd != root:
         folders.append(cwd)
+    places = [(folder, git_root or folder) for folder in folders]
     if user_dir is not None:
-        folders.insert(0, user_dir)
+        places.insert(0, (user_dir, user_dir))
     found: list[ContextFile] = []
+    refused: list[RefusedFile] = []
     seen: set[Path] = set()
-    for folder in folders:
+    for folder, confine in places:
         for name in CONTEXT_NAMES:
             path = folder / name
             if path.is_file():
                 resolved = path.resolve()
-                context = read_context_file(path) if resolved not in seen else None
+                if resolved not in seen:
+                    try:
+                        context = read_context_file(path, confine)
+                    except RefusedFileError as exc:
+                        refused.append(exc.refused)
+                        context = None
+                    if context is not None:
+                        found.append(context)
                 seen.add(resolved)
-                if context is not None:
-                    found.append(context)
                 break
-    return found
+    return found, refused
+
+
+def find_context_files(cwd: Path, user_dir: Path | None) -> list[ContextFile]:
+    """The context files for a session in ``cwd``, least specific first (see the module)."""
+    return load_context_files(cwd, user_dir)[0]
 
 
 @dataclass(frozen=True)
@@ -126,16 +146,27 @@ class ProjectContext:
         extra_sources: Sequence[CommandSource] = (),
     ) -> None:
         self.prompt = prompt
-        self.files = find_context_files(cwd, user_dir) if prompt.context_files else []
+        self.files: list[ContextFile] = []
+        self.refused_context: list[RefusedFile] = []
+        """Context files left out because they lead out of their root."""
+        if prompt.context_files:
+            self.files, self.refused_context = load_context_files(cwd, user_dir)
         user = [user_dir] if user_dir is not None else []
         self.skills = SkillSource([cwd / ".tiller" / "skills", cwd / ".agents" / "skills",
-                                   *(d / "skills" for d in user)])
-        templates = TemplateSource([cwd / ".tiller" / "prompts", *(d / "prompts" for d in user)])
+                                   *(d / "skills" for d in user)], roots=[cwd, cwd, *user])
+        templates = TemplateSource([cwd / ".tiller" / "prompts", *(d / "prompts" for d in user)],
+                                   roots=[cwd, *user])
         self.catalog = CommandCatalog([templates, self.skills, *extra_sources])
 
     @property
     def commands(self) -> list[Command]:
         return self.catalog.commands
+
+    @property
+    def refused(self) -> list[RefusedFile]:
+        """Every project file (context file, template, skill) refused for leading out of its
+        root, as of the last refresh."""
+        return [*self.refused_context, *self.catalog.refused]
 
     async def expand(self, message: str | Sequence[UserContent]) -> str | list[UserContent]:
         """``message`` with a leading ``/name ...`` (in its first text block) expanded by the

@@ -65,6 +65,7 @@ __all__ = [
     "ProviderEntry",
     "QueueParams",
     "QueueResult",
+    "RefusedFileEntry",
     "RunResultModel",
     "ServerInfo",
     "SessionForkParams",
@@ -192,6 +193,13 @@ class ContextFileEntry(WireModel):
     truncated: bool
 
 
+class RefusedFileEntry(WireModel):
+    """A project file (context file, template, skill) left unread: it leads out of its root."""
+
+    path: str
+    reason: str
+
+
 class GetStateResult(WireModel):
     session_id: str
     is_running: bool
@@ -207,12 +215,14 @@ class GetStateResult(WireModel):
     permission_mode: PermissionMode
     usage: Usage
     context_files: list[ContextFileEntry] = Field(default_factory=list)
+    refused_files: list[RefusedFileEntry] = Field(default_factory=list)
     checkpoints: CheckpointsInfo | None = None
     plan: list[PlanItem] = Field(default_factory=list)
 
 
 class CommandsListResult(WireModel):
     commands: list[CommandEntry]
+    refused_files: list[RefusedFileEntry] = Field(default_factory=list)
 
 
 class GetMessagesResult(WireModel):

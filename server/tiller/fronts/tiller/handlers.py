@@ -7,12 +7,13 @@ calls the session or its agent, and shapes the result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 
 from tiller.config import ServerConfig
+from tiller.context.confined import RefusedFile
 from tiller.protocol.checkpoints import (
     ChangesParams,
     ChangesResult,
@@ -35,6 +36,7 @@ from tiller.protocol.models import (
     ProviderEntry,
     QueueParams,
     QueueResult,
+    RefusedFileEntry,
     RunResultModel,
     SessionForkParams,
     SessionIdParams,
@@ -183,6 +185,7 @@ class Methods:
             usage=agent.usage,
             context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
                            for f in session.context.files],
+            refused_files=_refused(session.context.refused),
             checkpoints=CheckpointsInfo(
                 enabled=session.checkpoints.enabled, reason=session.checkpoints.reason
             ),
@@ -238,7 +241,9 @@ class Methods:
         return SetThinkingLevelResult(level=params.level)
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
-        return CommandsListResult(commands=self.sessions.get(params.session_id).command_entries())
+        session = self.sessions.get(params.session_id)
+        return CommandsListResult(commands=session.command_entries(),
+                                  refused_files=_refused(session.context.catalog.refused))
 
     async def mcp_list(self, params: SessionParams) -> McpListResult:
         session = self.sessions.get(params.session_id)
@@ -318,3 +323,8 @@ class Methods:
         return RunResultModel(
             stop_reason=result.stop_reason, error_message=result.error_message, usage=result.usage
         )
+
+
+def _refused(files: Sequence[RefusedFile]) -> list[RefusedFileEntry]:
+    """Refused project files (tiller.context.confined) as listed on the wire."""
+    return [RefusedFileEntry(path=str(f.path), reason=f.reason) for f in files]
