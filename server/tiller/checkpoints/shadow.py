@@ -11,15 +11,30 @@ A snapshot is ``update-index`` of the changed paths into the shadow index (one i
 session) and ``write-tree``: a tree id. It honours the workspace's ``.gitignore`` files, skips
 files over a size cap and ``node_modules``-style folders (reported as not covered). Every method
 here blocks (it runs git): callers run them in a worker thread.
+
+Protected files (tiller.gate.protected) are recorded even where ``.gitignore`` ignores them:
+the names of ``PROTECTED_FOLDERS`` and ``PROTECTED_FILES`` are re-included by command-line
+``--exclude=!…`` patterns, which take precedence over every ignore file (a protected name inside
+an ignored folder such as ``build/`` stays unseen: git does not enter the folder). Git never
+lists its own ``.git``, so the workspace's ``.git/config``, ``config.worktree``, ``hooks/`` and
+``info/`` are snapshotted through a second view of the same shadow repository whose work tree
+is that ``.git`` folder (its own index, ``<index>.dotgit``), and the snapshot's tree is the
+workspace's tree with that one as its ``.git`` entry (``git mktree``): ``session/changes`` lists
+``.git/config`` like any other file, and revert puts it back.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tiller.gate.protected import PROTECTED_FILES, PROTECTED_FOLDERS
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
@@ -39,12 +54,49 @@ SKIPPED_FOLDERS = (
 )
 """Folders never snapshotted, at any depth (dependencies and caches; not covered)."""
 
+GIT_FILES = ("config", "config.worktree", "hooks", "info")
+"""What of the workspace's ``.git`` folder a snapshot records: what makes git run commands."""
+
+_REINCLUDE = tuple(
+    option for name in PROTECTED_FOLDERS if name != ".git"
+    for option in (f"--exclude=!{name}", f"--exclude=!**/{name}/**")
+) + tuple(f"--exclude=!{name}" for name in PROTECTED_FILES)
+"""``ls-files`` options that list protected files even where an ignore file ignores them."""
+
+_EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+"""Git's id of the tree with nothing in it (SHA-1 repositories, what ``git init`` makes)."""
+
 _CONFIG = (
     "core.hooksPath=/dev/null", "core.fsmonitor=false", "core.autocrlf=false",
     "core.safecrlf=false", "core.attributesFile=/dev/null", "core.excludesFile=/dev/null",
     "core.symlinks=true", "core.quotePath=false", "core.untrackedCache=false", "gc.auto=0",
     "maintenance.auto=false", "commit.gpgSign=false", "core.splitIndex=false",
 )
+
+
+_Stat = tuple[str, int, int, int, int]
+"""A path's name, mode, size, modification time (ns) and inode."""
+_RACY_NS = 1_000_000_000
+
+
+def _stamp(dot_git: Path) -> tuple[_Stat, ...]:
+    """A cheap fingerprint of the ``GIT_FILES`` of ``dot_git`` (stat calls): when it has not
+    changed, neither has their recorded tree."""
+    key: list[_Stat] = []
+    pending = [dot_git / name for name in GIT_FILES]
+    while pending:
+        path = pending.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        key.append((str(path), info.st_mode, info.st_size, info.st_mtime_ns, info.st_ino))
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                pending += [Path(entry.path) for entry in os.scandir(path)]
+            except OSError:
+                continue
+    return tuple(sorted(key))
 
 
 def git_available() -> bool:
@@ -90,18 +142,24 @@ class ShadowRepo:
             GIT_LITERAL_PATHSPECS="1", LC_ALL="C",
         )
         self._env = env
+        self._dot_git_env = {**env, "GIT_WORK_TREE": str(work_tree / ".git"),
+                             "GIT_INDEX_FILE": f"{self.index_file}.dotgit"}
+        self._composed: dict[tuple[str, str], str] = {}
+        self._git_record: tuple[tuple[_Stat, ...] | None, str, list[str]] | None = None
+        """The ``.git`` files' stat stamp, tree and not covered paths at the last snapshot."""
 
     # ------------------------------------------------------------------ plumbing
 
-    def git(self, *args: str, stdin: bytes | None = None) -> bytes:
-        """Run one git command in the shadow repository; its stdout. Raises OSError (with
-        git's message) when it fails."""
+    def git(self, *args: str, stdin: bytes | None = None,
+            env: Mapping[str, str] | None = None) -> bytes:
+        """Run one git command in the shadow repository (``env``: another view of it); its
+        stdout. Raises OSError (with git's message) when it fails."""
         argv = ["git"]
         for option in _CONFIG:
             argv += ["-c", option]
         try:
             done = subprocess.run(
-                [*argv, *args], input=stdin, capture_output=True, env=self._env,
+                [*argv, *args], input=stdin, capture_output=True, env=env or self._env,
                 cwd=self.work_tree, check=False,
             )
         except FileNotFoundError as exc:
@@ -136,7 +194,30 @@ class ShadowRepo:
         """Record the workspace as it is now; its tree and what is not covered."""
         self.ensure()
         self._seed_index()
-        listed = self.git("ls-files", "-z", "--others", "--modified", "--exclude-standard")
+        excluded = [f"--exclude=/{path.strip('/')}/" for path in self.exclude]  # wins: last
+        tree, not_covered = self._record(
+            ["--exclude-standard", *_REINCLUDE, *excluded], self.work_tree, self._env)
+        dot_git = self.work_tree / ".git"
+        if dot_git.is_dir() and not dot_git.is_symlink():
+            stamp = _stamp(dot_git)
+            if self._git_record is None or self._git_record[0] != stamp:
+                # A stamp taken within a second of a change may miss the next one (a rewrite
+                # of the same size in the same clock tick): such a stamp is never matched.
+                fresh = time.time_ns() - _RACY_NS
+                trusted = stamp if all(entry[3] < fresh for entry in stamp) else None
+                self._git_record = (trusted, *self._record(["--", *GIT_FILES], dot_git,
+                                                           self._dot_git_env))
+            _trusted, git_tree, git_not_covered = self._git_record
+            tree = self._compose(tree, git_tree)
+            not_covered += [f".git/{path}" for path in git_not_covered]
+        return Snapshot(tree, sorted(not_covered) + self.skipped_folders())
+
+    def _record(self, listing: list[str], root: Path, env: Mapping[str, str]
+                ) -> tuple[str, list[str]]:
+        """``update-index`` what ``ls-files --others --modified LISTING`` names under the work
+        tree ``root`` (in the view ``env``), then ``write-tree``: the tree and the paths left
+        out (over the size cap, nested repositories)."""
+        listed = self.git("ls-files", "-z", "--others", "--modified", *listing, env=env)
         update: list[str] = []
         not_covered: list[str] = []
         for raw in dict.fromkeys(listed.split(b"\0")):
@@ -147,7 +228,7 @@ class ShadowRepo:
                 not_covered.append(path)
                 continue
             try:
-                size = os.lstat(self.work_tree / path).st_size
+                size = os.lstat(root / path).st_size
             except FileNotFoundError:
                 update.append(path)  # deleted: update-index --remove drops it
                 continue
@@ -160,16 +241,30 @@ class ShadowRepo:
                 update.append(path)
         if update:
             payload = b"".join(p.encode(errors="surrogateescape") + b"\0" for p in update)
-            self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=payload)
-        tree = self.git("write-tree").decode().strip()
-        return Snapshot(tree, sorted(not_covered) + self.skipped_folders())
+            self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=payload,
+                     env=env)
+        return self.git("write-tree", env=env).decode().strip(), not_covered
+
+    def _compose(self, tree: str, git_tree: str) -> str:
+        """``tree`` with ``git_tree`` as its ``.git`` folder (``tree`` when that is empty)."""
+        if git_tree == _EMPTY_TREE:
+            return tree
+        key = (tree, git_tree)
+        if key not in self._composed:
+            if len(self._composed) > 256:  # only recent snapshots repeat
+                self._composed.clear()
+            entries = self.git("ls-tree", "-z", tree)
+            entries += f"040000 tree {git_tree}\t.git".encode() + b"\0"
+            self._composed[key] = self.git("mktree", "-z", stdin=entries).decode().strip()
+        return self._composed[key]
 
     def _seed_index(self) -> None:
         """Start a new session's index from the workspace's latest one, so its first snapshot
         hashes only what changed since (the stat data in it is the same work tree's)."""
         if self.index_file.exists():
             return
-        others = [p for p in self.git_dir.glob("index*") if p.is_file() and p != self.index_file]
+        others = [p for p in self.git_dir.glob("index*")
+                  if p.is_file() and p != self.index_file and p.suffix != ".dotgit"]
         if others:
             latest = max(others, key=lambda p: p.stat().st_mtime)
             shutil.copyfile(latest, self.index_file)

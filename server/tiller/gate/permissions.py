@@ -16,6 +16,11 @@ mode             changes a file in     may change anything      any path outside
 ``readonly``     deny                  deny                     deny              allow
 ===============  ====================  =======================  ================  ===========
 
+A **protected** path (tiller.gate.protected: ``.git/``, Tiller's own folders, ``.vscode/``,
+``.envrc``…) is never changed by a file tool without a question in any mode but ``auto``:
+``acceptEdits`` asks for it, an ``allow`` rule and a remembered ``allowAlways`` do not cover it,
+and ``allowAlways`` on it allows once without being remembered. ``deny`` still denies.
+
 For a command tool the rules' ``command`` and the remembered answers match each simple command
 of the command line, parsed as shell (tiller.gate.shell): an answer never covers more
 than the command the user saw, and a command the parser cannot vouch for is never allowed by
@@ -43,6 +48,7 @@ import anyio
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
+from tiller.gate.protected import ProtectedPaths
 from tiller.gate.shell import CommandMemory, decide_command
 from tiller.modes import PermissionMode, Verdict
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
@@ -86,6 +92,7 @@ class PermissionGate:
     waiting: Callable[[ToolCall], None] = field(default=lambda _call: None)
     remembered: dict[tuple[str, str], bool] = field(default_factory=dict)
     commands: CommandMemory = field(default_factory=CommandMemory)
+    protected: ProtectedPaths = field(default_factory=ProtectedPaths)
 
     async def __call__(
         self, call: ToolCall, args: dict[str, Any]
@@ -120,14 +127,24 @@ class PermissionGate:
             return verdict, reason, command
         path = path if path is not None else self._path_of(tool, args)
         key = str(path or "")
+        protected = self._protected(info, path)
         for rule in self.rules:
-            if self._matches(rule, tool, path):
+            if self._matches(rule, tool, path) and not (protected and rule.action == "allow"):
                 return rule.action, f"a permission rule says {rule.action}", key
-        if (tool, key) in self.remembered:
+        if (tool, key) in self.remembered and not (protected and self.remembered[(tool, key)]):
             allowed = self.remembered[(tool, key)]
             return ("allow" if allowed else "deny"), "the user rejected this earlier", key
         outside = path is not None and not self._inside(path)
-        return (*self._by_mode(tool, describe(self.tools, tool), outside, path), key)
+        verdict, reason = self._by_mode(tool, info, outside, path)
+        if protected and self.mode != "auto" and verdict != "deny":
+            return "ask", f"'{tool}' changes {path}, which is protected ({protected})", key
+        return verdict, reason, key
+
+    def _protected(self, info: ToolInfo, path: Path | None) -> str | None:
+        """Why a call that changes ``path`` touches a protected path (None if it does not)."""
+        if path is None or not info.mutates or info.path_arg is None:
+            return None
+        return self.protected.why(path, self.roots)
 
     def _by_mode(
         self, tool: str, info: ToolInfo, outside: bool, path: Path | None
@@ -196,10 +213,11 @@ class PermissionGate:
             outcome, user_reason = await self.ask(request)
         except ToolError as exc:
             return BeforeToolCallResult(block=True, reason=f"permission not granted: {exc}")
-        is_command = describe(self.tools, call.name).command_arg is not None
-        if outcome in ("allowAlways", "rejectAlways") and is_command:
+        info = describe(self.tools, call.name)
+        if outcome in ("allowAlways", "rejectAlways") and info.command_arg is not None:
             self.commands.remember(key, outcome == "allowAlways")
-        elif outcome in ("allowAlways", "rejectAlways"):
+        elif outcome == "rejectAlways" or outcome == "allowAlways" and not self._protected(
+                info, path):  # "always" on a protected path allows it once
             self.remembered[(call.name, key)] = outcome == "allowAlways"
         if outcome in ("allowOnce", "allowAlways"):
             return self._allowed(path)

@@ -23,11 +23,12 @@ from tiller.agent.agent import Agent
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
-from tiller.config import ServerConfig
+from tiller.config import ServerConfig, config_dir, default_session_dir
 from tiller.context.project import ProjectContext
 from tiller.errors import AgentBusyError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
+from tiller.gate.protected import ProtectedPaths
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.prompts import McpPromptSource
@@ -60,6 +61,7 @@ __all__ = [
     "ProviderFactory",
     "Session",
     "Subscriber",
+    "protected_paths",
     "provider_factory",
 ]
 
@@ -97,6 +99,16 @@ def provider_factory(config: ServerConfig, provider: str, model: str) -> Callabl
         )
 
     return build
+
+
+def protected_paths(config: ServerConfig) -> ProtectedPaths:
+    """What no file tool changes unasked (tiller.gate.protected): besides the workspace's own,
+    Tiller's config dir, data dir and session dir, and the home folder's hidden entries."""
+    dirs = [config_dir(config), default_session_dir(config.env).parent]
+    if config.session_dir is not None:
+        dirs.append(config.session_dir)
+    home = config.env.get("HOME")
+    return ProtectedPaths(tiller_dirs=dirs, home=Path(home) if home else None)
 
 
 class Session:
@@ -245,7 +257,7 @@ class Session:
         self.gate = PermissionGate(
             chosen, [self.cwd, *self.extra_roots], tools=self.tools,
             rules=self.config.permission_rules,
-            ask=asker, files=files, waiting=waiting,
+            ask=asker, files=files, waiting=waiting, protected=protected_paths(self.config),
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
