@@ -232,6 +232,8 @@ export interface AgentState {
   permissionMode: PermissionMode;
   usage: Usage;
   contextFiles: { path: string; size: number; truncated: boolean }[];
+  /** Context files, templates and skills left unread: they lead out of their root. */
+  refusedFiles: { path: string; reason: string }[];
   /** Whether the session snapshots the workspace (session/changes, session/revert). */
   checkpoints?: { enabled: boolean; reason?: string };
   /** The agent's plan (its last `todo` call); empty when it has none. */
