@@ -37,10 +37,8 @@ import tiller
 from support.paths import PROTOCOL_MD
 from support.schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
-from tiller.fronts.tiller.front import TillerFront
 from tiller.gate.permissions import OPTIONS
 from tiller.protocol.client_requests import PermissionOutcome
-from tiller.protocol.models import METHODS
 from tiller.protocol.schema import protocol_schema
 
 PROTOCOL_MD = PROTOCOL_MD
@@ -195,15 +193,6 @@ def test_tiller_schema_prints_the_schema() -> None:
     assert printed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
-def test_the_schema_names_every_method_the_server_serves() -> None:
-    served = set(TillerFront(_config()).front.protocol.fm.features)
-    assert served == set(METHODS) == set(SCHEMA["x-methods"])
-    assert set(SCHEMA["x-events"]) == {
-        cls.model_fields["type"].default
-        for cls in typing.get_args(typing.get_args(tiller.types.AgentEvent)[0])
-    }
-
-
 def test_error_codes_are_the_errors_table_of_protocol_md() -> None:
     text = PROTOCOL_MD.read_text(encoding="utf-8")
     table = text.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
@@ -228,9 +217,3 @@ def test_every_request_error_has_its_code_in_the_schema() -> None:
 
 def test_permission_outcomes_are_the_gates_options() -> None:
     assert list(typing.get_args(PermissionOutcome)) == OPTIONS
-
-
-def _config() -> Any:
-    from tiller.config import load_config
-
-    return load_config(["--no-session"], {})

@@ -18,7 +18,7 @@ import anyio
 from tiller import __version__
 from tiller.chat.render import Event
 from tiller.client import RpcError, TillerClient
-from tiller.protocol.models import EVENT_METHOD
+from tiller.protocol.names import EVENT_METHOD
 from tiller.wire.framing import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]

@@ -1,7 +1,7 @@
 """``tiller schema``: the wire protocol as one JSON Schema (draft 2020-12), built from the models.
 
-``protocol_schema()`` reads the method tables of ``tiller.protocol.models`` (the single source of
-truth), the event union of ``tiller.types`` and the error classes of ``tiller.errors``; nothing
+``protocol_schema()`` reads the method tables of ``tiller.protocol.methods`` (the single source
+of truth), the event union of ``tiller.types`` and the error classes of ``tiller.errors``; nothing
 here restates a field. The document (protocol.md, "Schema", says how to use it):
 
 - ``$defs``: every model, as on the wire (camelCase; an optional field is absent, never null).
@@ -45,13 +45,8 @@ from tiller.errors import (
     UnknownEntryError,
     UnknownSessionError,
 )
-from tiller.protocol.models import (
-    METHODS,
-    NOTIFICATIONS,
-    SERVER_NOTIFICATIONS,
-    SERVER_REQUESTS,
-    EmptyResult,
-)
+from tiller.protocol.methods import METHODS, NOTIFICATIONS, SERVER_NOTIFICATIONS, SERVER_REQUESTS
+from tiller.protocol.models import EmptyResult
 from tiller.types import AgentEvent, AssistantMessage, ToolResultMessage, UserMessage, WireModel
 
 __all__ = ["SCHEMA_ID", "main", "protocol_schema"]
