@@ -38,8 +38,10 @@ from support.paths import PROTOCOL_MD
 from support.schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
 from tiller.gate.permissions import OPTIONS
+from tiller.modes import PERMISSION_MODES
 from tiller.protocol.client_requests import PermissionOutcome
 from tiller.protocol.schema import protocol_schema
+from tiller.types import RunStopReason
 
 PROTOCOL_MD = PROTOCOL_MD
 
@@ -217,3 +219,38 @@ def test_every_request_error_has_its_code_in_the_schema() -> None:
 
 def test_permission_outcomes_are_the_gates_options() -> None:
     assert list(typing.get_args(PermissionOutcome)) == OPTIONS
+
+
+def test_the_word_lists_are_named_once() -> None:
+    """Each ``Literal`` alias of the models' modules is one ``$defs`` entry, referenced where
+    it is used, never spelled inline."""
+    defs = SCHEMA["$defs"]
+    assert defs["PermissionMode"]["enum"] == list(PERMISSION_MODES)
+    assert defs["RunStopReason"]["enum"] == list(typing.get_args(RunStopReason))
+    assert defs["PermissionOutcome"]["enum"] == list(typing.get_args(PermissionOutcome))
+    named = {tuple(schema["enum"]) for schema in defs.values() if "enum" in schema}
+    assert len(named) >= 9
+    inline = re.findall(r'"enum": (\[[^\]]*\])', json.dumps({
+        name: schema for name, schema in defs.items() if "enum" not in schema}))
+    assert [values for values in map(json.loads, inline) if tuple(values) in named] == []
+    assert SCHEMA["$defs"]["SetQueueModesParams"]["properties"]["steering"] == {
+        "$ref": "#/$defs/QueueMode"}
+
+
+def test_two_names_for_one_word_list_are_refused() -> None:
+    import types
+    from typing import Literal
+
+    from tiller.protocol.schema import _word_lists
+    from tiller.types import WireModel
+
+    module = types.ModuleType("twice")
+    module.Colour = Literal["red", "blue"]  # type: ignore[attr-defined]
+    module.Color = Literal["red", "blue"]  # type: ignore[attr-defined]
+    sys.modules["twice"] = module
+    try:
+        model = type("Paint", (WireModel,), {"__module__": "twice"})
+        with pytest.raises(ValueError, match="Colour and Color are the same word list"):
+            _word_lists({model})
+    finally:
+        del sys.modules["twice"]
