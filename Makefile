@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CHAT_ARGS ?=
 
-.PHONY: install test test-fast lint chat bench bench-peer clean test-vscode
+.PHONY: install test test-fast lint chat bench bench-peer clean test-vscode protocol-ts
 
 # llama-cpp-python (the embedded model) compiles from source. It is built once per machine for a
 # generic x86-64/arm64 CPU (GGML_NATIVE=OFF) and kept in LLAMA_WHEELS: a -march=native build
@@ -26,8 +26,15 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 lint: install
-	$(BIN)/ruff check server tests bench
+	$(BIN)/ruff check server tests bench editors/vscode/scripts
 	$(BIN)/mypy
+	$(BIN)/mypy --strict editors/vscode/scripts/protocol_ts.py
+
+# The VS Code extension's wire types, generated from the schema (tests/editors/
+# test_vscode_protocol.py fails while the file is not what this writes).
+protocol-ts: install
+	$(BIN)/tiller schema | $(BIN)/python editors/vscode/scripts/protocol_ts.py \
+	  --write editors/vscode/src/protocol.ts
 
 # Three workers on two cores: most tests wait on the processes they drive (the server, Neovim,
 # VS Code, MCP servers), so the suite takes about half the time of one worker.

@@ -104,7 +104,7 @@ def _hint_tiller_methods(front: Front) -> None:
     why."""
     from pygls.exceptions import JsonRpcMethodNotFound
 
-    from tiller.fronts.tiller.front import METHODS
+    from tiller.protocol.names import METHODS
 
     def hint(name: str) -> Any:
         async def handle(_params: Any = None) -> Any:

@@ -25,12 +25,12 @@ import anyio
 import anyio.abc
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from tiller.protocol.names import EVENT_METHOD
 from tiller.wire.framing import FramedReader, Framing, frame
 
 __all__ = ["RpcError", "TillerClient"]
 
 Message = dict[str, Any]
-EVENT_METHOD = "agent/event"
 CANCEL_METHOD = "$/cancelRequest"
 RequestHandler = Callable[[Any], Awaitable[Any]]
 
@@ -212,7 +212,7 @@ class TillerClient:
     @property
     def events(self) -> list[Message]:
         """The params of every ``agent/event`` notification so far, in arrival order."""
-        return [m["params"] for m in self.received if m.get("method") == "agent/event"]
+        return [m["params"] for m in self.received if m.get("method") == EVENT_METHOD]
 
     async def wait_for(
         self, predicate: Callable[[Message], bool], *, start: int = 0, timeout: float = 30
@@ -234,7 +234,7 @@ class TillerClient:
         """The first ``agent/event`` of ``event_type`` whose params include ``fields``."""
 
         def matches(message: Message) -> bool:
-            if message.get("method") != "agent/event":
+            if message.get("method") != EVENT_METHOD:
                 return False
             params = message["params"]
             return params.get("type") == event_type and all(

@@ -1,19 +1,22 @@
-"""The VS Code extension's protocol types (editors/vscode/src/protocol.ts) agree with the schema.
+"""The VS Code extension's protocol types (editors/vscode/src/protocol.ts) are generated from
+``tiller schema`` by editors/vscode/scripts/protocol_ts.py, and the file is current.
 
-editors/vscode/test/protocolShapes.cjs reads protocol.ts with the TypeScript compiler and prints
-each exported type's fields (name, optional or not, string literals). For every type mapped
-below, the field names, their optionality (optional in TypeScript = not ``required`` in the
-schema) and their literal values must be the schema's; a union (``Message``, ``AgentEvent``)
-has one member per tag, as the schema has. An exported type that is neither mapped nor listed
-in ``FREE_FORM`` fails, so a new type cannot go unchecked. Skipped only when ``node``/``npm``
-are missing (as test_vscode.py).
+What generation does not make true by itself is checked on the generated file as TypeScript
+reads it (editors/vscode/test/protocolShapes.cjs, with the TypeScript compiler): every
+``$defs`` object's fields, their optionality (optional in TypeScript = not ``required`` in the
+schema) and string literals; each union's members; each word list's values, in order; the error
+codes; and each method map entry's params and result types. An exported name that is not one of
+the schema's fails, so nothing is written by hand there. Those checks need ``node``/``npm`` and
+are skipped without them (as test_vscode.py); the generation checks need neither.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,131 +25,64 @@ from support.paths import EDITORS
 from support.schema_check import SCHEMA
 
 EXTENSION = EDITORS / "vscode"
+PROTOCOL_TS = EXTENSION / "src" / "protocol.ts"
 NODE, NPM = shutil.which("node"), shutil.which("npm")
-
-pytestmark = [
-    pytest.mark.process,
-    pytest.mark.skipif(NODE is None or NPM is None, reason="node and npm are needed"),
-]
-
-OBJECTS = {
-    "TextContent": "$defs/TextContent",
-    "ImageContent": "$defs/ImageContent",
-    "ThinkingContent": "$defs/ThinkingContent",
-    "ToolCallContent": "$defs/ToolCall",
-    "Usage": "$defs/Usage",
-    "UserMessage": "$defs/UserMessage",
-    "AssistantMessage": "$defs/AssistantMessage",
-    "ToolResultMessage": "$defs/ToolResultMessage",
-    "InitializeParams": "x-methods/initialize/params",
-    "InitializeResult": "x-methods/initialize/result",
-    "SessionNewParams": "x-methods/session~1new/params",
-    "SessionNewResult": "x-methods/session~1new/result",
-    "SessionParams": "x-methods/agent~1continue/params",
-    "SessionInfo": "$defs/SessionInfo",
-    "SessionListResult": "$defs/SessionListResult",
-    "SessionLoadResult": "$defs/SessionLoadResult",
-    "ToolCallShown": "$defs/ToolCallShown",
-    "PromptParams": "x-methods/agent~1prompt/params",
-    "RunResult": "x-methods/agent~1prompt/result",
-    "QueueParams": "x-methods/agent~1steer/params",
-    "QueueResult": "x-methods/agent~1steer/result",
-    "AgentState": "x-methods/agent~1getState/result",
-    "CommandEntry": "$defs/CommandEntry",
-    "TurnCheckpoint": "$defs/TurnCheckpoint",
-    "RequestPermissionParams": "x-serverRequests/client~1requestPermission/params",
-    "RequestPermissionResult": "x-serverRequests/client~1requestPermission/result",
-    "ReadTextFileParams": "x-serverRequests/client~1readTextFile/params",
-    "ReadTextFileResult": "x-serverRequests/client~1readTextFile/result",
-    "WriteTextFileParams": "x-serverRequests/client~1writeTextFile/params",
-    "WriteTextFileResult": "$defs/EmptyResult",
-}
-"""TypeScript object type -> the schema object it mirrors (a JSON pointer)."""
-
-UNIONS = {
-    "Message": ("$defs/Message", "role"),
-    "AgentEvent": ("$defs/AgentEvent", "type"),
-    "MessageUpdateEvent": ("x-events/message_update", "type"),
-    "PermissionPreview": ("$defs/RequestPermissionParams/properties/preview", "kind"),
-}
-"""TypeScript union -> (the schema's union, the tag that tells its members apart)."""
-
-LITERALS = {
-    "AssistantStopReason": "$defs/AssistantMessage/properties/stopReason",
-    "RunStopReason": "$defs/RunResultModel/properties/stopReason",
-    "PermissionMode": "$defs/SessionNewParams/properties/permissionMode",
-    "QueueMode": "$defs/SetQueueModesResult/properties/steering",
-    "PermissionOption": "$defs/RequestPermissionResult/properties/outcome",
-    "CompactionReason": "$defs/CompactionStart/properties/reason",
-    "ToolKind": "$defs/ToolExecutionStart/properties/kind",
-}
-"""TypeScript union of string literals -> the schema's enum."""
-
-FREE_FORM = {
-    "ClientCapabilities": "initialize's capabilities are an open object in the schema",
-    "UserInput": "string | content blocks: checked as PromptParams.message",
-    "AgentEventType": "checked below against x-events",
-}
-
-Field = dict[str, Any]
+MAPS = {"Methods": "x-methods", "Notifications": "x-notifications",
+        "ServerRequests": "x-serverRequests", "ServerNotifications": "x-serverNotifications"}
+ENVELOPES = {ref["$ref"].rsplit("/", 1)[1] for ref in SCHEMA["anyOf"]}
 
 
-def resolve(node: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        node = at(node["$ref"].removeprefix("#/"))
-    return node
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "protocol_ts", EXTENSION / "scripts" / "protocol_ts.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def at(pointer: str) -> dict[str, Any]:
-    node: Any = SCHEMA
-    for part in pointer.split("/"):
-        node = node[part.replace("~1", "/").replace("~0", "~")]
-    return resolve(node)
+GENERATE = generator().generate
 
 
-def literals(node: dict[str, Any]) -> list[str] | None:
-    node = resolve(node)
-    if "const" in node:
-        return [node["const"]]
-    return sorted(node["enum"]) if "enum" in node else None
+# generation ------------------------------------------------------------------------------------
 
 
-def schema_fields(node: dict[str, Any]) -> dict[str, Field]:
-    required = set(node.get("required", []))
-    return {name: {"optional": name not in required, "literals": literals(prop)}
-            for name, prop in node.get("properties", {}).items()}
+def test_protocol_ts_is_what_tiller_schema_generates() -> None:
+    assert PROTOCOL_TS.read_text(encoding="utf-8") == GENERATE(SCHEMA), (
+        "editors/vscode/src/protocol.ts is not current: run `make protocol-ts`")
 
 
-def schema_members(node: dict[str, Any], tag: str) -> dict[str, dict[str, Field]]:
-    members = [resolve(member) for member in node.get("oneOf", [node])]
-    return {member["properties"][tag]["const"]: schema_fields(member) for member in members}
+def test_a_change_to_the_schema_changes_the_file() -> None:
+    changed = json.loads(json.dumps(SCHEMA))
+    changed["$defs"]["QueueResult"]["properties"]["dropped"] = {
+        "type": "integer", "description": "how many were dropped"}
+    changed["$defs"]["QueueMode"]["enum"].append("drain")
+    text = GENERATE(changed)
+    assert "  /** how many were dropped */\n  dropped?: number;\n" in text
+    assert "export const QueueMode = ['one-at-a-time', 'all', 'drain'] as const;" in text
+    assert text != GENERATE(SCHEMA)
 
 
-def ts_members(shape: dict[str, Any], tag: str) -> dict[str, dict[str, Field]]:
-    """Union members merged by tag (TypeScript splits ``message_update`` by ``kind``)."""
-    merged: dict[str, list[dict[str, Field]]] = {}
-    for member in shape.get("union", [shape]):
-        [value] = member["fields"][tag]["literals"]
-        merged.setdefault(value, []).append(member["fields"])
-    result = {}
-    for value, variants in merged.items():
-        names = {name for fields in variants for name in fields}
-        result[value] = {name: {
-            "optional": any(name not in f or f[name]["optional"] for f in variants),
-            "literals": _merged_literals([f[name] for f in variants if name in f]),
-        } for name in names}
-    return result
+def test_optional_fields_defaults_and_docs() -> None:
+    text = GENERATE(SCHEMA)
+    assert "export interface SessionListParams {\n  cwd?: string;\n  /** Default: `50`. */\n" \
+        "  limit?: number;\n" in text
+    assert "  /** messages now waiting in that queue, this one included */\n  queued: number;" \
+        in text
+    assert "  'agent/prompt': { params: PromptParams; result: RunResultModel };" in text
+    assert "  'client/writeTextFile': { params: WriteTextFileParams; result: EmptyResult | null" \
+        " };" in text
+    assert "export interface ClientRequest" not in text  # the envelopes are left out
+    assert max(len(line) for line in text.splitlines()) <= 100
 
 
-def _merged_literals(fields: list[Field]) -> list[str] | None:
-    if any(field["literals"] is None for field in fields):
-        return None
-    return sorted({value for field in fields for value in field["literals"]})
+# as TypeScript reads the generated file ----------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def declared() -> dict[str, Any]:
-    assert NPM is not None and NODE is not None
+    if NODE is None or NPM is None:
+        pytest.skip("node and npm are needed")
     if not (EXTENSION / "node_modules" / "typescript").is_dir():
         lock = (EXTENSION / "package-lock.json").is_file()
         subprocess.run([NPM, "ci" if lock else "install", "--no-audit", "--no-fund"],
@@ -157,32 +93,77 @@ def declared() -> dict[str, Any]:
     return result
 
 
-def test_every_exported_type_is_checked(declared: dict[str, Any]) -> None:
-    mapped = {*OBJECTS, *UNIONS, *LITERALS, *FREE_FORM}
-    assert set(declared["types"]) == mapped
+def resolve(node: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = SCHEMA["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    return node
 
 
-@pytest.mark.parametrize("name", sorted(OBJECTS))
+def literals(node: dict[str, Any]) -> list[str] | None:
+    node = resolve(node)
+    if "const" in node:
+        return [node["const"]]
+    return sorted(node["enum"]) if "enum" in node else None
+
+
+def schema_fields(node: dict[str, Any]) -> dict[str, Any]:
+    required = set(node.get("required", []))
+    return {name: {"optional": name not in required, "literals": literals(prop)}
+            for name, prop in node.get("properties", {}).items()}
+
+
+def kind(node: dict[str, Any]) -> str:
+    if "enum" in node:
+        return "list"
+    if node.get("type") == "object":
+        return "object"
+    return "union" if all("$ref" in m for m in node.get("oneOf", [{}])) else "other"
+
+
+DEFS = {name: node for name, node in SCHEMA["$defs"].items() if name not in ENVELOPES}
+
+
+@pytest.mark.process
+def test_every_exported_name_is_the_schemas(declared: dict[str, Any]) -> None:
+    assert set(declared["types"]) == {*DEFS, "PROTOCOL_VERSION"}
+    assert set(declared["maps"]) == set(MAPS)
+    assert declared["types"]["PROTOCOL_VERSION"] == {"value": True}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("name", sorted(n for n, node in DEFS.items() if kind(node) == "object"))
 def test_object_type_agrees_with_the_schema(declared: dict[str, Any], name: str) -> None:
-    assert declared["types"][name]["fields"] == schema_fields(at(OBJECTS[name]))
+    assert declared["types"][name]["fields"] == schema_fields(DEFS[name])
 
 
-@pytest.mark.parametrize("name", sorted(UNIONS))
+@pytest.mark.process
+@pytest.mark.parametrize("name", sorted(n for n, node in DEFS.items() if kind(node) == "union"))
 def test_union_type_agrees_with_the_schema(declared: dict[str, Any], name: str) -> None:
-    pointer, tag = UNIONS[name]
-    assert ts_members(declared["types"][name], tag) == schema_members(at(pointer), tag)
+    members = [member["fields"] for member in declared["types"][name]["union"]]
+    expected = [schema_fields(resolve(member)) for member in DEFS[name]["oneOf"]]
+    assert sorted(members, key=json.dumps) == sorted(expected, key=json.dumps)
 
 
-@pytest.mark.parametrize("name", sorted(LITERALS))
-def test_literal_type_agrees_with_the_schema(declared: dict[str, Any], name: str) -> None:
-    assert declared["types"][name]["literals"] == literals(at(LITERALS[name]))
+@pytest.mark.process
+@pytest.mark.parametrize("name", sorted(n for n, node in DEFS.items() if kind(node) == "list"))
+def test_word_list_agrees_with_the_schema(declared: dict[str, Any], name: str) -> None:
+    assert declared["lists"][name] == DEFS[name]["enum"]
+    assert declared["types"][name]["literals"] == sorted(DEFS[name]["enum"])
 
 
-def test_event_types_and_error_codes(declared: dict[str, Any]) -> None:
-    assert declared["types"]["AgentEventType"]["literals"] == sorted(SCHEMA["x-events"])
-    codes = {c["const"] for c in at("$defs/ErrorObject")["properties"]["code"]["oneOf"]}
-    answered_by_the_client = {"ResourceNotFound"}
-    assert {name: code in codes for name, code in declared["errorCodes"].items()
-            if name not in answered_by_the_client} == {
-        name: True for name in declared["errorCodes"] if name not in answered_by_the_client
-    }
+def test_only_the_id_is_neither_object_union_nor_list() -> None:
+    assert [name for name, node in DEFS.items() if kind(node) == "other"] == ["Id"]
+
+
+@pytest.mark.process
+def test_error_codes_and_method_maps(declared: dict[str, Any]) -> None:
+    codes = SCHEMA["$defs"]["ErrorObject"]["properties"]["code"]["oneOf"]
+    assert declared["errorCodes"] == {code["title"]: code["const"] for code in codes}
+    for name, key in MAPS.items():
+        expected = {
+            method: {part: " | ".join(
+                ref["$ref"].rsplit("/", 1)[1] if "$ref" in ref else ref["type"]
+                for ref in schema.get("anyOf", [schema]))
+                for part, schema in entry.items()}
+            for method, entry in SCHEMA[key].items()}
+        assert declared["maps"][name] == expected, name

@@ -37,11 +37,11 @@ import tiller
 from support.paths import PROTOCOL_MD
 from support.schema_check import SCHEMA, pointer, problems
 from tiller.errors import AcpRequestError, RequestError
-from tiller.fronts.tiller.front import TillerFront
 from tiller.gate.permissions import OPTIONS
+from tiller.modes import PERMISSION_MODES
 from tiller.protocol.client_requests import PermissionOutcome
-from tiller.protocol.models import METHODS
 from tiller.protocol.schema import protocol_schema
+from tiller.types import RunStopReason
 
 PROTOCOL_MD = PROTOCOL_MD
 
@@ -195,15 +195,6 @@ def test_tiller_schema_prints_the_schema() -> None:
     assert printed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
 
 
-def test_the_schema_names_every_method_the_server_serves() -> None:
-    served = set(TillerFront(_config()).front.protocol.fm.features)
-    assert served == set(METHODS) == set(SCHEMA["x-methods"])
-    assert set(SCHEMA["x-events"]) == {
-        cls.model_fields["type"].default
-        for cls in typing.get_args(typing.get_args(tiller.types.AgentEvent)[0])
-    }
-
-
 def test_error_codes_are_the_errors_table_of_protocol_md() -> None:
     text = PROTOCOL_MD.read_text(encoding="utf-8")
     table = text.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
@@ -230,7 +221,36 @@ def test_permission_outcomes_are_the_gates_options() -> None:
     assert list(typing.get_args(PermissionOutcome)) == OPTIONS
 
 
-def _config() -> Any:
-    from tiller.config import load_config
+def test_the_word_lists_are_named_once() -> None:
+    """Each ``Literal`` alias of the models' modules is one ``$defs`` entry, referenced where
+    it is used, never spelled inline."""
+    defs = SCHEMA["$defs"]
+    assert defs["PermissionMode"]["enum"] == list(PERMISSION_MODES)
+    assert defs["RunStopReason"]["enum"] == list(typing.get_args(RunStopReason))
+    assert defs["PermissionOutcome"]["enum"] == list(typing.get_args(PermissionOutcome))
+    named = {tuple(schema["enum"]) for schema in defs.values() if "enum" in schema}
+    assert len(named) >= 9
+    inline = re.findall(r'"enum": (\[[^\]]*\])', json.dumps({
+        name: schema for name, schema in defs.items() if "enum" not in schema}))
+    assert [values for values in map(json.loads, inline) if tuple(values) in named] == []
+    assert SCHEMA["$defs"]["SetQueueModesParams"]["properties"]["steering"] == {
+        "$ref": "#/$defs/QueueMode"}
 
-    return load_config(["--no-session"], {})
+
+def test_two_names_for_one_word_list_are_refused() -> None:
+    import types
+    from typing import Literal
+
+    from tiller.protocol.schema import _word_lists
+    from tiller.types import WireModel
+
+    module = types.ModuleType("twice")
+    module.Colour = Literal["red", "blue"]  # type: ignore[attr-defined]
+    module.Color = Literal["red", "blue"]  # type: ignore[attr-defined]
+    sys.modules["twice"] = module
+    try:
+        model = type("Paint", (WireModel,), {"__module__": "twice"})
+        with pytest.raises(ValueError, match="Colour and Color are the same word list"):
+            _word_lists({model})
+    finally:
+        del sys.modules["twice"]

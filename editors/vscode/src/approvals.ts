@@ -5,10 +5,10 @@
 
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 
-import type { PermissionOption, RequestPermissionParams } from './protocol';
+import type { PermissionOutcome, RequestPermissionParams } from './protocol';
 
 /** The buttons offered, in order; `rejectAlways` is left to the config file's rules. */
-const BUTTONS: ReadonlyArray<{ option: PermissionOption; label: string }> = [
+const BUTTONS: ReadonlyArray<{ option: PermissionOutcome; label: string }> = [
   { option: 'allowOnce', label: 'Allow' },
   { option: 'allowAlways', label: 'Always allow' },
   { option: 'rejectOnce', label: 'Reject' },
@@ -22,7 +22,7 @@ export interface ApprovalView {
   detail: string;
   /** What "Always allow" covers, said in words. */
   always: string;
-  buttons: Array<{ option: PermissionOption; label: string }>;
+  buttons: Array<{ option: PermissionOutcome; label: string }>;
 }
 
 /** Called when a request becomes the first of the queue, and when it leaves the queue. */
@@ -34,7 +34,7 @@ export interface ApprovalHooks {
 interface Pending {
   view: ApprovalView;
   hooks: ApprovalHooks;
-  resolve(option: PermissionOption | undefined): void;
+  resolve(option: PermissionOutcome | undefined): void;
   shown: boolean;
 }
 
@@ -105,7 +105,7 @@ export class ApprovalQueue {
     words: Omit<ApprovalView, 'key' | 'toolCallId' | 'buttons'>,
     token: CancellationToken,
     hooks: ApprovalHooks = {},
-  ): Promise<PermissionOption | undefined> {
+  ): Promise<PermissionOutcome | undefined> {
     const view: ApprovalView = {
       ...words,
       key: `approval-${++this.counter}`,
@@ -129,7 +129,7 @@ export class ApprovalQueue {
   }
 
   /** Answer the request `key` (the first one when undefined). False if it is no longer pending. */
-  answer(key: string | undefined, option: PermissionOption): boolean {
+  answer(key: string | undefined, option: PermissionOutcome): boolean {
     const entry = key === undefined ? this.pending[0] : this.pending.find((p) => p.view.key === key);
     if (!entry || !entry.view.buttons.some((b) => b.option === option)) {
       return false;
@@ -144,7 +144,7 @@ export class ApprovalQueue {
     }
   }
 
-  private settle(key: string, option: PermissionOption | undefined): boolean {
+  private settle(key: string, option: PermissionOutcome | undefined): boolean {
     const at = this.pending.findIndex((p) => p.view.key === key);
     if (at === -1) {
       return false;

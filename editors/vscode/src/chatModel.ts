@@ -285,12 +285,12 @@ export class ChatModel {
           block = { id: `a${this.assistant}-${event.index}`, kind: event.kind, text: '' };
           this.blocks.set(event.index, block);
         }
-        block.text += event.delta;
+        block.text += event.delta ?? '';
         this.dirty.add(block.id);
         return;
       }
       case 'toolCallStart': {
-        const card = this.newTool(event.toolCallId, event.toolName);
+        const card = this.newTool(event.toolCallId ?? '', event.toolName ?? '');
         this.toolsByIndex.set(event.index, card.id);
         this.dirty.add(card.id);
         return;
@@ -299,7 +299,7 @@ export class ChatModel {
         const id = this.toolsByIndex.get(event.index);
         const card = id === undefined ? undefined : this.tools.get(id);
         if (card && card.status === 'streaming') {
-          card.args += event.delta;
+          card.args += event.delta ?? '';
           this.dirty.add(card.id);
         }
         return;

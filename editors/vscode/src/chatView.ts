@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
 
 import type { ChatOp } from './chatModel';
-import type { ImageContent, PermissionOption } from './protocol';
+import type { ImageContent, PermissionOutcome } from './protocol';
 import { parseFromWebview, type SubmitKind, type ToWebview } from './messages';
 
 export type { SubmitKind } from './messages';
@@ -26,7 +26,7 @@ export interface ChatHost {
   /** Undo a run's changes (session/revert to `entryId`). */
   revert(entryId: string): Promise<void>;
   /** The user answered the permission request `key` in the view. */
-  approve(key: string, option: PermissionOption): void;
+  approve(key: string, option: PermissionOutcome): void;
 }
 
 export class ChatViewProvider implements vscode.WebviewViewProvider {

@@ -19,18 +19,15 @@ import {
 } from 'vscode-jsonrpc/node';
 
 import {
-  EVENT_METHOD,
   ErrorCode,
-  PermissionOptions,
-  ServerRequest,
+  PermissionOutcome,
   type AgentEvent,
-  type AgentState,
   type ClientCapabilities,
+  type EmptyResult,
+  type GetMessagesResult,
+  type GetStateResult,
   type InitializeResult,
-  type Message,
-  type PermissionMode,
-  type PermissionOption,
-  type PermissionPreview,
+  type Methods,
   type PromptParams,
   type QueueParams,
   type QueueResult,
@@ -38,18 +35,27 @@ import {
   type ReadTextFileResult,
   type RequestPermissionParams,
   type RequestPermissionResult,
-  type RunResult,
+  type RunResultModel,
+  type ServerNotifications,
+  type ServerRequests,
+  type SessionListParams,
   type SessionNewParams,
   type SessionNewResult,
   type SessionListResult,
   type SessionLoadResult,
   type SessionParams,
+  type SetPermissionModeParams,
+  type SetPermissionModeResult,
   type WriteTextFileParams,
-  type WriteTextFileResult,
 } from './protocol';
 
 export { CancellationTokenSource, ResponseError } from 'vscode-jsonrpc/node';
 export type { CancellationToken, Disposable, Event } from 'vscode-jsonrpc/node';
+
+const EVENT_METHOD: keyof ServerNotifications = 'agent/event';
+
+/** The code this client answers a file request with when the file does not exist (ACP's). */
+export const RESOURCE_NOT_FOUND = -32002;
 
 /** What this client tells the server it can do (sent with `initialize`). */
 export const CLIENT_CAPABILITIES: ClientCapabilities = {
@@ -70,7 +76,7 @@ export interface ClientHandlers {
     token: CancellationToken,
   ): Promise<RequestPermissionResult>;
   readTextFile(params: ReadTextFileParams, token: CancellationToken): Promise<ReadTextFileResult>;
-  writeTextFile(params: WriteTextFileParams, token: CancellationToken): Promise<WriteTextFileResult>;
+  writeTextFile(params: WriteTextFileParams, token: CancellationToken): Promise<EmptyResult>;
 }
 
 /** CLIENT_CAPABILITIES, plus `fs.keepsUnsaved` when written files may stay unsaved. */
@@ -119,7 +125,7 @@ export class ServerExitedError extends Error {
   }
 }
 
-/** True if `error` is a JSON-RPC error response with `code` (e.g. `ErrorCode.AgentBusy`). */
+/** True if `error` is a JSON-RPC error response with `code` (e.g. `ErrorCode.AgentBusyError`). */
 export function isRpcError(error: unknown, code?: number): error is ResponseError<unknown> {
   return error instanceof ResponseError && (code === undefined || error.code === code);
 }
@@ -217,7 +223,7 @@ export class TillerClient {
     return this.request('session/new', params);
   }
 
-  listSessions(params: { cwd?: string; limit?: number; cursor?: string } = {}): Promise<SessionListResult> {
+  listSessions(params: SessionListParams = {}): Promise<SessionListResult> {
     return this.request('session/list', params);
   }
 
@@ -227,11 +233,11 @@ export class TillerClient {
   }
 
   /** Resolves when the run has ended. Cancelling `token` sends `$/cancelRequest` (an abort). */
-  prompt(params: PromptParams, token?: CancellationToken): Promise<RunResult> {
+  prompt(params: PromptParams, token?: CancellationToken): Promise<RunResultModel> {
     return this.request('agent/prompt', params, token);
   }
 
-  continueRun(params: SessionParams = {}, token?: CancellationToken): Promise<RunResult> {
+  continueRun(params: SessionParams = {}, token?: CancellationToken): Promise<RunResultModel> {
     return this.request('agent/continue', params, token);
   }
 
@@ -243,25 +249,30 @@ export class TillerClient {
     return this.request('agent/followUp', params);
   }
 
-  /** Rejects with -32011 (`ErrorCode.NoActiveRun`) when nothing runs. */
-  abort(params: SessionParams = {}): Promise<Record<string, never>> {
+  /** Rejects with -32011 (`ErrorCode.NoActiveRunError`) when nothing runs. */
+  abort(params: SessionParams = {}): Promise<EmptyResult> {
     return this.request('agent/abort', params);
   }
 
-  getState(params: SessionParams = {}): Promise<AgentState> {
+  getState(params: SessionParams = {}): Promise<GetStateResult> {
     return this.request('agent/getState', params);
   }
 
-  getMessages(params: SessionParams = {}): Promise<{ messages: Message[] }> {
+  getMessages(params: SessionParams = {}): Promise<GetMessagesResult> {
     return this.request('agent/getMessages', params);
   }
 
-  setPermissionMode(params: SessionParams & { mode: PermissionMode }): Promise<{ mode: PermissionMode }> {
+  setPermissionMode(params: SetPermissionModeParams): Promise<SetPermissionModeResult> {
     return this.request('agent/setPermissionMode', params);
   }
 
-  /** Any other method of protocol.md. */
-  async request<R>(method: string, params: object, token?: CancellationToken): Promise<R> {
+  /** Any method of protocol.md, its params and result typed by its name. */
+  async request<M extends keyof Methods>(
+    method: M,
+    params: Methods[M]['params'],
+    token?: CancellationToken,
+  ): Promise<Methods[M]['result']> {
+    type R = Methods[M]['result'];
     if (this.exitInfo) {
       throw this.exitError();
     }
@@ -434,13 +445,14 @@ function invalid(method: string, problems: string[]): ResponseError<void> {
   return new ResponseError(ErrorCode.InvalidParams, `Invalid params: ${method}: ${problems.join('; ')}`);
 }
 
-/** Check `params` against `required`/`optional` field checks; return them typed, or throw -32602. */
-function validate<T>(
-  method: string,
+/** Check `params` of server request `method` against `required`/`optional` field checks; return
+ * them typed, or throw -32602. */
+function validate<M extends keyof ServerRequests>(
+  method: M,
   params: unknown,
   required: Record<string, Check>,
   optional: Record<string, Check> = {},
-): T {
+): ServerRequests[M]['params'] {
   if (!isObject(params)) {
     throw invalid(method, ['params must be an object']);
   }
@@ -460,10 +472,10 @@ function validate<T>(
   if (problems.length > 0) {
     throw invalid(method, problems);
   }
-  return params as T;
+  return params as unknown as ServerRequests[M]['params'];
 }
 
-function isPreview(value: unknown): value is PermissionPreview {
+function isPreview(value: unknown): value is RequestPermissionParams['preview'] {
   if (!isObject(value)) {
     return false;
   }
@@ -479,16 +491,16 @@ function isPreview(value: unknown): value is PermissionPreview {
   }
 }
 
-function isPermissionOption(value: unknown): value is PermissionOption {
-  return typeof value === 'string' && (PermissionOptions as readonly string[]).includes(value);
+function isPermissionOption(value: unknown): value is PermissionOutcome {
+  return typeof value === 'string' && (PermissionOutcome as readonly string[]).includes(value);
 }
 
-function isOptionList(value: unknown): value is PermissionOption[] {
+function isOptionList(value: unknown): value is PermissionOutcome[] {
   return Array.isArray(value) && value.length > 0 && value.every(isPermissionOption);
 }
 
 export function parsePermissionParams(params: unknown): RequestPermissionParams {
-  return validate(ServerRequest.requestPermission, params, {
+  return validate('client/requestPermission', params, {
     sessionId: isString,
     toolCallId: isString,
     toolName: isString,
@@ -500,7 +512,7 @@ export function parsePermissionParams(params: unknown): RequestPermissionParams 
 
 export function parseReadParams(params: unknown): ReadTextFileParams {
   return validate(
-    ServerRequest.readTextFile,
+    'client/readTextFile',
     params,
     { sessionId: isString, path: isString },
     { line: isPositiveInt, limit: isPositiveInt },
@@ -508,7 +520,7 @@ export function parseReadParams(params: unknown): ReadTextFileParams {
 }
 
 export function parseWriteParams(params: unknown): WriteTextFileParams {
-  return validate(ServerRequest.writeTextFile, params, {
+  return validate('client/writeTextFile', params, {
     sessionId: isString,
     path: isString,
     content: isString,
@@ -516,7 +528,7 @@ export function parseWriteParams(params: unknown): WriteTextFileParams {
 }
 
 /** The answer when the user dismisses a permission prompt: the mildest rejection offered. */
-export function dismissedOutcome(options: readonly PermissionOption[]): PermissionOption {
+export function dismissedOutcome(options: readonly PermissionOutcome[]): PermissionOutcome {
   if (options.includes('rejectOnce')) {
     return 'rejectOnce';
   }
@@ -541,17 +553,17 @@ function toResponseError(method: string, error: unknown): ResponseError<unknown>
   const code = isObject(error) ? error.code : undefined;
   const message = error instanceof Error ? error.message : String(error);
   if (code === 'ENOENT' || code === 'FileNotFound' || code === 'EntryNotFound') {
-    return new ResponseError(ErrorCode.ResourceNotFound, `${method}: ${message}`);
+    return new ResponseError(RESOURCE_NOT_FOUND, `${method}: ${message}`);
   }
   return new ResponseError(ErrorCode.InternalError, `${method}: ${message}`);
 }
 
 /** Register the validated, error-mapped handlers of the three server -> client requests. */
 export function registerHandlers(connection: MessageConnection, handlers: ClientHandlers): Disposable[] {
-  function on<P, R>(
-    method: string,
-    parse: (params: unknown) => P,
-    handle: (params: P, token: CancellationToken) => Promise<R>,
+  function on<M extends keyof ServerRequests>(
+    method: M,
+    parse: (params: unknown) => ServerRequests[M]['params'],
+    handle: (params: ServerRequests[M]['params'], token: CancellationToken) => Promise<ServerRequests[M]['result']>,
   ): Disposable {
     return connection.onRequest(method, async (params: unknown, token: CancellationToken) => {
       const parsed = parse(params);
@@ -563,23 +575,23 @@ export function registerHandlers(connection: MessageConnection, handlers: Client
     });
   }
   return [
-    on(ServerRequest.requestPermission, parsePermissionParams, async (params, token) => {
+    on('client/requestPermission', parsePermissionParams, async (params, token) => {
       const result = await handlers.requestPermission(params, token);
       if (!params.options.includes(result.outcome)) {
         throw new ResponseError(
           ErrorCode.InternalError,
-          `${ServerRequest.requestPermission}: outcome ${JSON.stringify(result.outcome)} is not one of the options`,
+          `client/requestPermission: outcome ${JSON.stringify(result.outcome)} is not one of the options`,
         );
       }
       return typeof result.reason === 'string' && result.reason !== ''
         ? { outcome: result.outcome, reason: result.reason }
         : { outcome: result.outcome };
     }),
-    on(ServerRequest.readTextFile, parseReadParams, async (params, token) => {
+    on('client/readTextFile', parseReadParams, async (params, token) => {
       const result = await handlers.readTextFile(params, token);
       return { content: result.content };
     }),
-    on(ServerRequest.writeTextFile, parseWriteParams, async (params, token) => {
+    on('client/writeTextFile', parseWriteParams, async (params, token) => {
       await handlers.writeTextFile(params, token);
       return {};
     }),

@@ -9,7 +9,7 @@ import { ApprovalQueue } from './approvals';
 import { ChatModel, type ChatOp } from './chatModel';
 import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
-import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOption, type TurnCheckpoint } from './protocol';
+import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOutcome, type TurnCheckpoint } from './protocol';
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel } from './pickers';
 import { StatusItem, type Activity } from './status';
@@ -61,7 +61,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   }
 
   /** Answer a pending permission request (`key` undefined: the first one, whose diff is open). */
-  approve(key: string | undefined, option: PermissionOption): void {
+  approve(key: string | undefined, option: PermissionOutcome): void {
     if (!this.approvals.answer(key, option)) {
       this.notice('info', 'That request is no longer waiting for an answer.');
     }
@@ -99,7 +99,7 @@ class TillerController implements ChatHost, vscode.Disposable {
         this.post(this.model.queued(kind, text));
       }
     } catch (error) {
-      if (isRpcError(error, ErrorCode.AgentBusy)) {
+      if (isRpcError(error, ErrorCode.AgentBusyError)) {
         this.notice('error', 'Tiller is busy: use Steer, Follow-up or Stop.');
       } else {
         this.notice('error', errorText(error));
@@ -159,7 +159,7 @@ class TillerController implements ChatHost, vscode.Disposable {
     try {
       await connected.client.abort({ sessionId: connected.sessionId });
     } catch (error) {
-      if (!isRpcError(error, ErrorCode.NoActiveRun)) {
+      if (!isRpcError(error, ErrorCode.NoActiveRunError)) {
         this.notice('error', errorText(error));
       }
     }
@@ -214,7 +214,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   async revert(entryId: string): Promise<void> {
     try {
       const { client, sessionId } = await this.connect();
-      const result = await client.request<RevertResult>('session/revert', { sessionId, entryId });
+      const result = await client.request('session/revert', { sessionId, entryId });
       const parts = [`Undone: ${result.restored.join(', ') || 'nothing'}.`];
       if (result.conflicts.length > 0) {
         parts.push(`Left alone (changed since by someone else): ${result.conflicts.join(', ')}.`);
@@ -377,8 +377,8 @@ class TillerController implements ChatHost, vscode.Disposable {
   /** A loaded session's turns that changed files (session/changes); none when it has no checkpoints. */
   private async turnCheckpoints(client: TillerClient, sessionId: string): Promise<TurnCheckpoint[]> {
     try {
-      const result = await client.request<{ checkpoints?: TurnCheckpoint[] }>('session/changes', { sessionId });
-      return result.checkpoints ?? [];
+      const result = await client.request('session/changes', { sessionId });
+      return result.checkpoints;
     } catch (error) {
       this.output.appendLine(`[tiller-vscode] no changed files for ${sessionId}: ${errorText(error)}`);
       return [];
@@ -443,12 +443,6 @@ class TillerController implements ChatHost, vscode.Disposable {
 }
 
 const SESSION_KEY = 'tiller.sessionId';
-
-interface RevertResult {
-  restored: string[];
-  conflicts: string[];
-  skipped: Array<{ path: string; reason: string }>;
-}
 
 /** The selection as `path:lines` and a fenced block, for the prompt. */
 function selectionSnippet(editor: vscode.TextEditor): string {

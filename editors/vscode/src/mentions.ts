@@ -1,7 +1,10 @@
 // `@path` mentions in a message: the files they name are sent along as text blocks, so the model
 // has them without reading them first. No `vscode` import (tested under Node).
 
-import type { ImageContent, TextContent, UserInput } from './protocol';
+import type { ImageContent, PromptParams, TextContent } from './protocol';
+
+/** A user message: text, or content blocks. */
+export type UserInput = PromptParams['message'];
 
 /** Files larger than this are mentioned by name only (the agent can still read them). */
 export const MAX_MENTION_BYTES = 100_000;

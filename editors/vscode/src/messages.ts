@@ -1,7 +1,7 @@
 // Messages between the chat webview (media/chat.js) and the extension. No `vscode` import.
 
 import type { ChatOp } from './chatModel';
-import { PermissionOptions, type ImageContent, type PermissionOption } from './protocol';
+import { PermissionOutcome, type ImageContent } from './protocol';
 
 /** Pasted or attached images: `data` is base64 (no `data:` prefix). */
 function parseImages(value: unknown): ImageContent[] | undefined | false {
@@ -33,7 +33,7 @@ export type FromWebview =
   | { type: 'copy' | 'insert'; text: string }
   | { type: 'open'; path: string }
   | { type: 'revert'; entryId: string }
-  | { type: 'approve'; key: string; option: PermissionOption };
+  | { type: 'approve'; key: string; option: PermissionOutcome };
 
 /** Messages the extension posts to the webview. */
 export type ToWebview = { type: 'ops'; ops: ChatOp[] };
@@ -71,9 +71,9 @@ export function parseFromWebview(message: unknown): FromWebview | undefined {
   if (
     m.type === 'approve' &&
     typeof m.key === 'string' &&
-    (PermissionOptions as readonly unknown[]).includes(m.option)
+    (PermissionOutcome as readonly unknown[]).includes(m.option)
   ) {
-    return { type: 'approve', key: m.key, option: m.option as PermissionOption };
+    return { type: 'approve', key: m.key, option: m.option as PermissionOutcome };
   }
   return undefined;
 }

@@ -6,13 +6,8 @@ import * as vscode from 'vscode';
 import type { TillerClient } from './client';
 import type { PermissionMode } from './protocol';
 
-interface ModelsList {
-  providers: Array<{ name: string; configured: boolean; apiKeyEnv?: string }>;
-  models: Array<{ provider: string; id: string; contextWindow?: number }>;
-}
-
 export async function pickModel(client: TillerClient, sessionId: string, current?: string): Promise<boolean> {
-  const { providers, models } = await client.request<ModelsList>('models/list', {});
+  const { providers, models } = await client.request('models/list', {});
   const usable = new Set(providers.filter((p) => p.configured).map((p) => p.name));
   const items = [
     ...models

@@ -1,7 +1,7 @@
 // The status bar's words: what Tiller is doing (idle, working, waiting for approval), the model,
 // and the session's tokens and cost. No `vscode` import (tested under Node).
 
-import type { AgentState } from './protocol';
+import type { GetStateResult } from './protocol';
 
 export type Activity = 'idle' | 'working' | 'waiting';
 
@@ -22,7 +22,7 @@ export function compactCount(n: number): string {
 /** The item's text and tooltip for `activity` and the last known session state. */
 export function statusText(
   activity: Activity,
-  state: Pick<AgentState, 'provider' | 'model' | 'usage' | 'permissionMode'> | undefined,
+  state: Pick<GetStateResult, 'provider' | 'model' | 'usage' | 'permissionMode'> | undefined,
 ): { text: string; tooltip: string } {
   const parts = [`${ICONS[activity]} Tiller: ${WORDS[activity]}`];
   const tooltip = [`Tiller is ${WORDS[activity]}.`];

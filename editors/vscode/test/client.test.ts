@@ -199,7 +199,7 @@ test('while a tool waits: prompt fails with -32010, steer and followUp are queue
     await log.waitFor(toolCallEvent('tool_execution_start', id), `${id} to start`);
 
     await assert.rejects(client.prompt({ sessionId, message: 'a second prompt' }), (error: unknown) => {
-      assert.ok(isRpcError(error, ErrorCode.AgentBusy), String(error));
+      assert.ok(isRpcError(error, ErrorCode.AgentBusyError), String(error));
       assert.match(error.message, /agent\/steer/);
       assert.match(error.message, /agent\/followUp/);
       return true;
@@ -320,7 +320,7 @@ test('abort ends the run as aborted and kills the running command', options, asy
     const end = log.events.find(toolCallEvent('tool_execution_end', id));
     assert.ok(end && end.type === 'tool_execution_end' && end.isError);
     await waitUntil(() => !processAlive(pid), `sleep (pid ${pid}) is gone`);
-    await assert.rejects(client.abort({ sessionId }), (error: unknown) => isRpcError(error, ErrorCode.NoActiveRun));
+    await assert.rejects(client.abort({ sessionId }), (error: unknown) => isRpcError(error, ErrorCode.NoActiveRunError));
   });
 });
 

@@ -22,6 +22,7 @@ import {
 
 import {
   CLIENT_CAPABILITIES,
+  RESOURCE_NOT_FOUND,
   ServerExitedError,
   TillerClient,
   clientCapabilities,
@@ -284,7 +285,7 @@ test('client/readTextFile: {content}, with 1-based line and limit', async () => 
 test('client/readTextFile: a missing file is -32002; a bad line is -32602', async () => {
   await rejectsWith(
     server.sendRequest('client/readTextFile', { sessionId: 's1', path: '/w/missing.txt' }),
-    ErrorCode.ResourceNotFound,
+    RESOURCE_NOT_FOUND,
     /no such file/,
   );
   await rejectsWith(

@@ -7,14 +7,15 @@ import * as path from 'node:path';
 import { TillerClient, serverArgs, sliceLines, type ClientHandlers } from '../src/client';
 import type {
   AgentEvent,
-  AgentEventType,
+  EmptyResult,
   ReadTextFileParams,
   ReadTextFileResult,
   RequestPermissionParams,
   RequestPermissionResult,
   WriteTextFileParams,
-  WriteTextFileResult,
 } from '../src/protocol';
+
+type AgentEventType = AgentEvent['type'];
 
 /**
  * Environment contract with tests/editors/test_vscode.py:
@@ -113,7 +114,7 @@ export class FakeEditor implements ClientHandlers {
     return { content: sliceLines(text, params.line, params.limit) };
   }
 
-  async writeTextFile(params: WriteTextFileParams): Promise<WriteTextFileResult> {
+  async writeTextFile(params: WriteTextFileParams): Promise<EmptyResult> {
     this.writes.push(params);
     this.buffers.set(path.resolve(params.path), params.content);
     return {};

@@ -25,7 +25,7 @@ from tiller.chat.render import Event
 from tiller.client import RpcError, TillerClient
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ConfigError
-from tiller.protocol.models import EVENT_METHOD
+from tiller.protocol.names import EVENT_METHOD
 from tiller.wire.framing import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]

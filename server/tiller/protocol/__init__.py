@@ -1,5 +1,6 @@
-"""Tiller's wire protocol as models, mirroring protocol.md section by section: the methods'
-params and results (``models``), the server-to-client requests (``client_requests``), the
-checkpoint methods (``checkpoints``), and ``tiller schema``'s JSON Schema built from them
+"""Tiller's wire protocol, mirroring protocol.md one to one: the names of its methods, events
+and server requests (``names``, free of pydantic for ``initialize``), each method's params and
+result models (``methods``, the table everything else reads), the models themselves (``models``,
+``client_requests``, ``checkpoints``), and ``tiller schema``'s JSON Schema built from the table
 (``schema``).
 """

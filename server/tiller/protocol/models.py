@@ -1,4 +1,5 @@
-"""Params and results of every JSON-RPC method, mirroring protocol.md section by section.
+"""Params and results of every JSON-RPC method, mirroring protocol.md section by section
+(``tiller.protocol.methods`` says which method takes which).
 
 Requests are validated into these models at the boundary (a failure is -32602 naming the field);
 results are dumped with ``WireModel.dump()``. Unknown extra fields in params are ignored, so older
@@ -12,20 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tiller.modes import PermissionMode, QueueMode, ThinkingLevel, ToolKind
-from tiller.protocol.checkpoints import (
-    ChangesParams,
-    ChangesResult,
-    CheckpointsInfo,
-    RevertParams,
-    RevertResult,
-)
-from tiller.protocol.client_requests import (
-    ReadTextFileParams,
-    ReadTextFileResult,
-    RequestPermissionParams,
-    RequestPermissionResult,
-    WriteTextFileParams,
-)
+from tiller.protocol.checkpoints import CheckpointsInfo, RevertResult
 from tiller.types import (
     CommandEntry,
     McpServerState,
@@ -38,11 +26,6 @@ from tiller.types import (
 )
 
 __all__ = [
-    "EVENT_METHOD",
-    "METHODS",
-    "NOTIFICATIONS",
-    "SERVER_NOTIFICATIONS",
-    "SERVER_REQUESTS",
     "CancelRequestParams",
     "ClientCapabilities",
     "ClientInfo",
@@ -87,9 +70,6 @@ __all__ = [
     "SetThinkingLevelResult",
     "ToolCallShown",
 ]
-
-EVENT_METHOD = "agent/event"
-"""The one server-to-client notification: params are ``{sessionId, seq, type, ...}``."""
 
 # initialize ------------------------------------------------------------------------------------
 
@@ -379,7 +359,7 @@ class SetPermissionModeResult(WireModel):
     mode: PermissionMode
 
 
-# the whole surface -----------------------------------------------------------------------------
+# shared by several methods ---------------------------------------------------------------------
 
 
 class NoParams(WireModel):
@@ -392,49 +372,3 @@ class EmptyResult(WireModel):
 
 class CancelRequestParams(WireModel):
     id: int | str
-
-
-METHODS: dict[str, tuple[type[WireModel], type[WireModel]]] = {
-    "initialize": (InitializeParams, InitializeResult),
-    "session/new": (SessionNewParams, SessionNewResult),
-    "session/list": (SessionListParams, SessionListResult),
-    "session/load": (SessionIdParams, SessionLoadResult),
-    "session/fork": (SessionForkParams, SessionLoadResult),
-    "session/close": (SessionIdParams, EmptyResult),
-    "session/delete": (SessionIdParams, EmptyResult),
-    "session/changes": (ChangesParams, ChangesResult),
-    "session/revert": (RevertParams, RevertResult),
-    "agent/prompt": (PromptParams, RunResultModel),
-    "agent/continue": (SessionParams, RunResultModel),
-    "agent/steer": (QueueParams, QueueResult),
-    "agent/followUp": (QueueParams, QueueResult),
-    "agent/abort": (SessionParams, EmptyResult),
-    "agent/getState": (SessionParams, GetStateResult),
-    "agent/getMessages": (SessionParams, GetMessagesResult),
-    "agent/setQueueModes": (SetQueueModesParams, SetQueueModesResult),
-    "agent/compact": (CompactParams, CompactResult),
-    "agent/setPermissionMode": (SetPermissionModeParams, SetPermissionModeResult),
-    "models/list": (NoParams, ModelsListResult),
-    "agent/setModel": (SetModelParams, SetModelResult),
-    "agent/setThinkingLevel": (SetThinkingLevelParams, SetThinkingLevelResult),
-    "commands/list": (SessionParams, CommandsListResult),
-    "mcp/list": (SessionParams, McpListResult),
-}
-"""Client-to-server requests: method -> (params, result), in protocol.md's order."""
-
-NOTIFICATIONS: dict[str, type[WireModel]] = {"$/cancelRequest": CancelRequestParams}
-"""Client-to-server notifications: method -> params."""
-
-SERVER_REQUESTS: dict[str, tuple[type[WireModel], type[WireModel] | None]] = {
-    "client/requestPermission": (RequestPermissionParams, RequestPermissionResult),
-    "client/readTextFile": (ReadTextFileParams, ReadTextFileResult),
-    "client/writeTextFile": (WriteTextFileParams, None),
-}
-"""Server-to-client requests: method -> (params, result); a None result is ``{}`` or null."""
-
-SERVER_NOTIFICATIONS: dict[str, type[WireModel] | None] = {
-    EVENT_METHOD: None,
-    "$/cancelRequest": CancelRequestParams,
-}
-"""Server-to-client notifications: method -> params; ``agent/event``'s params are
-``{sessionId, seq}`` plus one event of ``tiller.types.AgentEvent`` (hence None)."""

@@ -1,13 +1,15 @@
 """``tiller schema``: the wire protocol as one JSON Schema (draft 2020-12), built from the models.
 
-``protocol_schema()`` reads the method tables of ``tiller.protocol.models`` (the single source of
-truth), the event union of ``tiller.types`` and the error classes of ``tiller.errors``; nothing
+``protocol_schema()`` reads the method tables of ``tiller.protocol.methods`` (the single source
+of truth), the event union of ``tiller.types`` and the error classes of ``tiller.errors``; nothing
 here restates a field. The document (protocol.md, "Schema", says how to use it):
 
 - ``$defs``: every model, as on the wire (camelCase; an optional field is absent, never null).
   Objects are closed: a field this version does not define does not validate (the server
   still ignores unknown params, for newer clients). Fields the server always sends are
   required in results and events; in params only what the server requires is.
+- each closed word list (a ``Literal`` alias of the models' modules: ``PermissionMode``...) is
+  one ``$defs`` entry, referenced by the fields that use it;
 - the root validates any single message: a request, notification or response, either way;
 - ``x-methods``/``x-serverRequests``: method -> ``{params, result}``; ``x-notifications``/
   ``x-serverNotifications``: method -> ``{params}``; ``x-events``: event type -> its params
@@ -45,13 +47,8 @@ from tiller.errors import (
     UnknownEntryError,
     UnknownSessionError,
 )
-from tiller.protocol.models import (
-    METHODS,
-    NOTIFICATIONS,
-    SERVER_NOTIFICATIONS,
-    SERVER_REQUESTS,
-    EmptyResult,
-)
+from tiller.protocol.methods import METHODS, NOTIFICATIONS, SERVER_NOTIFICATIONS, SERVER_REQUESTS
+from tiller.protocol.models import EmptyResult
 from tiller.types import AgentEvent, AssistantMessage, ToolResultMessage, UserMessage, WireModel
 
 __all__ = ["SCHEMA_ID", "main", "protocol_schema"]
@@ -133,11 +130,47 @@ def _model_defs() -> tuple[dict[str, Any], dict[tuple[type[WireModel], str], str
     defs: dict[str, Any] = generated["$defs"]
     for schema in defs.values():
         _wire_defaults(schema)
+    _name_word_lists(defs, {model for model, _ in inputs})
     names: dict[tuple[type[WireModel], str], str] = {
         (model, mode): value["$ref"].rsplit("/", 1)[1]  # type: ignore[misc]
         for (model, mode), value in keys.items()
     }
     return defs, names
+
+
+def _word_lists(models: set[type[WireModel]]) -> dict[tuple[Any, ...], str]:
+    """The closed word lists (``Literal`` aliases: ``PermissionMode``, ``StopReason``...) that
+    the models' modules name: values -> name. Two names for the same values are refused."""
+    found: dict[tuple[Any, ...], str] = {}
+    for module in sorted({sys.modules[model.__module__] for model in models}, key=str):
+        for name, value in vars(module).items():
+            if name.startswith("_") or typing.get_origin(value) is not typing.Literal:
+                continue
+            values = typing.get_args(value)
+            if found.setdefault(values, name) != name:
+                raise ValueError(f"{found[values]} and {name} are the same word list: {values}")
+    return found
+
+
+def _name_word_lists(defs: dict[str, Any], models: set[type[WireModel]]) -> None:
+    """Each enum of ``defs`` that is a named word list becomes a ``$ref`` to ``$defs/<name>``,
+    so the schema names it once (for clients that generate types from it)."""
+    lists = _word_lists(models)
+
+    def visit(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            name = lists.get(tuple(node.get("enum", ())))
+            if name is not None and node.get("type") == "string":
+                defs[name] = {"title": name, "type": "string", "enum": node.pop("enum")}
+                del node["type"]
+                node["$ref"] = f"#/$defs/{name}"
+            for value in node.values():
+                visit(value)
+
+    visit(list(defs.values()))
 
 
 def _error_object() -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """``initialize``'s params are read without pydantic when they have the usual shape
 (``tiller.fronts.tiller.front.Initialize``); whatever else a client sends goes through the pydantic
-model. Over every combination below, both readings agree: the same values, or both refuse."""
+model (``initialize``'s row in ``tiller.protocol.methods``). Over every combination below, both
+readings agree: the same values, or both refuse."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiller.fronts.tiller.front import EVENT_TYPES, METHODS, Initialize
-from tiller.protocol.models import InitializeParams
-from tiller.types import AgentEvent
+from tiller.fronts.tiller.front import Initialize
+from tiller.protocol.methods import METHODS
+
+InitializeParams = METHODS["initialize"].params
 
 MISSING = object()
 CHOICES: dict[str, list[Any]] = {
@@ -31,7 +33,7 @@ CHOICES: dict[str, list[Any]] = {
 
 def pydantic_reading(raw: dict[str, Any]) -> tuple[Any, ...] | str:
     try:
-        params = InitializeParams.model_validate(raw)
+        params: Any = InitializeParams.model_validate(raw)
     except ValidationError:
         return "refused"
     return params.capabilities.dump(), params.protocol_version, params.delta_window_ms
@@ -68,12 +70,3 @@ def test_the_editors_params_are_read_without_pydantic() -> None:
     ):
         assert Initialize._plain(raw) is not None, raw
 
-
-def test_initialize_lists_the_event_union_and_every_method() -> None:
-    from tiller.fronts.tiller.handlers import Methods
-
-    union = [member.model_fields["type"].default
-             for member in AgentEvent.__args__[0].__args__]  # type: ignore[attr-defined]
-    assert list(EVENT_TYPES) == union
-    table = Methods(None, None, lambda: None).table()  # type: ignore[arg-type]
-    assert [*table] == [name for name in METHODS if name != "session/load"]  # rpc.py's own

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tiller.protocol.models import EVENT_METHOD
+from tiller.protocol.names import EVENT_METHOD
 from tiller.types import AgentEvent, MessageUpdate
 
 __all__ = ["DEFAULT_DELTA_WINDOW", "EventNotifier"]

@@ -4,11 +4,12 @@
 machinery, and so is ``session/load`` of a saved session: its answer is the log's messages as
 saved (``tiller.store.saved.open_saved``), and the session goes live (its messages validated,
 the models and the session machinery imported) right after the answer is written. Every other
-method is registered lazily, its handler in ``tiller.fronts.tiller.handlers`` (imported, with the
-models, on the first such call), and waits until no session is on its way to going live (and,
-the first time, for the model a ``--base-url`` server serves: ``SessionRegistry.ready``). A
-session's events go out as ``agent/event`` notifications (``tiller.fronts.tiller.events.
-EventNotifier``, its deltas coalesced within the ``initialize`` ``deltaWindowMs``).
+method of ``tiller.protocol.names`` is registered lazily, its handler in
+``tiller.fronts.tiller.handlers`` (imported, with the models, on the first such call), and waits
+until no session is on its way to going live (and, the first time, for the model a
+``--base-url`` server serves: ``SessionRegistry.ready``). A session's events go out as
+``agent/event`` notifications (``tiller.fronts.tiller.events.EventNotifier``, its deltas
+coalesced within the ``initialize`` ``deltaWindowMs``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from pygls.exceptions import JsonRpcInvalidParams
@@ -26,44 +27,34 @@ from tiller.checkpoints.shadow import git_available
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES
+from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
     from tiller.fronts.tiller.handlers import Methods
+    from tiller.protocol.models import InitializeParams, SessionIdParams
     from tiller.session.registry import SessionRegistry
     from tiller.session.session import Session
     from tiller.store.saved import SavedSession
 
-__all__ = ["EVENT_TYPES", "METHODS", "SERVER_REQUESTS", "Initialize", "SessionId", "TillerFront"]
+__all__ = ["LAZY", "OWN", "Initialize", "SessionId", "TillerFront"]
 
 log = logging.getLogger(__name__)
 
-METHODS = (
-    "session/new", "session/list", "session/load", "session/fork", "session/close",
-    "session/delete", "session/changes", "session/revert", "agent/prompt", "agent/continue",
-    "agent/steer", "agent/followUp", "agent/abort", "agent/getState", "agent/getMessages",
-    "agent/setQueueModes", "agent/compact", "agent/setPermissionMode", "models/list",
-    "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
-)
-"""Every method but ``initialize`` (``tiller.fronts.tiller.handlers.Methods.table`` serves them, but
-``session/load`` of a session that is not live)."""
-EVENT_TYPES = (
-    "agent_start", "turn_start", "message_start", "message_update", "message_end",
-    "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
-    "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
-    "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan",
-)
-"""Every ``agent/event`` type, as ``initialize`` lists them (``tiller.types.AgentEvent``'s
-members; a test keeps the two equal)."""
-SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile")
-"""The server-to-client requests (each sent only if the client declared it can answer)."""
+OWN = ("initialize", "session/load")
+"""The methods served here, without pydantic; ``tiller.fronts.tiller.handlers.Methods`` serves
+the rest of ``tiller.protocol.names.METHODS`` (and ``session/load`` of a live session)."""
+LAZY = tuple(name for name in METHODS if name not in OWN)
+"""The methods whose handlers (and models) are imported on the first call of one of them."""
+
 
 @dataclass(frozen=True)
 class Initialize:
     """``initialize``'s params as the handler uses them. ``model_validate`` reads plain JSON of
     the usual shape itself; anything else (snake_case names, numbers as strings, a wrong type
-    ...) goes through pydantic's ``tiller.protocol.models.InitializeParams``, which coerces it or
-    answers -32602 as for every method. Both read the same: a test holds them to it."""
+    ...) goes through the params model of ``initialize``'s row in ``tiller.protocol.methods``,
+    which coerces it or answers -32602 as for every method. Both read the same: a test holds
+    them to it."""
 
     capabilities: dict[str, Any]
     """As the client sent them, camelCase, nulls dropped."""
@@ -75,9 +66,9 @@ class Initialize:
         plain = cls._plain(raw)
         if plain is not None:
             return plain
-        from tiller.protocol.models import InitializeParams
+        from tiller.protocol.methods import METHODS as ROWS
 
-        params = InitializeParams.model_validate(raw)
+        params = cast("InitializeParams", ROWS["initialize"].params.model_validate(raw))
         return cls(params.capabilities.dump(), params.protocol_version, params.delta_window_ms)
 
     @classmethod
@@ -105,7 +96,7 @@ class Initialize:
 @dataclass(frozen=True)
 class SessionId:
     """``session/load``'s params: ``{"sessionId": "..."}`` read as is, anything else through
-    pydantic's ``tiller.protocol.models.SessionIdParams`` (coerced, or -32602)."""
+    the params model of its row in ``tiller.protocol.methods`` (coerced, or -32602)."""
 
     session_id: str
 
@@ -113,9 +104,10 @@ class SessionId:
     def model_validate(cls, raw: dict[str, Any]) -> SessionId:
         if raw.keys() == {"sessionId"} and type(raw["sessionId"]) is str:
             return cls(raw["sessionId"])
-        from tiller.protocol.models import SessionIdParams
+        from tiller.protocol.methods import METHODS as ROWS
 
-        return cls(SessionIdParams.model_validate(raw).session_id)
+        params = cast("SessionIdParams", ROWS["session/load"].params.model_validate(raw))
+        return cls(params.session_id)
 
 
 class _Loads:
@@ -160,8 +152,7 @@ class TillerFront:
         self._closed = False
         self.front.register("initialize", Initialize, self.initialize)
         self.front.register("session/load", SessionId, self.session_load)
-        self.front.register_lazy([name for name in METHODS if name != "session/load"],
-                                 self._methods)
+        self.front.register_lazy(LAZY, self._methods)
 
     @property
     def sessions(self) -> SessionRegistry:
@@ -185,7 +176,7 @@ class TillerFront:
     def _methods(self) -> Mapping[str, Method]:
         """The lazily registered methods, each waiting for a load in progress (``_Loads``)."""
         return {name: (params, self._after_loads(fn))
-                for name, (params, fn) in self.handlers.table().items()}
+                for name, (params, fn) in self.handlers.table(LAZY).items()}
 
     def _after_loads(self, fn: Handler[Any]) -> Handler[Any]:
         async def handle(params: Any) -> Any:
@@ -283,7 +274,7 @@ class TillerFront:
                     "persistent": self.config.session_dir is not None,
                 },
                 "checkpoints": self._checkpoints_info(),
-                "methods": ["initialize", *METHODS, "$/cancelRequest"],
+                "methods": [*METHODS, *NOTIFICATIONS],
                 "serverRequests": list(SERVER_REQUESTS),
                 "events": list(EVENT_TYPES),
             },

@@ -3,11 +3,17 @@
 ``tiller.fronts.tiller.front`` imports this module (and with it pydantic, the protocol's models and
 the session machinery) on the first call of any of them. Each handler reads its validated params,
 calls the session or its agent, and shapes the result.
+
+One coroutine method of ``Methods`` per wire method, named after it (``handler_name``:
+``agent/setModel`` is ``agent_set_model``) and annotated with its row's models of
+``tiller.protocol.methods``, which also validates its params; a test fails for a handler without
+a row, a row without a handler, or an annotation that is not its row's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -21,17 +27,20 @@ from tiller.protocol.checkpoints import (
     RevertParams,
     RevertResult,
 )
+from tiller.protocol.methods import METHODS
 from tiller.protocol.models import (
     CommandsListResult,
     CompactParams,
     CompactResult,
     ContextFileEntry,
+    EmptyResult,
     GetMessagesResult,
     GetStateResult,
     McpListResult,
     ModelCostModel,
     ModelEntry,
     ModelsListResult,
+    NoParams,
     PromptParams,
     ProviderEntry,
     QueueParams,
@@ -57,14 +66,20 @@ from tiller.protocol.models import (
     SetThinkingLevelResult,
     ToolCallShown,
 )
-from tiller.types import RunResult, UserContent, WireModel
+from tiller.types import RunResult, UserContent
 from tiller.wire.jsonrpc import Front, Method
 
 if TYPE_CHECKING:
     from tiller.session.registry import SessionRegistry
     from tiller.session.session import Session
 
-__all__ = ["Methods"]
+__all__ = ["Methods", "handler_name"]
+
+
+def handler_name(method: str) -> str:
+    """The ``Methods`` attribute that serves wire method ``method``: ``session/new`` ->
+    ``session_new``, ``agent/followUp`` -> ``agent_follow_up``."""
+    return re.sub(r"(?<=[a-z])([A-Z])", r"_\1", method).lower().replace("/", "_")
 
 
 class Methods:
@@ -82,33 +97,10 @@ class Methods:
     def sessions(self) -> SessionRegistry:
         return self._sessions()
 
-    def table(self) -> Mapping[str, Method]:
-        """Every method but ``initialize`` and ``session/load`` (``tiller.fronts.tiller.front``
-        serves them): wire name -> (params model, handler)."""
-        return {
-            "session/new": (SessionNewParams, self.session_new),
-            "session/list": (SessionListParams, self.session_list),
-            "session/fork": (SessionForkParams, self.session_fork),
-            "session/close": (SessionIdParams, self.session_close),
-            "session/delete": (SessionIdParams, self.session_delete),
-            "session/changes": (ChangesParams, self.session_changes),
-            "session/revert": (RevertParams, self.session_revert),
-            "agent/prompt": (PromptParams, self.prompt),
-            "agent/continue": (SessionParams, self.continue_),
-            "agent/steer": (QueueParams, self.steer),
-            "agent/followUp": (QueueParams, self.follow_up),
-            "agent/abort": (SessionParams, self.abort),
-            "agent/getState": (SessionParams, self.get_state),
-            "agent/getMessages": (SessionParams, self.get_messages),
-            "agent/setQueueModes": (SetQueueModesParams, self.set_queue_modes),
-            "agent/compact": (CompactParams, self.compact),
-            "agent/setPermissionMode": (SetPermissionModeParams, self.set_permission_mode),
-            "models/list": (SessionParams, self.models_list),
-            "agent/setModel": (SetModelParams, self.set_model),
-            "agent/setThinkingLevel": (SetThinkingLevelParams, self.set_thinking_level),
-            "commands/list": (SessionParams, self.commands_list),
-            "mcp/list": (SessionParams, self.mcp_list),
-        }
+    def table(self, names: Iterable[str]) -> Mapping[str, Method]:
+        """Wire name -> (its params model from ``tiller.protocol.methods``, its handler) for each
+        of ``names``; the handler is the coroutine method named by ``handler_name``."""
+        return {name: (METHODS[name].params, getattr(self, handler_name(name))) for name in names}
 
     async def session_new(self, params: SessionNewParams) -> SessionNewResult:
         return SessionNewResult(session_id=self.sessions.create(params).id)
@@ -140,33 +132,33 @@ class Methods:
         return await self.sessions.get(params.session_id).revert(
             params.entry_id, params.paths, force=params.force, stop="abort")
 
-    async def session_close(self, params: SessionIdParams) -> WireModel:
+    async def session_close(self, params: SessionIdParams) -> EmptyResult:
         await self.sessions.close(params.session_id)
-        return WireModel()
+        return EmptyResult()
 
-    async def session_delete(self, params: SessionIdParams) -> WireModel:
+    async def session_delete(self, params: SessionIdParams) -> EmptyResult:
         await self.sessions.delete(params.session_id)
-        return WireModel()
+        return EmptyResult()
 
-    async def prompt(self, params: PromptParams) -> RunResultModel:
+    async def agent_prompt(self, params: PromptParams) -> RunResultModel:
         return await self._run(self.sessions.get(params.session_id), params.message)
 
-    async def continue_(self, params: SessionParams) -> RunResultModel:
+    async def agent_continue(self, params: SessionParams) -> RunResultModel:
         return await self._run(self.sessions.get(params.session_id), None)
 
-    async def steer(self, params: QueueParams) -> QueueResult:
+    async def agent_steer(self, params: QueueParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
         return QueueResult(queued=session.enqueue("steering", params.message))
 
-    async def follow_up(self, params: QueueParams) -> QueueResult:
+    async def agent_follow_up(self, params: QueueParams) -> QueueResult:
         session = self.sessions.get(params.session_id)
         return QueueResult(queued=session.enqueue("followUp", params.message))
 
-    async def abort(self, params: SessionParams) -> WireModel:
+    async def agent_abort(self, params: SessionParams) -> EmptyResult:
         self.sessions.get(params.session_id).agent.abort()
-        return WireModel()
+        return EmptyResult()
 
-    async def get_state(self, params: SessionParams) -> GetStateResult:
+    async def agent_get_state(self, params: SessionParams) -> GetStateResult:
         session = self.sessions.get(params.session_id)
         agent = session.agent
         return GetStateResult(
@@ -192,11 +184,11 @@ class Methods:
             plan=session.plan.items,
         )
 
-    async def get_messages(self, params: SessionParams) -> GetMessagesResult:
+    async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
         agent = self.sessions.get(params.session_id).agent
         return GetMessagesResult(messages=list(agent.messages))
 
-    async def set_queue_modes(self, params: SetQueueModesParams) -> SetQueueModesResult:
+    async def agent_set_queue_modes(self, params: SetQueueModesParams) -> SetQueueModesResult:
         agent = self.sessions.get(params.session_id).agent
         if params.steering is not None:
             agent.steering_mode = params.steering
@@ -204,7 +196,7 @@ class Methods:
             agent.follow_up_mode = params.follow_up
         return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
 
-    async def compact(self, params: CompactParams) -> CompactResult:
+    async def agent_compact(self, params: CompactParams) -> CompactResult:
         from tiller.agent.compaction import estimate_tokens
         from tiller.agent.model_call import model_context
         from tiller.modes import SUMMARY_PREFIX
@@ -222,20 +214,24 @@ class Methods:
             message_count=len(agent.messages),
         )
 
-    async def set_permission_mode(self, params: SetPermissionModeParams) -> SetPermissionModeResult:
+    async def agent_set_permission_mode(
+        self, params: SetPermissionModeParams
+    ) -> SetPermissionModeResult:
         session = self.sessions.get(params.session_id)
         session.set_permission_mode(params.mode)
         return SetPermissionModeResult(mode=params.mode)
 
-    async def models_list(self, params: SessionParams) -> ModelsListResult:
+    async def models_list(self, params: NoParams) -> ModelsListResult:
         return self._models_list()
 
-    async def set_model(self, params: SetModelParams) -> SetModelResult:
+    async def agent_set_model(self, params: SetModelParams) -> SetModelResult:
         session = self.sessions.get(params.session_id)
         await session.set_model(params.provider, params.model)
         return SetModelResult(provider=session.provider, model=session.model)
 
-    async def set_thinking_level(self, params: SetThinkingLevelParams) -> SetThinkingLevelResult:
+    async def agent_set_thinking_level(
+        self, params: SetThinkingLevelParams
+    ) -> SetThinkingLevelResult:
         session = self.sessions.get(params.session_id)
         session.set_thinking(params.level)
         return SetThinkingLevelResult(level=params.level)
