@@ -30,6 +30,7 @@ from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import clean_env, process_gone, spawn_tiller
 from support.paths import PACKAGE
+from tiller import procs
 from tiller.client import TillerClient
 
 pytestmark = pytest.mark.anyio
@@ -335,3 +336,21 @@ def test_a_bad_keys_pipe_is_a_configuration_error(
         os.close(read_fd)
     assert done.returncode == 2
     assert done.stderr.strip() == f"tiller: {message}"
+
+
+async def test_a_scope_that_started_nothing_is_killed_without_reading_proc(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Closing a session that ran no command costs no scan of ``/proc`` (shutdown closes every
+    session); a scope that gave out its tag is searched for."""
+    scans: list[int] = []
+    table = procs._table
+    monkeypatch.setattr(procs, "_table", lambda: scans.append(1) or table())
+
+    await procs.ProcessScope().kill()
+    assert scans == []
+
+    used = procs.ProcessScope()
+    used.environ({})
+    await used.kill()
+    assert scans != []

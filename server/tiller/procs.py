@@ -297,9 +297,12 @@ class ProcessScope:
     def __init__(self) -> None:
         self.tag = secrets.token_hex(8)
         self._groups: set[int] = set()
+        self._used = False
+        """``environ`` or ``spawning`` was called: a process may carry the tag or lead a group."""
 
     def environ(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` plus this scope's tag, for a command's environment."""
+        self._used = True
         return {**base, SCOPE_VARIABLE: self.tag}
 
     @contextlib.contextmanager
@@ -307,6 +310,7 @@ class ProcessScope:
         """Wrap the start of a process that leads a new session; call the yielded function with
         its pid. Until then no orphan is reaped (it could be this one, exited already)."""
         global _spawning
+        self._used = True
         _spawning += 1
         try:
             yield self._started
@@ -353,6 +357,9 @@ class ProcessScope:
         return _subtree(table, roots) & descendants
 
     async def kill(self) -> None:
-        """SIGKILL every process this scope's commands left behind, and reap them."""
+        """SIGKILL every process this scope's commands left behind, and reap them. A scope
+        that never gave out its tag nor spawned has nothing to kill: it reads no ``/proc``."""
+        if not self._used:
+            return
         groups = frozenset(self._groups)
         await _kill_until_gone(functools.partial(self._members, groups))
