@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
@@ -116,3 +117,31 @@ async def test_a_loaded_transcript_goes_straight_to_the_oldest_gc_generation(
     built = [*saved.outline.messages, *session.agent.messages]
     assert len(built) == 600 and all(gc.is_tracked(m) for m in session.agent.messages)
     assert not any(id(message) in young for message in built)  # oldest, or frozen
+
+
+async def test_shutdown_aborts_a_run_then_closes_every_session(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The registry's shutdown goes through ``Session.close``: the running session's run ends
+    ``aborted`` within the grace, and no session is live afterwards."""
+    fake_openai.enqueue(tool_call_reply([("s1", "bash", {"command": "sleep 1000"})]))
+    sessions = registry(fake_openai, tmp_path)
+    busy = sessions.create(SessionNewParams(permission_mode="auto"))
+    idle = sessions.create(SessionNewParams())
+    started = anyio.Event()
+    busy.subscribe(lambda event: started.set() if isinstance(event, ToolExecutionStart) else None)
+    results = []
+
+    async def run() -> None:
+        results.append(await busy.prompt("wait for it"))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await started.wait()
+        assert busy.is_running and sessions.live() == [busy, idle]
+        with anyio.fail_after(10):
+            await sessions.shutdown(grace=5)
+
+    assert [result.stop_reason for result in results] == ["aborted"]
+    assert not busy.is_running
+    assert sessions.live() == [] and sessions.lookup(busy.id) is None

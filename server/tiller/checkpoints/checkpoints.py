@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import anyio
 
-from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, git_available
+from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, off_reason
 from tiller.errors import CheckpointsOffError, SymlinkInPathError, ToolError, UnknownEntryError
 from tiller.protocol.checkpoints import (
     ChangesResult,
@@ -53,10 +53,9 @@ def open_shadow(
 ) -> tuple[ShadowRepo | None, str | None]:
     """The shadow repository of a session's workspace (shared by the workspace's sessions, one
     index each), or None and the reason checkpoints are off. Creates nothing yet."""
-    if not git_available():
-        return None, "git is not on PATH"
-    if log_path is None:
-        return None, "sessions are not saved (--no-session)"
+    reason = off_reason(saved=log_path is not None)
+    if reason is not None or log_path is None:
+        return None, reason
     exclude: tuple[str, ...] = ()
     if session_dir is not None and session_dir.is_relative_to(cwd):
         exclude = (session_dir.relative_to(cwd).as_posix(),)

@@ -43,6 +43,7 @@ __all__ = [
     "ShadowRepo",
     "Snapshot",
     "git_available",
+    "off_reason",
 ]
 
 DEFAULT_MAX_FILE_BYTES = 2 * 1024 * 1024
@@ -102,6 +103,16 @@ def _stamp(dot_git: Path) -> tuple[_Stat, ...]:
 def git_available() -> bool:
     """Whether a ``git`` executable is on PATH."""
     return shutil.which("git") is not None
+
+
+def off_reason(*, saved: bool) -> str | None:
+    """Why a session's checkpoints are off, None when they are on: they need git, and a saved
+    session (its log holds the checkpoints)."""
+    if not git_available():
+        return "git is not on PATH"
+    if not saved:
+        return "sessions are not saved (--no-session)"
+    return None
 
 
 @dataclass(frozen=True)

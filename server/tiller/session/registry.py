@@ -20,6 +20,7 @@ from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.modes import PermissionMode
+from tiller.protocol.checkpoints import RevertResult
 from tiller.protocol.models import SessionNewParams
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
@@ -50,7 +51,7 @@ class SessionRegistry:
         self.config = config
         self.providers = providers
         self.on_start = on_start
-        self.sessions: dict[str, Session] = {}
+        self._live: dict[str, Session] = {}
         self.default_id: str | None = None
         self.client: EditorClient | None = None
         self._opening: anyio.Lock | None = None
@@ -61,7 +62,7 @@ class SessionRegistry:
     def set_client(self, client: EditorClient) -> None:
         """What the client said it can answer (``initialize``); applies to live sessions too."""
         self.client = client
-        for session in self.sessions.values():
+        for session in self._live.values():
             session.connect_editor(client, session.explicit_mode)
 
     async def ready(self) -> None:
@@ -94,6 +95,11 @@ class SessionRegistry:
         finally:
             self._served.set()
 
+    def set_config(self, config: ServerConfig) -> None:
+        """Sessions created or loaded from now on use ``config`` (ACP's ``authenticate`` read it
+        anew); live ones keep the one they were made with."""
+        self.config = config
+
     def create(self, params: SessionNewParams, *, validate: bool = True) -> Session:
         """A new session; with ``validate`` its provider is built now, so a missing key or an
         unknown provider fails here (ProviderNotConfiguredError) rather than at the first prompt."""
@@ -125,17 +131,26 @@ class SessionRegistry:
             model=model, context=context, client=self.client, mode=mode,
             providers=self.providers, mcp_servers=mcp_servers or [],
         )
-        self.sessions[session_id] = session
+        self._live[session_id] = session
         self.on_start(session)
         return session
+
+    def live(self) -> list[Session]:
+        """The live sessions, in the order they went live."""
+        return list(self._live.values())
+
+    def lookup(self, session_id: str) -> Session | None:
+        """The live session with that id, None if it is not live (never created, loaded or
+        raised for: ``get`` does that)."""
+        return self._live.get(session_id)
 
     def get(self, session_id: str | None) -> Session:
         """The live session with that id, or the default session (created on first use)."""
         if session_id is None:
-            if self.default_id is None or self.default_id not in self.sessions:
+            if self.default_id is None or self.default_id not in self._live:
                 self.default_id = self.create(SessionNewParams(), validate=False).id
-            return self.sessions[self.default_id]
-        session = self.sessions.get(session_id)
+            return self._live[self.default_id]
+        session = self._live.get(session_id)
         if session is None and session_id in self.unusable:
             raise self.unusable[session_id]
         if session is None:
@@ -156,8 +171,8 @@ class SessionRegistry:
         if self._opening is None:
             self._opening = anyio.Lock()
         async with self._opening:
-            if session_id in self.sessions:
-                return self.sessions[session_id]
+            if session_id in self._live:
+                return self._live[session_id]
             saved = await anyio.to_thread.run_sync(
                 open_saved, self.config.session_dir, session_id)
             return await self.adopt(saved)
@@ -175,9 +190,9 @@ class SessionRegistry:
             saved.log.close()
             self.unusable[session_id] = exc
             raise
-        if session_id in self.sessions:  # made live meanwhile: keep that one
+        if session_id in self._live:  # made live meanwhile: keep that one
             saved.log.close()
-            return self.sessions[session_id]
+            return self._live[session_id]
         self.unusable.pop(session_id, None)
         cwd, provider, model = saved.settings(self.config)
         prompt = PromptSettings.from_header(saved.file.header, default_system_prompt(cwd))
@@ -193,7 +208,7 @@ class SessionRegistry:
         opaque value a previous page returned). Files are read in a worker thread; unreadable
         or corrupt ones are left out of the page (with a warning in the server log)."""
         offset = int(cursor) if cursor and cursor.isdigit() else 0
-        live = set(self.sessions)
+        live = set(self._live)
 
         def scan() -> tuple[list[SessionSummary], bool]:
             files = saved_logs(self.config.session_dir, cwd)
@@ -204,9 +219,13 @@ class SessionRegistry:
         page, more = await anyio.to_thread.run_sync(scan)
         return page, str(offset + limit) if more else None
 
-    async def fork(self, session_id: str, entry_id: str) -> Session:
-        """A new live session whose log is the source's branch up to ``entry_id``."""
-        source = self.sessions.get(session_id)
+    async def fork(
+        self, session_id: str, entry_id: str, *, revert_files: bool = False
+    ) -> tuple[Session, RevertResult | None]:
+        """A new live session whose log is the source's branch up to ``entry_id``; with
+        ``revert_files``, the files the source's agent changed after ``entry_id`` put back too
+        (``Session.revert`` with the source's checkpoints), and what that did."""
+        source = self._live.get(session_id)
         path = source.log.path if source else await anyio.to_thread.run_sync(self.find, session_id)
         if path is None:
             raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
@@ -214,7 +233,11 @@ class SessionRegistry:
             raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}")
         new_id = uuid.uuid4().hex
         await anyio.to_thread.run_sync(self._copy_branch, path, session_id, entry_id, new_id)
-        return await self.load(new_id)
+        session = await self.load(new_id)
+        if not revert_files:
+            return session, None
+        return session, await session.revert(entry_id, None, force=False, stop="abort",
+                                             log_path=path)
 
     def _copy_branch(self, path: Path, session_id: str, entry_id: str, new_id: str) -> None:
         """Write session ``new_id``: the branch of ``path`` up to ``entry_id`` (blocking I/O)."""
@@ -238,14 +261,14 @@ class SessionRegistry:
         unload it, closing its provider (``Session.close``); its log stays."""
         session = self.get(session_id)
         await session.close()
-        del self.sessions[session_id]
+        del self._live[session_id]
         if self.default_id == session_id:
             self.default_id = None
 
     async def delete(self, session_id: str) -> None:
         """Close the session if live, then remove its log."""
-        session = self.sessions.get(session_id)
-        if session is not None and session.agent.is_running:
+        session = self._live.get(session_id)
+        if session is not None and session.is_running:
             raise AgentBusyError("the session has an active run: abort it first")
         path = session.log.path if session else self.find(session_id)
         if session is None and path is None:
@@ -256,18 +279,17 @@ class SessionRegistry:
             path.unlink(missing_ok=True)
 
     async def shutdown(self, grace: float = 10.0) -> None:
-        """Abort every active run and wait (bounded) for them to wind down; close every
-        session's provider."""
-        running = [s.agent for s in self.sessions.values() if s.agent.is_running]
-        for agent in running:
-            agent.abort()
-        with anyio.move_on_after(grace):
-            for agent in running:
-                await agent.wait_idle()
-        for session in self.sessions.values():
-            await session.mcp.close()
-            session.log.close()
-            await session.agent.aclose()
+        """Abort every active run at once, give them ``grace`` seconds together to wind down,
+        and close every session (``Session.close``); none is live afterwards."""
+        sessions = list(self._live.values())
+        for session in sessions:
+            if session.is_running:
+                session.abort()
+        deadline = anyio.current_time() + grace
+        for session in sessions:
+            await session.close(grace=max(0.0, deadline - anyio.current_time()))
+        self._live.clear()
+        self.default_id = None
 
 
 def _validated(saved: SavedSession) -> Replay:

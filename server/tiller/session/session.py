@@ -5,8 +5,11 @@ The Session is its Agent's ``emit``: every event is published, in order, to the 
 the log recorder (tiller.store.recorder) first, so an event is on disk before a front sends it.
 Fronts take part only through two seams: ``subscribe`` (events, typed) and
 ``on_tool_cleared`` (a step after the permission gate lets a tool call run). Everything a wire
-method changes in a session goes through a method here. Checkpoints (tiller.checkpoints.checkpoints)
-use the same seams plus the Agent's ``after_tool_call``: the Agent never learns about git.
+method changes or reads in a session goes through a method or property here (``prepare``,
+``prompt``, ``steer``, ``abort``, ``state`` ...): the fronts never touch the Agent, the gate,
+the MCP servers, the checkpoints or the context themselves (tests/test_imports.py holds them to
+it). Checkpoints (tiller.checkpoints.checkpoints) use the same seams plus the Agent's
+``after_tool_call``: the Agent never learns about git.
 """
 
 from __future__ import annotations
@@ -15,26 +18,29 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import anyio
 
 from tiller.agent.agent import Agent
+from tiller.agent.compaction import estimate_tokens
+from tiller.agent.model_call import model_context
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_session_dir
-from tiller.context.project import ProjectContext
+from tiller.context.confined import RefusedFile
+from tiller.context.project import ContextFile, ProjectContext
 from tiller.errors import AgentBusyError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
 from tiller.mcp.client import McpServers
-from tiller.mcp.config import McpServerConfig
+from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.mcp.prompts import McpPromptSource
-from tiller.modes import THINKING_LEVELS, PermissionMode, ThinkingLevel
+from tiller.modes import SUMMARY_PREFIX, THINKING_LEVELS, PermissionMode, QueueMode, ThinkingLevel
 from tiller.procs import ProcessScope
-from tiller.protocol.checkpoints import RevertResult
+from tiller.protocol.checkpoints import ChangesResult, RevertResult
 from tiller.providers.base import Provider
 from tiller.providers.registry import create_provider
 from tiller.session.plan import PlanTracker
@@ -48,18 +54,25 @@ from tiller.types import (
     AssistantMessage,
     CommandEntry,
     CommandsChanged,
+    McpServerState,
+    Message,
+    PlanItem,
+    RunResult,
     ToolCall,
     ToolExecutionUpdate,
     ToolResultMessage,
+    Usage,
     UserContent,
     UserMessage,
 )
 
 __all__ = [
     "ClearedHook",
+    "Compaction",
     "EditorClient",
     "ProviderFactory",
     "Session",
+    "SessionState",
     "Subscriber",
     "protected_paths",
     "provider_factory",
@@ -80,6 +93,47 @@ class EditorClient:
 
     request: ClientRequest
     capabilities: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SessionState:
+    """What a session is doing and holds, at one moment (``Session.state``)."""
+
+    session_id: str
+    is_running: bool
+    provider: str
+    model: str
+    cwd: Path
+    message_count: int
+    pending_steering: int
+    """Messages queued as steering, not delivered yet; likewise ``pending_follow_up``."""
+    pending_follow_up: int
+    steering_mode: QueueMode
+    follow_up_mode: QueueMode
+    thinking_level: ThinkingLevel
+    permission_mode: PermissionMode
+    usage: Usage
+    """The session's spending so far, every run's together."""
+    context_files: list[ContextFile]
+    refused_files: list[RefusedFile]
+    """Context files left out: they lead out of their root (tiller.context.confined)."""
+    checkpoints_enabled: bool
+    checkpoints_reason: str | None
+    """Why checkpoints are off (None when they are on)."""
+    plan_items: list[PlanItem]
+    """The agent's plan: its last ``todo`` call's items."""
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What ``Session.compact`` did: ``summary`` (without the summary's prefix) replaced the
+    older messages when ``compacted``; the context's size before and after, estimated."""
+
+    compacted: bool
+    summary: str | None
+    tokens_before: int
+    tokens_after: int
+    message_count: int
 
 
 ProviderFactory = Callable[[ServerConfig, str, str], Callable[[], Provider]]
@@ -271,14 +325,57 @@ class Session:
         """Run ``bash`` in the editor's terminals (None: in Tiller's own processes)."""
         self.agent.settings = replace(self.agent.settings, terminal=terminal)
 
-    # ------------------------------------------------------------------ what methods change
+    # ------------------------------------------------------------------ runs
 
-    def set_permission_mode(self, mode: PermissionMode) -> None:
-        """The next tool call is judged by ``mode``."""
-        self.gate.mode = mode
-        self.explicit_mode = mode
+    @property
+    def is_running(self) -> bool:
+        """A run (or a compaction) is active."""
+        return self.agent.is_running
 
-    def enqueue(
+    @overload
+    async def prepare(self, message: None) -> None: ...
+
+    @overload
+    async def prepare(
+        self, message: str | Sequence[UserContent]
+    ) -> str | list[UserContent]: ...
+
+    async def prepare(
+        self, message: str | Sequence[UserContent] | None
+    ) -> str | list[UserContent] | None:
+        """Get a prompt ready to run: the session's MCP servers started (the first call starts
+        them, later ones wait for that start to end; a server that fails is reported, never
+        raised), then a leading ``/name ...`` expanded by its command (an MCP prompt's needs its
+        server), the message as typed when it names no known command. None (a continue) only
+        starts the servers."""
+        await self.mcp.ensure_started()
+        if message is None:
+            return None
+        await self.refresh_commands()
+        return await self.context.expand(message)
+
+    async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
+        """Run ``content`` (``prepare``d) as new user input; returns when the run has ended.
+        AgentBusyError while a run is active."""
+        return await self.agent.prompt(content)
+
+    async def continue_(self) -> RunResult:
+        """Resume from the transcript (after an error, an abort, a restart), delivering the
+        queued messages first if there are any; returns when the run has ended.
+        CannotContinueError when there is nothing to continue, AgentBusyError during a run."""
+        return await self.agent.continue_()
+
+    def steer(self, content: str | Sequence[UserContent] | UserMessage) -> int:
+        """Queue ``content`` as steering (delivered after the current tool batch, before the next
+        model call), logged first (``_enqueue``). Returns the steering queue's length."""
+        return self._enqueue("steering", content)
+
+    def follow_up(self, content: str | Sequence[UserContent] | UserMessage) -> int:
+        """Queue ``content`` as a follow-up (delivered when the agent would otherwise stop),
+        logged first (``_enqueue``). Returns the follow-up queue's length."""
+        return self._enqueue("followUp", content)
+
+    def _enqueue(
         self, queue: Literal["steering", "followUp"],
         content: str | Sequence[UserContent] | UserMessage,
     ) -> int:
@@ -294,14 +391,106 @@ class Session:
             return self.agent.steer(message)
         return self.agent.follow_up(message)
 
+    def abort(self) -> None:
+        """End the active run (or compaction) with stop reason ``aborted``: the model stream is
+        cancelled, running tools are killed. NoActiveRunError when none is active."""
+        self.agent.abort()
+
+    def set_queue_modes(
+        self, steering: QueueMode | None = None, follow_up: QueueMode | None = None
+    ) -> tuple[QueueMode, QueueMode]:
+        """How many queued messages each poll delivers, per queue (None: unchanged; read at the
+        next poll). Returns the steering and follow-up modes now in effect."""
+        agent = self.agent
+        if steering is not None:
+            agent.steering_mode = steering
+        if follow_up is not None:
+            agent.follow_up_mode = follow_up
+        return agent.steering_mode, agent.follow_up_mode
+
+    async def compact(self, instructions: str | None = None) -> Compaction:
+        """Summarize the older part of the conversation now (``instructions`` guide the
+        summary); emits ``compaction_start``/``compaction_end``. AgentBusyError during a run."""
+        agent = self.agent
+        before = estimate_tokens(model_context(agent.messages))
+        compacted = await agent.compact(instructions)
+        summary = agent.messages[0].content if compacted else None
+        return Compaction(
+            compacted=compacted,
+            summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
+            tokens_before=before,
+            tokens_after=estimate_tokens(model_context(agent.messages)),
+            message_count=len(agent.messages),
+        )
+
+    # ------------------------------------------------------------------ what fronts read
+
+    @property
+    def permission_mode(self) -> PermissionMode:
+        """The mode the next tool call is judged by."""
+        return self.gate.mode
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's context window in tokens, when the catalog knows it."""
+        info = self.agent.model_info
+        return info.context_window if info is not None else None
+
+    def messages(self) -> list[Message]:
+        """The transcript, oldest first (a copy: later messages do not change it)."""
+        return list(self.agent.messages)
+
+    def state(self) -> SessionState:
+        """A snapshot of the session (``agent/getState``)."""
+        agent = self.agent
+        return SessionState(
+            session_id=self.id, is_running=agent.is_running, provider=self.provider,
+            model=self.model, cwd=self.cwd, message_count=len(agent.messages),
+            pending_steering=len(agent.steering_queue),
+            pending_follow_up=len(agent.follow_up_queue),
+            steering_mode=agent.steering_mode, follow_up_mode=agent.follow_up_mode,
+            thinking_level=agent.thinking, permission_mode=self.gate.mode, usage=agent.usage,
+            context_files=list(self.context.files), refused_files=list(self.context.refused),
+            checkpoints_enabled=self.checkpoints.enabled,
+            checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
+        )
+
+    # ------------------------------------------------------------------ what methods change
+
+    def set_permission_mode(self, mode: PermissionMode) -> None:
+        """The next tool call is judged by ``mode``."""
+        self.gate.mode = mode
+        self.explicit_mode = mode
+
+    async def changes(self, start: str | None = None, end: str | None = None) -> ChangesResult:
+        """``session/changes``: the files the agent changed after entry ``start`` up to entry
+        ``end`` (default: the whole session), with diffs. CheckpointsOffError when they are off,
+        UnknownEntryError for an entry not on the session's branch."""
+        return await self.checkpoints.changes(start, end)
+
     async def revert(self, entry_id: str, paths: Sequence[str] | None, *, force: bool,
-                     stop: str) -> RevertResult:
+                     stop: str, log_path: Path | None = None) -> RevertResult:
         """``session/revert``: the files the agent changed after ``entry_id`` put back (through
         the editor when it writes files). Refused while a run is active: the client is told to
-        ``stop`` it (its protocol's word: abort, cancel) first."""
+        ``stop`` it (its protocol's word: abort, cancel) first. ``log_path``: the checkpoints
+        of another session's log (a fork's source)."""
         if self.agent.is_running:
             raise AgentBusyError(f"the session has an active run: {stop} it before a revert")
-        return await self.checkpoints.revert(entry_id, paths, force=force, files=self.files)
+        return await self.checkpoints.revert(entry_id, paths, force=force, files=self.files,
+                                             log_path=log_path)
+
+    async def add_mcp_servers(self, entries: Sequence[Any], where: str) -> None:
+        """Add MCP servers, given in ACP's shape (``tiller.mcp.config.parse_server_list``;
+        ConfigError names ``where``), to the live session; a name it has already is kept as it
+        is. When its servers have started (or are starting), the new ones start now."""
+        await self.mcp.add(parse_server_list(entries, where))
+
+    async def mcp_servers(self) -> list[McpServerState]:
+        """Each MCP server's state, once they have started (the first call starts them) and the
+        commands are refreshed (their prompts are listed from then on)."""
+        await self.mcp.ensure_started()
+        await self.refresh_commands()
+        return self.mcp.states()
 
     async def set_model(self, provider: str, model: str | None) -> None:
         """Switch to another provider/model between runs (the old provider is closed)."""
@@ -311,14 +500,6 @@ class Session:
         )
         self.provider, self.model = provider, model
         self.recorder.append("model_change", provider=provider, model=model)
-
-    async def expand_prompt(
-        self, message: str | Sequence[UserContent]
-    ) -> str | list[UserContent]:
-        """The prompt a ``/name ...`` message becomes (the message as typed when it starts
-        with no known command), after ``refresh_commands``."""
-        await self.refresh_commands()
-        return await self.context.expand(message)
 
     async def refresh_commands(self) -> None:
         """Re-read the command sources that changed (a worker thread: file I/O); if the list
@@ -343,6 +524,11 @@ class Session:
                              argument_hint=c.argument_hint, source=c.source)
                 for c in self.context.commands]
 
+    def refused_command_files(self) -> list[RefusedFile]:
+        """The template and skill files the commands' sources refused at their last load: they
+        lead out of their root (tiller.context.confined)."""
+        return list(self.context.catalog.refused)
+
     def set_thinking(self, level: ThinkingLevel) -> None:
         """Read when the next run starts."""
         self.agent.thinking = level
@@ -363,12 +549,14 @@ class Session:
         if state.thinking in THINKING_LEVELS:
             agent.thinking = state.thinking
 
-    async def close(self) -> None:
-        """Stop the run (if any), its MCP servers, kill the processes its commands left
+    async def close(self, grace: float | None = None) -> None:
+        """Stop the run (if any) and wait for it to wind down, at most ``grace`` seconds (None:
+        as long as it takes); then stop the MCP servers, kill the processes its commands left
         running (``ProcessScope.kill``), close the log and the provider."""
         if self.agent.is_running:
             self.agent.abort()
-            await self.agent.wait_idle()
+            with anyio.move_on_after(grace):
+                await self.agent.wait_idle()
         await self.mcp.close()
         for task in list(self._background):
             task.cancel()

@@ -130,6 +130,10 @@ class SavedSession:
                 "toolCalls": shown_tool_calls(
                     saved_tool_calls(found.entry_ids, found.messages), found.shown)}
 
+    def close(self) -> None:
+        """Close the reopened log: the session will not go live."""
+        self.log.close()
+
 
 def open_saved(root: Path | None, session_id: str) -> SavedSession:
     """Find, read and outline a saved session, and reopen its log (blocking: run it in a worker

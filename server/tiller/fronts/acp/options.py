@@ -83,7 +83,7 @@ def config_options(config: ServerConfig, session: Session) -> list[dict[str, Any
                 "The model the next turn uses"),
         _select("thought_level", "Thinking", session.thinking, levels,
                 "How hard a reasoning model thinks (ignored by other models)"),
-        _select("mode", "Permissions", session.gate.mode, modes,
+        _select("mode", "Permissions", session.permission_mode, modes,
                 "What tools may do without asking"),
     ]
 

@@ -9,7 +9,7 @@ Tiller's own front, so there is no second loop. It adds three thin pieces:
 * events -> ``session/update``: it subscribes to each session's typed events and sends what
   ``tiller.fronts.acp.updates.UpdateMapper`` makes of them;
 * the editor: Tiller's ``client/*`` requests become ACP's (``tiller.fronts.acp.editor``);
-* turns: ``session/prompt`` runs ``Agent.prompt`` (``tiller.fronts.acp.turns``: a prompt during a
+* turns: ``session/prompt`` runs ``Session.prompt`` (``tiller.fronts.acp.turns``: a prompt during a
   turn steers it).
 
 Around them: ``auth`` (the env_var method), ``options`` (config options), ``sessions``
@@ -70,7 +70,6 @@ from tiller.fronts.acp.updates import (
     prompt_message,
     user_content,
 )
-from tiller.mcp.config import parse_server_list
 from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
 from tiller.protocol.models import QueueResult, SessionNewParams
 from tiller.session.registry import SessionRegistry
@@ -154,7 +153,7 @@ class AcpFront:
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
-        session = self.sessions.sessions.get(session_id)
+        session = self.sessions.lookup(session_id)
         if session is not None:
             self.turns.cancel(session)
 
@@ -167,12 +166,8 @@ class AcpFront:
     def _attach(self, session: Session) -> None:
         """Map a session going live to ``session/update``s, and run ``_cleared`` for each
         call the permission gate lets through."""
-        def window() -> int | None:
-            info = session.agent.model_info
-            return info.context_window if info is not None else None
-
-        mapper = self.mappers[session.id] = UpdateMapper(session.cwd, session.tools,
-                                                         context_window=window)
+        mapper = self.mappers[session.id] = UpdateMapper(
+            session.cwd, session.tools, context_window=lambda: session.context_window)
 
         def send(event: AgentEvent) -> None:
             if isinstance(event, CommandsChanged):
@@ -211,7 +206,7 @@ class AcpFront:
         loop.call_soon(loop.call_soon, self.send_update, session.id, update)
 
     def _modes(self, session: Session) -> dict[str, Any]:
-        return {"currentModeId": session.gate.mode, "availableModes": MODES}
+        return {"currentModeId": session.permission_mode, "availableModes": MODES}
 
     def _result(self, session: Session, *, new: bool = False) -> AcpSessionResult:
         """``session/new``/``load``/``resume``'s result: modes and config options."""
@@ -226,14 +221,14 @@ class AcpFront:
                                       "configOptions": options})
         if mode_changed:
             self.send_update(session.id, {"sessionUpdate": "current_mode_update",
-                                          "currentModeId": session.gate.mode})
+                                          "currentModeId": session.permission_mode})
 
     async def _went_live(self, session: Session, params: AcpLoadSessionParams,
                          where: str) -> None:
         """A saved session made live by load/resume: its roots, MCP servers, title and cost."""
         session.set_extra_roots(_roots(params.additional_directories))
-        await session.mcp.add(parse_server_list(params.mcp_servers, f"{where}: mcpServers"))
-        mapper, messages = self.mappers[session.id], session.agent.messages
+        await session.add_mcp_servers(params.mcp_servers, f"{where}: mcpServers")
+        mapper, messages = self.mappers[session.id], session.messages()
         mapper.titled = any(isinstance(message, UserMessage) for message in messages)
         mapper.cost = sum(m.usage.cost for m in messages if isinstance(m, AssistantMessage))
 
@@ -250,8 +245,7 @@ class AcpFront:
         content = self._content(blocks)
         with self.front.cancellable(functools.partial(self.cancel, session.id)):
             with self.turns.preparing(session) as ready:
-                await session.mcp.ensure_started()  # an MCP prompt's command needs its server
-                message = prompt_message(blocks, await session.expand_prompt(content))
+                message = prompt_message(blocks, await session.prepare(content))
                 await self.turns.in_order(session, ready)
             if ready.cancelled:  # cancelled while getting ready: the turn never starts
                 return AcpPromptResult(stop_reason="cancelled")
@@ -288,7 +282,7 @@ class AcpFront:
         }))
         self.client_terminals = params.client_capabilities.get("terminal") is True
         self.client_version = params.protocol_version
-        for session in self.sessions.sessions.values():
+        for session in self.sessions.live():
             terminal = AcpTerminal(self.front.client_request, session.id)
             session.use_terminal(terminal if self.client_terminals else None)
         return AcpInitializeResult(
@@ -315,8 +309,9 @@ class AcpFront:
                 raise JsonRpcInvalidParams(f"Invalid params: methodId: unknown method "
                                            f"{params.method_id!r}")
             raise AuthRequiredError(f"{variable} is still not set", {"envVar": variable})
-        self.config = self.sessions.config = config
-        for session in self.sessions.sessions.values():  # other models may be usable now
+        self.config = config
+        self.sessions.set_config(config)
+        for session in self.sessions.live():  # other models may be usable now
             self._options_changed(session, mode_changed=False)
         return WireModel()
 
@@ -337,10 +332,11 @@ class AcpFront:
     async def session_load(self, params: AcpLoadSessionParams) -> AcpSessionResult:
         session = await self.sessions.load(params.session_id)
         await self._went_live(session, params, "session/load")
-        for update in self.mappers[session.id].replay(session.agent.messages):
+        for update in self.mappers[session.id].replay(session.messages()):
             self.send_update(session.id, update)
-        if session.plan.items:
-            self.send_update(session.id, plan_update(session.plan.items))
+        plan = session.state().plan_items
+        if plan:
+            self.send_update(session.id, plan_update(plan))
         self._announce_commands(session)
         return self._result(session)
 
@@ -366,12 +362,12 @@ class AcpFront:
 
     async def session_set_config_option(self, params: AcpSetConfigParams) -> AcpConfigResult:
         session = self.sessions.get(params.session_id)
-        mode = session.gate.mode
+        mode = session.permission_mode
         try:
             await set_option(self.config, session, params.config_id, params.value)
         except OptionError as exc:
             raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
-        self._options_changed(session, session.gate.mode != mode)
+        self._options_changed(session, session.permission_mode != mode)
         return AcpConfigResult(config_options=config_options(self.config, session))
 
     async def session_prompt(self, params: AcpPromptParams) -> AcpPromptResult:
@@ -400,8 +396,7 @@ class AcpFront:
                                        + ", ".join(IDLE_BEHAVIORS))
         content = self._content(params.prompt)
         with self.turns.preparing(session) as ready:
-            await session.mcp.ensure_started()
-            message = prompt_message(params.prompt, await session.expand_prompt(content))
+            message = prompt_message(params.prompt, await session.prepare(content))
             await self.turns.in_order(session, ready)
         if ready.cancelled:  # a session/cancel while it got ready: nothing is consumed
             return AcpSteeringResult(outcome="promptRequired", reason="cancelled")
@@ -414,12 +409,11 @@ class AcpFront:
         content = prompt if isinstance(prompt, str) else prompt_message(
             prompt, self._content(prompt))
         await self.turns.in_order(session)  # after the prompts that came before it
-        return QueueResult(queued=session.enqueue("followUp", content))
+        return QueueResult(queued=session.follow_up(content))
 
     async def changes(self, params: ChangesParams) -> ChangesResult:
         """``session/changes`` of Tiller's protocol."""
-        session = self.sessions.get(params.session_id)
-        return await session.checkpoints.changes(params.from_, params.to)
+        return await self.sessions.get(params.session_id).changes(params.from_, params.to)
 
     async def revert(self, params: RevertParams) -> RevertResult:
         """``session/revert`` of Tiller's protocol (files through ``fs/write_text_file``)."""

@@ -1,6 +1,6 @@
 """ACP turns: one running turn per session, and every ``session/prompt`` waiting on it.
 
-``session/prompt`` on an idle session runs ``Agent.prompt``; one that arrives while the
+``session/prompt`` on an idle session runs ``Session.prompt``; one that arrives while the
 session's turn runs is queued as steering and answered when that turn ends, with the same
 outcome. ``cancel`` aborts the run, and every prompt of the turn is answered ``cancelled``. A
 run that ends in ``error`` is answered with JSON-RPC error -32020 (RunFailedError), after its
@@ -96,14 +96,14 @@ class Turns:
         if turn is None:
             return
         turn.cancelled = True
-        if session.agent.is_running:
-            session.agent.abort()
+        if session.is_running:
+            session.abort()
 
     def steer(self, session: Session, message: Prompt) -> Turn | None:
         """Queue ``message`` as steering of the running turn (None: no turn runs)."""
         turn = self.running.get(session.id)
         if turn is not None:
-            session.enqueue("steering", message)
+            session.steer(message)
         return turn
 
     def steering(self, session: Session, message: Prompt,
@@ -135,7 +135,7 @@ class Turns:
         else:
             turn = self.running[session.id] = Turn()
             try:
-                turn.result = await session.agent.prompt(message)
+                turn.result = await session.prompt(message)
             except Exception as exc:
                 turn.error = exc
             finally:

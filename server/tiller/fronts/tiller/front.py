@@ -23,11 +23,11 @@ import anyio
 from pygls.exceptions import JsonRpcInvalidParams
 
 from tiller import PROTOCOL_VERSION, __version__
-from tiller.checkpoints.shadow import git_available
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
+from tiller.session.capabilities import checkpoints_off_reason
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
@@ -144,7 +144,7 @@ class TillerFront:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.delta_window_ms: float | None = None
-        self._sessions: SessionRegistry | None = None
+        self._registry: SessionRegistry | None = None
         self._capabilities: dict[str, Any] | None = None
         self.front = Front(self._shutdown)
         self._loads = _Loads()
@@ -157,12 +157,12 @@ class TillerFront:
     @property
     def sessions(self) -> SessionRegistry:
         """The session registry, built (its modules imported) when first needed."""
-        if self._sessions is None:
+        if self._registry is None:
             from tiller.session.registry import SessionRegistry
 
-            self._sessions = SessionRegistry(self.config, self._attach)
+            self._registry = SessionRegistry(self.config, self._attach)
             self._connect_client()
-        return self._sessions
+        return self._registry
 
     @property
     def handlers(self) -> Methods:
@@ -190,8 +190,9 @@ class TillerFront:
         """A live session's history, or a saved session's as its log has it: answered at once,
         the session made live right after (``_go_live``). One load at a time."""
         await self._loads.settled()
-        if self._sessions is not None and params.session_id in self._sessions.sessions:
-            return self.handlers.history(self._sessions.sessions[params.session_id])
+        live = self._registry.lookup(params.session_id) if self._registry is not None else None
+        if live is not None:
+            return self.handlers.history(live)
         from pydantic_core import to_json
 
         from tiller.store.saved import open_saved
@@ -203,7 +204,7 @@ class TillerFront:
             try:
                 result = SerializedResult(to_json(saved.history(self.config)))
             except BaseException:  # it cannot be sent (a lone surrogate in a message)
-                saved.log.close()
+                saved.close()
                 raise
         except BaseException:
             self._loads.leave()
@@ -216,7 +217,7 @@ class TillerFront:
         valid, requests for it get the error (``SessionRegistry.adopt``)."""
         try:
             if self._closed:
-                saved.log.close()
+                saved.close()
             else:
                 await self.sessions.adopt(saved)
         except RequestError as exc:  # SessionLogError: a message in the log is not valid
@@ -228,18 +229,18 @@ class TillerFront:
 
     def _connect_client(self) -> None:
         """Hand what the client declared in ``initialize`` to the sessions, if both exist."""
-        if self._sessions is not None and self._capabilities is not None:
+        if self._registry is not None and self._capabilities is not None:
             from tiller.session.session import EditorClient
 
-            self._sessions.set_client(EditorClient(self.front.client_request, self._capabilities))
+            self._registry.set_client(EditorClient(self.front.client_request, self._capabilities))
 
     async def _shutdown(self) -> None:
         """Let a session going live finish (bounded), then shut the sessions down."""
         self._closed = True
         with anyio.move_on_after(10):
             await self._loads.settled()
-        if self._sessions is not None:
-            await self._sessions.shutdown()
+        if self._registry is not None:
+            await self._registry.shutdown()
 
     def _attach(self, session: Session) -> None:
         """Send the session's events as ``agent/event`` notifications."""
@@ -282,8 +283,5 @@ class TillerFront:
 
     def _checkpoints_info(self) -> dict[str, Any]:
         """Whether new sessions get checkpoints, and why not (protocol.md's CheckpointsInfo)."""
-        if not git_available():
-            return {"enabled": False, "reason": "git is not on PATH"}
-        if self.config.session_dir is None:
-            return {"enabled": False, "reason": "sessions are not saved (--no-session)"}
-        return {"enabled": True}
+        reason = checkpoints_off_reason(self.config)
+        return {"enabled": True} if reason is None else {"enabled": False, "reason": reason}

@@ -2,7 +2,7 @@
 
 ``tiller.fronts.tiller.front`` imports this module (and with it pydantic, the protocol's models and
 the session machinery) on the first call of any of them. Each handler reads its validated params,
-calls the session or its agent, and shapes the result.
+calls the session (or the registry), and shapes the result.
 
 One coroutine method of ``Methods`` per wire method, named after it (``handler_name``:
 ``agent/setModel`` is ``agent_set_model``) and annotated with its row's models of
@@ -13,13 +13,10 @@ a row, a row without a handler, or an annotation that is not its row's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-import anyio
-
 from tiller.config import ServerConfig
-from tiller.context.confined import RefusedFile
 from tiller.protocol.checkpoints import (
     ChangesParams,
     ChangesResult,
@@ -91,11 +88,11 @@ class Methods:
     ) -> None:
         self.front = front
         self.config = config
-        self._sessions = sessions
+        self._registry = sessions
 
     @property
     def sessions(self) -> SessionRegistry:
-        return self._sessions()
+        return self._registry()
 
     def table(self, names: Iterable[str]) -> Mapping[str, Method]:
         """Wire name -> (its params model from ``tiller.protocol.methods``, its handler) for each
@@ -111,22 +108,14 @@ class Methods:
         return SessionListResult(sessions=infos, next_cursor=cursor)
 
     async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
-        source = self.sessions.sessions.get(params.session_id)
-        source_log = source.log.path if source else None
-        session = await self.sessions.fork(params.session_id, params.entry_id)
+        session, reverted = await self.sessions.fork(
+            params.session_id, params.entry_id, revert_files=params.revert_files)
         history = self.history(session)
-        if params.revert_files:
-            source_log = source_log or await anyio.to_thread.run_sync(
-                self.sessions.find, params.session_id
-            )
-            history.revert = await session.checkpoints.revert(
-                params.entry_id, files=session.files, log_path=source_log
-            )
+        history.revert = reverted
         return history
 
     async def session_changes(self, params: ChangesParams) -> ChangesResult:
-        session = self.sessions.get(params.session_id)
-        return await session.checkpoints.changes(params.from_, params.to)
+        return await self.sessions.get(params.session_id).changes(params.from_, params.to)
 
     async def session_revert(self, params: RevertParams) -> RevertResult:
         return await self.sessions.get(params.session_id).revert(
@@ -147,71 +136,54 @@ class Methods:
         return await self._run(self.sessions.get(params.session_id), None)
 
     async def agent_steer(self, params: QueueParams) -> QueueResult:
-        session = self.sessions.get(params.session_id)
-        return QueueResult(queued=session.enqueue("steering", params.message))
+        return QueueResult(queued=self.sessions.get(params.session_id).steer(params.message))
 
     async def agent_follow_up(self, params: QueueParams) -> QueueResult:
-        session = self.sessions.get(params.session_id)
-        return QueueResult(queued=session.enqueue("followUp", params.message))
+        return QueueResult(queued=self.sessions.get(params.session_id).follow_up(params.message))
 
     async def agent_abort(self, params: SessionParams) -> EmptyResult:
-        self.sessions.get(params.session_id).agent.abort()
+        self.sessions.get(params.session_id).abort()
         return EmptyResult()
 
     async def agent_get_state(self, params: SessionParams) -> GetStateResult:
-        session = self.sessions.get(params.session_id)
-        agent = session.agent
+        state = self.sessions.get(params.session_id).state()
         return GetStateResult(
-            session_id=session.id,
-            is_running=agent.is_running,
-            provider=session.provider,
-            model=session.model,
-            cwd=str(session.cwd),
-            message_count=len(agent.messages),
-            pending_steering=len(agent.steering_queue),
-            pending_follow_up=len(agent.follow_up_queue),
-            steering_mode=agent.steering_mode,
-            follow_up_mode=agent.follow_up_mode,
-            thinking_level=session.thinking,
-            permission_mode=session.gate.mode,
-            usage=agent.usage,
+            session_id=state.session_id,
+            is_running=state.is_running,
+            provider=state.provider,
+            model=state.model,
+            cwd=str(state.cwd),
+            message_count=state.message_count,
+            pending_steering=state.pending_steering,
+            pending_follow_up=state.pending_follow_up,
+            steering_mode=state.steering_mode,
+            follow_up_mode=state.follow_up_mode,
+            thinking_level=state.thinking_level,
+            permission_mode=state.permission_mode,
+            usage=state.usage,
             context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
-                           for f in session.context.files],
-            refused_files=_refused(session.context.refused),
+                           for f in state.context_files],
+            refused_files=[RefusedFileEntry(path=str(f.path), reason=f.reason)
+                           for f in state.refused_files],
             checkpoints=CheckpointsInfo(
-                enabled=session.checkpoints.enabled, reason=session.checkpoints.reason
+                enabled=state.checkpoints_enabled, reason=state.checkpoints_reason
             ),
-            plan=session.plan.items,
+            plan=state.plan_items,
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
-        agent = self.sessions.get(params.session_id).agent
-        return GetMessagesResult(messages=list(agent.messages))
+        return GetMessagesResult(messages=self.sessions.get(params.session_id).messages())
 
     async def agent_set_queue_modes(self, params: SetQueueModesParams) -> SetQueueModesResult:
-        agent = self.sessions.get(params.session_id).agent
-        if params.steering is not None:
-            agent.steering_mode = params.steering
-        if params.follow_up is not None:
-            agent.follow_up_mode = params.follow_up
-        return SetQueueModesResult(steering=agent.steering_mode, follow_up=agent.follow_up_mode)
+        session = self.sessions.get(params.session_id)
+        steering, follow_up = session.set_queue_modes(params.steering, params.follow_up)
+        return SetQueueModesResult(steering=steering, follow_up=follow_up)
 
     async def agent_compact(self, params: CompactParams) -> CompactResult:
-        from tiller.agent.compaction import estimate_tokens
-        from tiller.agent.model_call import model_context
-        from tiller.modes import SUMMARY_PREFIX
-
-        session = self.sessions.get(params.session_id)
-        agent = session.agent
-        before = estimate_tokens(model_context(agent.messages))
-        compacted = await agent.compact(params.instructions)
-        summary = agent.messages[0].content if compacted else None
+        done = await self.sessions.get(params.session_id).compact(params.instructions)
         return CompactResult(
-            compacted=compacted,
-            summary=summary.removeprefix(SUMMARY_PREFIX) if isinstance(summary, str) else None,
-            tokens_before=before,
-            tokens_after=estimate_tokens(model_context(agent.messages)),
-            message_count=len(agent.messages),
+            compacted=done.compacted, summary=done.summary, tokens_before=done.tokens_before,
+            tokens_after=done.tokens_after, message_count=done.message_count,
         )
 
     async def agent_set_permission_mode(
@@ -238,27 +210,26 @@ class Methods:
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
         session = self.sessions.get(params.session_id)
-        return CommandsListResult(commands=session.command_entries(),
-                                  refused_files=_refused(session.context.catalog.refused))
+        refused = [RefusedFileEntry(path=str(f.path), reason=f.reason)
+                   for f in session.refused_command_files()]
+        return CommandsListResult(commands=session.command_entries(), refused_files=refused)
 
     async def mcp_list(self, params: SessionParams) -> McpListResult:
         session = self.sessions.get(params.session_id)
-        await session.mcp.ensure_started()
-        await session.refresh_commands()  # their prompts: commands/list shows them now
-        return McpListResult(servers=session.mcp.states())
+        return McpListResult(servers=await session.mcp_servers())
 
     def history(self, session: Session) -> SessionLoadResult:
         """``session/load``'s result for a live session."""
-        agent = session.agent
+        state = session.state()
         return SessionLoadResult.model_construct(  # the messages are valid models already
             session_id=session.id,
             cwd=str(session.cwd),
             provider=session.provider,
             model=session.model,
-            messages=list(agent.messages),
+            messages=session.messages(),
             entry_ids=list(session.entry_ids),
-            pending_steering=len(agent.steering_queue),
-            pending_follow_up=len(agent.follow_up_queue),
+            pending_steering=state.pending_steering,
+            pending_follow_up=state.pending_follow_up,
             tool_calls=[ToolCallShown.model_validate(shown)
                         for shown in session.shown_tool_calls()],
         )
@@ -296,31 +267,26 @@ class Methods:
         self, session: Session, message: str | list[UserContent] | None
     ) -> RunResultModel:
         """Run ``message`` (its slash command expanded) or, for None, continue, once the
-        session's MCP servers are up. ``$/cancelRequest`` for this request aborts the run; one
-        that comes before the run began means it never begins (``aborted``, no events)."""
-        agent = session.agent
+        session's MCP servers are up (``Session.prepare``). ``$/cancelRequest`` for this
+        request aborts the run; one that comes before the run began means it never begins
+        (``aborted``, no events)."""
         cancelled = False
 
         def cancel() -> None:
             nonlocal cancelled
             cancelled = True
-            if agent.is_running:
-                agent.abort()
+            if session.is_running:
+                session.abort()
 
         with self.front.cancellable(cancel):
-            await session.mcp.ensure_started()
-            content = None if message is None else await session.expand_prompt(message)
+            content = await session.prepare(message)
             if cancelled:
                 result = RunResult(stop_reason="aborted")
             elif content is None:
-                result = await agent.continue_()
+                result = await session.continue_()
             else:
-                result = await agent.prompt(content)
+                result = await session.prompt(content)
         return RunResultModel(
             stop_reason=result.stop_reason, error_message=result.error_message, usage=result.usage
         )
 
-
-def _refused(files: Sequence[RefusedFile]) -> list[RefusedFileEntry]:
-    """Refused project files (tiller.context.confined) as listed on the wire."""
-    return [RefusedFileEntry(path=str(f.path), reason=f.reason) for f in files]
