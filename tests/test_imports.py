@@ -1,7 +1,8 @@
 """The package's shape: no module of ``server/tiller`` imports, directly or through others, a
 module that imports it back (eagerly or inside a function: both are cycles to untangle); no two
-folders (or top-level modules) import each other; and the layers point one way, fronts ->
-session -> agent -> (tools, providers)."""
+folders (or top-level modules) import each other; the layers point one way, fronts ->
+session -> agent -> (tools, providers); and a front reaches a session only through the
+methods of ``Session`` and its registry, never past them."""
 
 from __future__ import annotations
 
@@ -113,3 +114,74 @@ def test_the_fronts_come_first_and_the_agent_knows_no_session() -> None:
     wrong = sorted(f"{module} -> {target}" for module, targets in graph.items()
                    for target in targets if part(target) in below.get(part(module), set()))
     assert wrong == []
+
+
+SESSION_INSIDES = frozenset({
+    "agent", "gate", "mcp", "checkpoints", "context", "recorder", "plan", "processes", "log",
+})
+"""The attributes that hold a Session's parts (its Agent, permission gate, MCP servers,
+checkpoints, project context, log recorder, plan, process scope, log): a front reads none of
+them, on any object (a front has no other object with such an attribute)."""
+BEHIND_THE_SESSION = (
+    "tiller.agent", "tiller.gate.permissions", "tiller.gate.shell", "tiller.mcp",
+    "tiller.checkpoints", "tiller.context", "tiller.providers", "tiller.store.recorder",
+    "tiller.session.plan",
+)
+"""The parts a Session is made of: a front imports none of them. ``tiller.session``'s own
+modules, the protocol's models, the tools' self-descriptions, the store's saved sessions and
+``tiller.gate.editor`` (the editor contract a front implements: ``ClientRequest``) are the
+front's to use."""
+
+
+def reaches(tree: ast.Module) -> list[str]:
+    """Each place in ``tree`` that reaches past a session's methods: an attribute in
+    ``SESSION_INSIDES``, a private attribute (``_name``, not a dunder) of anything but
+    ``self``/``cls`` (the registry's dict of live sessions is one), an import from
+    ``BEHIND_THE_SESSION``; in source order."""
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+            private = node.attr.startswith("_") and not node.attr.endswith("__")
+            if node.attr in SESSION_INSIDES or (private and not own):
+                found.append((node.lineno, node.col_offset, f".{node.attr}"))
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        found += [(node.lineno, node.col_offset, f"import {name}") for name in names
+                  if any(name == part or name.startswith(part + ".")
+                         for part in BEHIND_THE_SESSION)]
+    return [f"{line}: {what}" for line, _, what in sorted(found)]
+
+
+def test_the_reach_finder_finds_each_kind_of_reach() -> None:
+    source = """
+from tiller.agent.compaction import estimate_tokens
+from tiller import mcp
+import tiller.checkpoints.shadow
+from tiller.session.session import Session
+from tiller.agentic import fine
+session.agent.abort()
+mode = session.gate.mode
+registry._live.get(sid)
+self._registry.lookup(sid)
+self._own = session.permission_mode
+print(type(x).__name__, saved.close())
+"""
+    assert [line.split(": ", 1)[1] for line in reaches(ast.parse(source))] == [
+        "import tiller.agent.compaction.estimate_tokens", "import tiller.mcp",
+        "import tiller.checkpoints.shadow", ".agent", ".gate", "._live",
+    ]
+
+
+def test_the_fronts_reach_a_session_only_through_its_methods() -> None:
+    """protocol.md's methods, on both wires, go through ``Session`` (and ``SessionRegistry``):
+    no front calls the Agent, sets the gate's mode, starts MCP servers, reads checkpoints or
+    the context, or picks a session out of the registry's dict itself."""
+    fronts = sorted((PACKAGE / "fronts").rglob("*.py"))
+    assert len(fronts) > 10
+    found = [f"{path.relative_to(PACKAGE)}:{where}" for path in fronts
+             for where in reaches(ast.parse(path.read_text()))]
+    assert found == []
