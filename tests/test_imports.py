@@ -185,3 +185,14 @@ def test_the_fronts_reach_a_session_only_through_its_methods() -> None:
     found = [f"{path.relative_to(PACKAGE)}:{where}" for path in fronts
              for where in reaches(ast.parse(path.read_text()))]
     assert found == []
+
+
+def test_only_the_fronts_read_the_methods_params_and_results() -> None:
+    """The wire's params and results (``tiller.protocol.models``, ``methods``) are the fronts'
+    to translate: the session core takes its own types (``SessionSpec``, not
+    ``SessionNewParams``)."""
+    graph = import_graph()
+    readers = sorted(module for module, targets in graph.items()
+                     if targets & {"tiller.protocol.models", "tiller.protocol.methods"}
+                     and part(module) not in {"protocol", "fronts.tiller", "fronts.acp"})
+    assert readers == []

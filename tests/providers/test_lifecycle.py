@@ -15,9 +15,8 @@ import pytest
 
 from support.scripted import ScriptedProvider, reply_text
 from tiller.config import ServerConfig
-from tiller.protocol.models import SessionNewParams
 from tiller.providers.base import Provider
-from tiller.session.registry import SessionRegistry
+from tiller.session.registry import SessionRegistry, SessionSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +64,7 @@ def closes(spies: list[SpyProvider]) -> dict[str, int]:
 
 async def test_closing_a_session_closes_its_provider(tmp_path: Path) -> None:
     manager = SpyingManager(tmp_path)
-    session = manager.create(SessionNewParams())
+    session = manager.create(SessionSpec())
     await session.agent.prompt("hi")
     [spy] = manager.used()
     assert spy.closes == 0
@@ -77,7 +76,7 @@ async def test_closing_a_session_closes_its_provider(tmp_path: Path) -> None:
 
 async def test_a_model_switch_closes_the_replaced_provider(tmp_path: Path) -> None:
     manager = SpyingManager(tmp_path)
-    session = manager.create(SessionNewParams())
+    session = manager.create(SessionSpec())
     await session.agent.prompt("hi")
     await session.set_model("openai", "gpt-4o")
     await session.agent.prompt("and now?")
@@ -92,7 +91,7 @@ async def test_a_model_switch_closes_the_replaced_provider(tmp_path: Path) -> No
 async def test_shutdown_closes_every_live_sessions_provider(tmp_path: Path) -> None:
     manager = SpyingManager(tmp_path)
     for _ in range(3):
-        await manager.create(SessionNewParams()).agent.prompt("hi")
+        await manager.create(SessionSpec()).agent.prompt("hi")
 
     await manager.shutdown()
 
@@ -103,10 +102,10 @@ async def test_shutdown_closes_every_live_sessions_provider(tmp_path: Path) -> N
 async def test_a_closed_session_reloads_with_a_new_provider(tmp_path: Path) -> None:
     """Closing is not final for the manager: another session still gets a working provider."""
     manager = SpyingManager(tmp_path)
-    first = manager.create(SessionNewParams())
+    first = manager.create(SessionSpec())
     await first.agent.prompt("hi")
     await manager.close(first.id)
-    second = manager.create(SessionNewParams())
+    second = manager.create(SessionSpec())
     result = await second.agent.prompt("hi again")
 
     assert result.stop_reason == "stop"

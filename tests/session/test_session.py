@@ -15,8 +15,7 @@ import pytest
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import clean_env
 from tiller.config import load_config
-from tiller.protocol.models import SessionNewParams
-from tiller.session.registry import SessionRegistry
+from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import Session
 from tiller.store.log import SessionLog
 from tiller.store.saved import log_path, open_saved
@@ -49,7 +48,7 @@ async def test_subscribers_get_typed_events_after_the_log_has_them(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.enqueue(text_reply("hello back"))
-    session = registry(fake_openai, tmp_path).create(SessionNewParams())
+    session = registry(fake_openai, tmp_path).create(SessionSpec())
     seen: list[tuple[object, list[dict[str, Any]]]] = []
     session.subscribe(lambda event: seen.append((event, logged_messages(session))))
 
@@ -71,7 +70,7 @@ async def test_the_cleared_seam_runs_only_for_calls_the_gate_lets_through(
         tool_call_reply([("r1", "ls", {}), ("w1", "write", {"path": "x.txt", "content": "x"})]),
         text_reply("done"),
     )
-    session = registry(fake_openai, tmp_path).create(SessionNewParams(permission_mode="readonly"))
+    session = registry(fake_openai, tmp_path).create(SessionSpec(permission_mode="readonly"))
     started: list[str] = []
     cleared: list[tuple[str, dict[str, Any]]] = []
     session.subscribe(
@@ -126,8 +125,8 @@ async def test_shutdown_aborts_a_run_then_closes_every_session(
     ``aborted`` within the grace, and no session is live afterwards."""
     fake_openai.enqueue(tool_call_reply([("s1", "bash", {"command": "sleep 1000"})]))
     sessions = registry(fake_openai, tmp_path)
-    busy = sessions.create(SessionNewParams(permission_mode="auto"))
-    idle = sessions.create(SessionNewParams())
+    busy = sessions.create(SessionSpec(permission_mode="auto"))
+    idle = sessions.create(SessionSpec())
     started = anyio.Event()
     busy.subscribe(lambda event: started.set() if isinstance(event, ToolExecutionStart) else None)
     results = []

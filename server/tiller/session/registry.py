@@ -10,8 +10,10 @@ each session as it goes live (``on_start``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -21,7 +23,6 @@ from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, Un
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.modes import PermissionMode
 from tiller.protocol.checkpoints import RevertResult
-from tiller.protocol.models import SessionNewParams
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
 from tiller.store.replay import Replay, validated
@@ -36,7 +37,24 @@ from tiller.store.saved import (
     summarize,
 )
 
-__all__ = ["SessionRegistry"]
+__all__ = ["SessionRegistry", "SessionSpec"]
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a new session is asked to be; every field left None takes the configuration's
+    value. ``mcp_servers`` are in ACP's shape (checked by tiller.mcp.config, errors naming
+    ``source``)."""
+
+    cwd: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    system_prompt: str | None = None
+    append_system_prompt: str | None = None
+    context_files: bool = True
+    permission_mode: PermissionMode | None = None
+    mcp_servers: Sequence[Mapping[str, Any]] = ()
+    source: str = "session/new"
 
 
 class SessionRegistry:
@@ -100,7 +118,7 @@ class SessionRegistry:
         anew); live ones keep the one they were made with."""
         self.config = config
 
-    def create(self, params: SessionNewParams, *, validate: bool = True) -> Session:
+    def create(self, params: SessionSpec, *, validate: bool = True) -> Session:
         """A new session; with ``validate`` its provider is built now, so a missing key or an
         unknown provider fails here (ProviderNotConfiguredError) rather than at the first prompt."""
         config = self.config
@@ -110,7 +128,7 @@ class SessionRegistry:
         model = model or config.default_model(provider)
         prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
                                 params.append_system_prompt, params.context_files)
-        mcp_servers = parse_server_list(params.mcp_servers, "session/new: mcpServers")
+        mcp_servers = parse_server_list(list(params.mcp_servers), f"{params.source}: mcpServers")
         session_id = uuid.uuid4().hex
         if validate:
             self.providers(config, provider, model)()
@@ -148,7 +166,7 @@ class SessionRegistry:
         """The live session with that id, or the default session (created on first use)."""
         if session_id is None:
             if self.default_id is None or self.default_id not in self._live:
-                self.default_id = self.create(SessionNewParams(), validate=False).id
+                self.default_id = self.create(SessionSpec(), validate=False).id
             return self._live[self.default_id]
         session = self._live.get(session_id)
         if session is None and session_id in self.unusable:

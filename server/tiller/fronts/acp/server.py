@@ -71,8 +71,8 @@ from tiller.fronts.acp.updates import (
     user_content,
 )
 from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
-from tiller.protocol.models import QueueResult, SessionNewParams
-from tiller.session.registry import SessionRegistry
+from tiller.protocol.models import QueueResult
+from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import EditorClient, Session
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
@@ -323,7 +323,7 @@ class AcpFront:
         roots = _roots(params.additional_directories)
         await self.sessions.ready()
         session = self.sessions.create(
-            SessionNewParams(cwd=params.cwd, mcp_servers=params.mcp_servers)
+            SessionSpec(cwd=params.cwd, mcp_servers=params.mcp_servers)
         )
         session.set_extra_roots(roots)
         self._announce_commands(session)

@@ -100,7 +100,15 @@ class Methods:
         return {name: (METHODS[name].params, getattr(self, handler_name(name))) for name in names}
 
     async def session_new(self, params: SessionNewParams) -> SessionNewResult:
-        return SessionNewResult(session_id=self.sessions.create(params).id)
+        from tiller.session.registry import SessionSpec
+
+        spec = SessionSpec(
+            cwd=params.cwd, provider=params.provider, model=params.model,
+            system_prompt=params.system_prompt, append_system_prompt=params.append_system_prompt,
+            context_files=params.context_files, permission_mode=params.permission_mode,
+            mcp_servers=params.mcp_servers,
+        )
+        return SessionNewResult(session_id=self.sessions.create(spec).id)
 
     async def session_list(self, params: SessionListParams) -> SessionListResult:
         found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
