@@ -52,7 +52,8 @@ async def test_models_list_shows_providers_and_models_without_secrets(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     config = config_with_second_server(tmp_path, "http://127.0.0.1:9/v1")
-    env = clean_env(SECOND_KEY="sk-second-SECRET", ANTHROPIC_API_KEY="sk-ant-SECRET")
+    env = clean_env(SECOND_KEY="sk-second-SECRET", ANTHROPIC_API_KEY="sk-ant-SECRET",
+                    ANTHROPIC_BASE_URL="http://127.0.0.1:9")  # asked for its models: refused
     async with spawn_tiller(fake_openai, tmp_path, "--config", config, env=env) as tiller:
         listed = await tiller.request("models/list")
 
@@ -89,7 +90,7 @@ async def test_set_model_and_thinking_level_apply_to_the_next_run(
         second.assert_script_complete()
 
     assert switched == {"provider": "second", "model": "m2"}
-    assert level == {"level": "high"}
+    assert level == {"level": "high", "effective": "high"}  # m2's config entry: it reasons
     assert "reasoning_effort" not in fake_openai.requests[0]
     request = second.requests[0]
     assert request["model"] == "m2" and request["reasoning_effort"] == "high"

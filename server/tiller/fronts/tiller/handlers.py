@@ -34,12 +34,9 @@ from tiller.protocol.models import (
     GetMessagesResult,
     GetStateResult,
     McpListResult,
-    ModelCostModel,
-    ModelEntry,
     ModelsListResult,
     NoParams,
     PromptParams,
-    ProviderEntry,
     QueueParams,
     QueueResult,
     RefusedFileEntry,
@@ -167,6 +164,7 @@ class Methods:
             steering_mode=state.steering_mode,
             follow_up_mode=state.follow_up_mode,
             thinking_level=state.thinking_level,
+            effective_thinking_level=state.effective_thinking_level,
             permission_mode=state.permission_mode,
             usage=state.usage,
             context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
@@ -202,19 +200,22 @@ class Methods:
         return SetPermissionModeResult(mode=params.mode)
 
     async def models_list(self, params: NoParams) -> ModelsListResult:
-        return self._models_list()
+        from tiller.fronts.tiller.model_list import models_list
+
+        return await models_list(self.config)
 
     async def agent_set_model(self, params: SetModelParams) -> SetModelResult:
         session = self.sessions.get(params.session_id)
-        await session.set_model(params.provider, params.model)
-        return SetModelResult(provider=session.provider, model=session.model)
+        notice = await session.set_model(params.provider, params.model)
+        return SetModelResult(provider=session.provider, model=session.model, notice=notice)
 
     async def agent_set_thinking_level(
         self, params: SetThinkingLevelParams
     ) -> SetThinkingLevelResult:
         session = self.sessions.get(params.session_id)
-        session.set_thinking(params.level)
-        return SetThinkingLevelResult(level=params.level)
+        effective = session.set_thinking(params.level)
+        return SetThinkingLevelResult(level=params.level, effective=effective.level,
+                                      note=effective.note)
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
         session = self.sessions.get(params.session_id)
@@ -241,35 +242,6 @@ class Methods:
             tool_calls=[ToolCallShown.model_validate(shown)
                         for shown in session.shown_tool_calls()],
         )
-
-    def _models_list(self) -> ModelsListResult:
-        config = self.config
-        providers = [
-            ProviderEntry(
-                name=settings.name,
-                type=settings.type,
-                base_url=settings.resolve_base_url(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-                api_key_env=settings.api_key_env,
-                configured=settings.configured(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-            )
-            for name, settings in sorted(config.providers.items())
-        ]
-        models = [
-            ModelEntry(
-                provider=info.provider,
-                id=info.id,
-                context_window=info.context_window,
-                max_output_tokens=info.max_output_tokens,
-                cost=ModelCostModel(**vars(info.cost)) if info.cost else None,
-                reasoning=info.reasoning,
-            )
-            for info in config.models
-        ]
-        return ModelsListResult(providers=providers, models=models)
 
     async def _run(
         self, session: Session, message: str | list[UserContent] | None
