@@ -62,15 +62,22 @@ class ListingStore:
 
     folder: Path | None = None
     _memory: dict[str, Listing] = field(default_factory=dict)
+    _absent: set[str] = field(default_factory=set)
+    """Keys whose file was looked for and not there (not looked for again until ``put``)."""
     _locks: dict[str, anyio.Lock] = field(default_factory=dict)
 
     def get(self, key: str) -> Listing | None:
-        if key not in self._memory and (loaded := self._read(key)) is not None:
-            self._memory[key] = loaded
+        if key not in self._memory and key not in self._absent:
+            loaded = self._read(key)
+            if loaded is None:
+                self._absent.add(key)
+            else:
+                self._memory[key] = loaded
         return self._memory.get(key)
 
     def put(self, key: str, listing: Listing) -> None:
         self._memory[key] = listing
+        self._absent.discard(key)
         if self.folder is None:
             return
         data = {"version": _VERSION, "key": key, "fetchedAt": listing.fetched_at,
@@ -105,11 +112,14 @@ class ListingStore:
             return None
 
 
-_SHARED: dict[Path | None, ListingStore] = {}
+_SHARED: dict[Path, ListingStore] = {}
 
 
 def shared_store(folder: Path | None) -> ListingStore:
-    """The process's store for ``folder`` (one per folder, so every session sees one list)."""
+    """The process's store for ``folder`` (one per folder, so every session sees one list);
+    with no folder (a config built in code), a store of the caller's own."""
+    if folder is None:
+        return ListingStore()
     return _SHARED.setdefault(folder, ListingStore(folder))
 
 
