@@ -1,7 +1,7 @@
 """The billed cost of one scripted 20-call Anthropic session, for Tiller and for pi 1.6, on
 tests/support/fake_anthropic.py's server with Anthropic's real prompt-cache accounting
-(tests/support/anthropic_cache.py: a prefix is cached at each ``cache_control`` breakpoint and read back
-by a later request that shares it; nothing is cached without breakpoints).
+(tests/support/anthropic_cache.py: a prefix is cached at each ``cache_control`` breakpoint and
+read back by a later request that shares it; nothing is cached without breakpoints).
 
 The session: one prompt, then 19 ``bash`` calls (each prints the same ~7 KB, so the context
 grows to ~30k tokens) and a final answer: 20 model calls. Both agents run ``claude-sonnet-5``

@@ -26,8 +26,8 @@ Measured, for each:
    process, request -> the response's last byte (and until an ``agent/getState`` sent right
    after the answer is answered: the session is live), then again after ``session/close``;
 7. the billed input of the same scripted 20-call Anthropic session (bench_cache.py) on
-   tests/fake_anthropic.py with Anthropic's real prompt-cache accounting, and the share of the
-   input read from the cache (pi as a custom ``anthropic-messages`` provider).
+   tests/support/fake_anthropic.py with Anthropic's real prompt-cache accounting, and the share
+   of the input read from the cache (pi as a custom ``anthropic-messages`` provider).
 
 Run from the repository root (about a minute on 2 idle cores, plus the npm install once)::
 
