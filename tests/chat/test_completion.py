@@ -99,6 +99,7 @@ def test_the_chats_own_slash_commands(fake_openai: FakeOpenAI, tmp_path: Path) -
     assert first["reasoning_effort"] == "high"  # /thinking applied to the run
 
 
+@pytest.mark.process
 def test_thinking_says_when_the_model_runs_another_level(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ from support.helpers import clean_env, spawn_tiller
 from tiller.client import TillerClient
 from tiller.providers.anthropic_models import ANTHROPIC_MODELS
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
 KEY = "sk-ant-e2e-SECRET"
 

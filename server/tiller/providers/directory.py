@@ -22,17 +22,15 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
 from tiller.providers.base import ModelCost, ModelInfo
+from tiller.providers.registry import ProviderSettings
 
-if TYPE_CHECKING:
-    from tiller.config import ServerConfig
-    from tiller.providers.registry import ProviderSettings
-
-__all__ = ["FAILED_TTL", "MODELS_TTL", "Listing", "ListingStore", "ModelDirectory"]
+__all__ = ["FAILED_TTL", "MODELS_TTL", "Configured", "Listing", "ListingStore", "ModelDirectory",
+           "names_of", "shared_store"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +40,23 @@ FETCH_TIMEOUT = 8.0
 _VERSION = 1
 
 Fetch = Callable[..., Awaitable[list[ModelInfo]]]
+
+
+class Configured(Protocol):
+    """What the directory reads of the server's configuration (``tiller.config.ServerConfig``)."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def providers(self) -> Mapping[str, ProviderSettings]: ...
+    @property
+    def models(self) -> Sequence[ModelInfo]: ...
+    @property
+    def env(self) -> Mapping[str, str]: ...
+    @property
+    def data_dir(self) -> Path | None: ...
 
 
 @dataclass(frozen=True)
@@ -127,10 +142,10 @@ class ModelDirectory:
     """The models of ``config``'s providers (see the module docstring). ``fetch`` replaces
     ``models_endpoint.fetch_models`` (tests)."""
 
-    def __init__(self, config: ServerConfig, store: ListingStore | None = None,
+    def __init__(self, config: Configured, store: ListingStore | None = None,
                  fetch: Fetch | None = None) -> None:
         self.config = config
-        data_dir = getattr(config, "data_dir", None)
+        data_dir = config.data_dir
         self.store = store or shared_store(data_dir / "models" if data_dir else None)
         self._fetch = fetch
 

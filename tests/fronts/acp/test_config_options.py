@@ -114,6 +114,7 @@ def test_model_choices_are_the_usable_providers_models() -> None:
     assert len(set(with_key)) == len(with_key)
 
 
+@pytest.mark.process
 async def test_the_model_option_offers_what_the_provider_lists(tmp_path: Path) -> None:
     """session/new answers with what is known; the provider's list is asked for right after,
     and the option is updated with it: a new model appears, a retired one is gone, a
