@@ -17,13 +17,14 @@ and is recorded in ``failures``; ``assert_script_complete`` fails on any failure
 never used. The ``fake_anthropic`` fixture in conftest.py checks this at teardown.
 
 It also refuses what the real API refuses, with its texts, before any reply is taken (the
-request is recorded, in ``requests`` and ``refusals``; the reply stays for the next request): a model its ``models`` table lists
-as retired (404 ``not_found_error`` ``model: <id>``); ``thinking.type: enabled`` on a model that
-does not accept it (400: ``"thinking.type.enabled" is not supported for this model. Use
-"thinking.type.adaptive" and "output_config.effort" to control thinking behavior.``) and
-``thinking.type: adaptive`` on one that does not (400: ``adaptive thinking is not supported on
-this model``); more than 4 ``cache_control`` blocks (400: ``A maximum of 4 blocks with
-cache_control may be provided. Found N.``). Ids the table does not list are accepted.
+request is recorded, in ``requests`` and ``refusals``; the reply stays for the next request): a
+model its ``models`` table lists as retired (404 ``not_found_error`` ``model: <id>``);
+``thinking.type: enabled`` on a model that does not accept it (400: ``"thinking.type.enabled" is
+not supported for this model. Use "thinking.type.adaptive" and "output_config.effort" to control
+thinking behavior.``) and ``thinking.type: adaptive`` on one that does not (400: ``adaptive
+thinking is not supported on this model``); more than 4 ``cache_control`` blocks (400: ``A
+maximum of 4 blocks with cache_control may be provided. Found N.``). Ids the table does not list
+are accepted.
 
 ``GET /v1/models`` lists ``models`` (``anthropic_model`` builds entries shaped as the SDK's
 ``ModelInfo``: capabilities, context window, output limit, line, lifecycle and its dates),

@@ -232,15 +232,19 @@ class ModelDirectory:
         return self.info(name, model)
 
     def models(self, name: str, *, retired: bool = False) -> list[ModelInfo]:
-        """``name``'s models: what its endpoint listed (retired ones only with ``retired``),
-        else the catalog's; then config entries it did not list."""
+        """``name``'s models: what its endpoint listed (retired ones only with ``retired``);
+        then the catalog's, unless the endpoint is Anthropic's (whose list, every lifecycle
+        included, is the whole truth: OpenAI-compatible servers list ids only, and some of them
+        are proxies that list less than they serve); then config entries not listed yet."""
         listing = self.listing(name)
         ids: list[str] = []
-        if listing is not None and listing.models:
+        listed = listing is not None and bool(listing.models)
+        if listing is not None and listed:
             ids = [m.id for m in listing.models if retired or m.lifecycle != "retired"]
-        else:
-            ids = [m.id for m in self.config.models
-                   if m.provider == name and m.source == "catalog"]
+        settings = self.config.providers.get(name)
+        if not listed or settings is None or settings.type != "anthropic":
+            ids += [m.id for m in self.config.models
+                    if m.provider == name and m.source == "catalog"]
         ids += [m.id for m in self.config.models if m.provider == name and m.source == "config"]
         merged = [self.info(name, model_id) for model_id in dict.fromkeys(ids)]
         return [info for info in merged if info is not None]

@@ -35,10 +35,15 @@ async def test_config_options_round_trip_and_announce_every_change(
 ) -> None:
     fake_openai.enqueue(text_reply("from gpt-5.6-terra"), text_reply("after restart"))
     recorder = Recorder()
-    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+    env = clean_env(XDG_DATA_HOME=str(tmp_path / "data"))  # no model list cached yet
+    async with spawn_acp(recorder, fake_openai, tmp_path, env=env) as conn:
         await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         sid = session.session_id
+        # the server's model list, asked for after session/new, adds what it serves
+        listed = await recorder.wait_for(
+            lambda m: m.get("method") == "session/update"
+            and m["params"]["update"].get("sessionUpdate") == "config_option_update")
         model = await conn.set_config_option(config_id="model", session_id=sid,
                                              value="openai/gpt-5.6-terra")
         thought = await conn.set_config_option(config_id="thought_level", session_id=sid,
@@ -52,7 +57,7 @@ async def test_config_options_round_trip_and_announce_every_change(
                 await conn.set_config_option(config_id=config_id, session_id=sid, value=value)
             errors.append(refused.value.code)
         await conn.prompt(session_id=sid, prompt=[text_block("hi")])
-    async with spawn_acp(Recorder(), fake_openai, tmp_path) as conn:
+    async with spawn_acp(Recorder(), fake_openai, tmp_path, env=env) as conn:
         await conn.initialize(protocol_version=1)
         loaded = await conn.load_session(cwd=str(tmp_path), session_id=sid, mcp_servers=[])
         await conn.prompt(session_id=sid, prompt=[text_block("again")])
@@ -75,10 +80,13 @@ async def test_config_options_round_trip_and_announce_every_change(
                if u["sessionUpdate"] in ("config_option_update", "current_mode_update")]
     assert [u["sessionUpdate"] for u in updates] == [
         "config_option_update", "config_option_update", "config_option_update",
-        "current_mode_update", "config_option_update"]
-    assert current(updates[2]["configOptions"])["mode"] == "auto"
-    assert updates[3]["currentModeId"] == "auto"
-    assert current(updates[4]["configOptions"])["mode"] == "readonly"
+        "config_option_update", "current_mode_update", "config_option_update"]
+    assert updates[0] == listed["params"]["update"]
+    refreshed = next(o.get("root", o) for o in updates[0]["configOptions"] if o["id"] == "model")
+    assert "openai/gpt-6.2-sol" in [c["value"] for c in refreshed["options"]]  # still offered
+    assert current(updates[3]["configOptions"])["mode"] == "auto"
+    assert updates[4]["currentModeId"] == "auto"
+    assert current(updates[5]["configOptions"])["mode"] == "readonly"
     assert errors == [-32602, -32602, -32602]
     # The catalog's reasoning model gets the level; on this Chat-Completions-only server OpenAI's
     # rule (no tools with reasoning there) refuses it, and the one corrected retry sends none.
