@@ -22,8 +22,15 @@ from tiller.config import ServerConfig
 from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 from tiller.session.session import Session
 
-__all__ = ["MODES", "OptionError", "config_options", "listed_models", "model_choices",
-           "set_option", "usable_providers"]
+__all__ = [
+    "MODES",
+    "OptionError",
+    "config_options",
+    "model_choices",
+    "offered_models",
+    "set_option",
+    "usable_providers",
+]
 
 MODES: list[dict[str, str]] = [
     {"id": "ask", "name": "Ask",
@@ -60,10 +67,9 @@ def usable_providers(config: ServerConfig, session: Session) -> list[str]:
             if name == session.provider or _usable(config, name)]
 
 
-def listed_models(config: ServerConfig, session: Session) -> list[tuple[str, str]]:
-    """(provider, model) of every model the usable providers list (not retired)."""
-    return [(name, info.id) for name in usable_providers(config, session)
-            for info in session.directory.models(name)]
+def offered_models(config: ServerConfig, session: Session) -> frozenset[tuple[str, str]]:
+    """The (provider, model) pairs the model option offers now."""
+    return frozenset((provider, model) for provider, model, _ in model_choices(config, session))
 
 
 def model_choices(config: ServerConfig, session: Session) -> list[tuple[str, str, str]]:

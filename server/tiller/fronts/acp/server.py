@@ -41,7 +41,7 @@ from tiller.fronts.acp.options import (
     MODES,
     OptionError,
     config_options,
-    listed_models,
+    offered_models,
     set_option,
     usable_providers,
 )
@@ -219,22 +219,27 @@ class AcpFront:
     def _result(self, session: Session, *, new: bool = False) -> AcpSessionResult:
         """``session/new``/``load``/``resume``'s result: modes and config options (the models
         as last listed; a list older than a day is asked for after the answer)."""
-        listed = listed_models(self.config, session)
-        task = asyncio.get_running_loop().create_task(self._refresh_models(session, listed))
+        offered, own = offered_models(self.config, session), (session.provider, session.model)
+        task = asyncio.get_running_loop().create_task(
+            self._refresh_models(session, offered, own))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         return AcpSessionResult(session_id=session.id if new else None,
                                 modes=self._modes(session),
                                 config_options=config_options(self.config, session))
 
-    async def _refresh_models(self, session: Session, sent: list[tuple[str, str]]) -> None:
+    async def _refresh_models(self, session: Session, sent: frozenset[tuple[str, str]],
+                              own: tuple[str, str]) -> None:
         """Ask the usable providers for their models (unless listed within the day); if that
-        changed the models offered, send a ``config_option_update``."""
+        offers a model the answer did not, or takes one away (not the session's own, which
+        the client may have changed meanwhile), send a ``config_option_update``."""
         try:
             async with anyio.create_task_group() as group:
                 for name in usable_providers(self.config, session):
                     group.start_soon(session.directory.refresh, name)
-            if listed_models(self.config, session) != sent:
+            now = offered_models(self.config, session)
+            gone = sent - now - {own, (session.provider, session.model)}
+            if now - sent or gone:
                 self._options_changed(session, False)
         except Exception:  # background work: logged, never raised
             log.exception("refreshing the model lists for session %s failed", session.id)
