@@ -26,14 +26,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without provider settings that would leak into a test, with
     an empty config home and a data folder of the test process's own (where the providers'
     model lists are cached: a test that scripts a list passes a folder of its own) unless
-    ``extra`` names them."""
+    ``extra`` names them (or a ``HOME``, under which the data folder then is)."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("OPENAI_", "ANTHROPIC_", "TILLER_"))
     }
     env["XDG_CONFIG_HOME"] = EMPTY_CONFIG_HOME
-    env["XDG_DATA_HOME"] = TEST_DATA_HOME
+    if "HOME" not in extra:  # a test with a HOME of its own keeps its data there
+        env["XDG_DATA_HOME"] = TEST_DATA_HOME
     env.update(extra)
     return env
 
