@@ -200,7 +200,7 @@ class Methods:
         return SetPermissionModeResult(mode=params.mode)
 
     async def models_list(self, params: NoParams) -> ModelsListResult:
-        from tiller.fronts.tiller.model_list import models_list
+        from tiller.session.model_list import models_list
 
         return await models_list(self.config)
 
