@@ -21,7 +21,7 @@ from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
-from tiller.modes import PermissionMode
+from tiller.modes import PermissionMode, ThinkingLevel
 from tiller.protocol.checkpoints import RevertResult
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
@@ -49,6 +49,7 @@ class SessionSpec:
     cwd: str | None = None
     provider: str | None = None
     model: str | None = None
+    thinking_level: ThinkingLevel | None = None
     system_prompt: str | None = None
     append_system_prompt: str | None = None
     context_files: bool = True

@@ -101,8 +101,9 @@ class Methods:
 
         spec = SessionSpec(
             cwd=params.cwd, provider=params.provider, model=params.model,
-            system_prompt=params.system_prompt, append_system_prompt=params.append_system_prompt,
-            context_files=params.context_files, permission_mode=params.permission_mode,
+            thinking_level=params.thinking_level, system_prompt=params.system_prompt,
+            append_system_prompt=params.append_system_prompt, context_files=params.context_files,
+            permission_mode=params.permission_mode,
             mcp_servers=params.mcp_servers,
         )
         return SessionNewResult(session_id=self.sessions.create(spec).id)
