@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from tiller.config import ServerConfig
@@ -34,9 +35,12 @@ from tiller.protocol.models import (
     GetMessagesResult,
     GetStateResult,
     McpListResult,
+    ModelCostModel,
+    ModelEntry,
     ModelsListResult,
     NoParams,
     PromptParams,
+    ProviderEntry,
     QueueParams,
     QueueResult,
     RefusedFileEntry,
@@ -203,7 +207,25 @@ class Methods:
     async def models_list(self, params: NoParams) -> ModelsListResult:
         from tiller.session.model_list import models_list
 
-        return await models_list(self.config)
+        listing = await models_list(self.config)
+        models = []
+        for info in listing.models:
+            cost, levels = info.cost, info.levels()
+            models.append(ModelEntry(
+                provider=info.provider, id=info.id, display_name=info.display_name,
+                context_window=info.context_window, max_output_tokens=info.max_output_tokens,
+                cost=ModelCostModel.model_validate({
+                    "input": cost.input, "output": cost.output, "cacheRead": cost.cache_read,
+                    "cacheWrite": cost.cache_write, "cacheWrite1h": cost.cache_write_1h,
+                }) if cost else None,
+                reasoning=info.reasoning or bool(levels and levels != ("off",)),
+                thinking_levels=list(levels) if levels is not None else None,
+                line=info.line, lifecycle=info.lifecycle, deprecated_at=info.deprecated_at,
+                retires_at=info.retires_at, source=info.source, checked=info.checked,
+            ))
+        return ModelsListResult(
+            providers=[ProviderEntry(**asdict(provider)) for provider in listing.providers],
+            models=models)
 
     async def agent_set_model(self, params: SetModelParams) -> SetModelResult:
         session = self.sessions.get(params.session_id)
