@@ -24,7 +24,10 @@ Measured, for each:
    same process;
 6. Tiller alone: ``session/load`` of bench_sessions.py's 10,000-entry session in a fresh
    process, request -> the response's last byte (and until an ``agent/getState`` sent right
-   after the answer is answered: the session is live), then again after ``session/close``.
+   after the answer is answered: the session is live), then again after ``session/close``;
+7. the billed input of the same scripted 20-call Anthropic session (bench_cache.py) on
+   tests/support/fake_anthropic.py with Anthropic's real prompt-cache accounting, and the share
+   of the input read from the cache (pi as a custom ``anthropic-messages`` provider).
 
 Run from the repository root (about a minute on 2 idle cores, plus the npm install once)::
 
@@ -57,6 +60,10 @@ for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+from bench_cache import MODEL as CACHE_MODEL  # noqa: E402
+from bench_cache import PROMPT as CACHE_PROMPT  # noqa: E402
+from bench_cache import Billed, billed, pi_models_json, script_session  # noqa: E402
+from bench_cache import render as render_cache  # noqa: E402
 from bench_providers import RecordingOpenAI  # noqa: E402
 from bench_server import (  # noqa: E402
     cpu_seconds,
@@ -67,6 +74,7 @@ from bench_server import (  # noqa: E402
 )
 from bench_sessions import ENTRIES, Load, build_entries, load_in_server, write_log  # noqa: E402
 
+from support.fake_anthropic import FakeAnthropic  # noqa: E402
 from support.fake_openai import text_reply  # noqa: E402
 from tiller.store.saved import workspace_dir_name  # noqa: E402
 
@@ -359,6 +367,48 @@ async def measure_session_load(root: Path) -> Load:
     return await load_in_server(session_dir, cwd, session_id, acp=False)
 
 
+PI_TOOLS = "read,bash,edit,write,grep,find,ls"
+"""pi's tools for step 7: Tiller's (but ``todo``, which pi does not have), so both declare
+about the same tools; pi's default is only the first four."""
+
+
+async def measure_cache(node: Path, cli: Path) -> tuple[Billed, Billed]:
+    """Step 7: (Tiller, pi) billed for the same 20-call session, each on a fresh fake."""
+    results = []
+    for who in ("tiller", "pi"):
+        with tempfile.TemporaryDirectory(prefix=f"tiller-cache-{who}-") as tmp, \
+                FakeAnthropic() as fake:
+            root = Path(tmp)
+            cwd, home = root / "work", root / "pi-home"
+            cwd.mkdir()
+            home.mkdir()
+            script_session(fake)
+            if who == "tiller":
+                env = server_env()
+                env.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=fake.url,
+                           XDG_DATA_HOME=str(root / "data"))
+                agent = Agent(
+                    name="Tiller",
+                    argv=[sys.executable, "-m", "tiller", "--provider", "anthropic", "--model",
+                          CACHE_MODEL, "--no-session", "--permission-mode", "auto"],
+                    env=env, first_request=tiller_agent(fake.url).first_request,
+                    prompt=tiller_agent(fake.url).prompt, is_end=tiller_agent(fake.url).is_end)
+            else:
+                agent = pi_agent(fake.url, node, cli, home)
+                (home / "models.json").write_text(json.dumps(pi_models_json(fake.url)))
+                agent.argv = [str(node), str(cli), "--mode", "rpc", "--no-session", "--provider",
+                              "bench-anthropic", "--model", CACHE_MODEL, "--tools", PI_TOOLS]
+            async with running(agent, cwd) as peer:
+                await answer_first(agent, peer)
+                await prompt_until_end(peer, agent, CACHE_PROMPT)
+            problems = fake.failures + (
+                [f"{len(fake.unused_replies)} replies unused"] if fake.unused_replies else [])
+            if problems:
+                print(f"{agent.name} on the Anthropic fake: {'; '.join(problems)}", flush=True)
+            results.append(billed(fake))
+    return results[0], results[1]
+
+
 def is_update(message: dict[str, Any]) -> bool:
     if message.get("type") == "message_update":
         return True
@@ -445,7 +495,10 @@ async def main() -> None:
         many = await measure_many_sessions(fake, cwd)
         fake.assert_script_complete()
         load = await measure_session_load(root)
+    cache = await measure_cache(node, cli)
     print(render(results[0], results[1], results[0].floor, many, load))
+    print()
+    print(render_cache(*cache))
 
 
 if __name__ == "__main__":

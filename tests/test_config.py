@@ -8,6 +8,7 @@ import pytest
 
 from tiller.config import load_config
 from tiller.errors import ConfigError
+from tiller.providers.directory import ListingStore, ModelDirectory
 
 FILE = """
 provider = "openrouter"
@@ -52,8 +53,9 @@ def test_file_values_apply(tmp_path: Path) -> None:
     assert router.headers == {"X-Title": "Tiller"}
     assert router.api == "chat" and config.providers["openai"].api == "auto"
     assert "openai" in config.providers  # built-ins stay
-    info = config.model_info("openrouter", "file-model")
+    info = ModelDirectory(config, ListingStore()).info("openrouter", "file-model")
     assert info is not None and info.cost is not None and info.cost.input == 1.5
+    assert info.source == "config" and info.given == {"context_window", "cost"}
 
 
 def test_environment_beats_file_and_command_line_beats_both(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from tiller.modes import (
     ThinkingLevel,
     Verdict,
 )
-from tiller.providers.base import ModelCost, ModelInfo
+from tiller.providers.base import CacheTtl, ModelCost, ModelInfo
 from tiller.providers.registry import (
     BUILTIN_MODELS,
     BUILTIN_PROVIDERS,
@@ -43,6 +43,7 @@ __all__ = [
     "build_parser",
     "config_dir",
     "default_config_path",
+    "default_data_dir",
     "default_provider",
     "default_session_dir",
     "default_system_prompt",
@@ -131,6 +132,11 @@ class ServerConfig:
     config_path: Path | None = None
     session_dir: Path | None = None
     """Where session logs go; None keeps sessions in memory only (--no-session)."""
+    data_dir: Path | None = None
+    """Tiller's data folder (``$XDG_DATA_HOME/tiller``): the providers' model lists are cached
+    under ``models/``; None caches them in memory only."""
+    cache_ttl: CacheTtl = "5m"
+    """How long Anthropic keeps the prompt cache Tiller asks for (``cache_control.ttl``)."""
     system_prompt: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     checkpoint_max_bytes: int = 2 * 1024 * 1024
@@ -148,13 +154,6 @@ class ServerConfig:
         settings = self.providers.get(provider)
         return settings.default_model if settings is not None else "default"
 
-    def model_info(self, provider: str, model: str) -> ModelInfo | None:
-        """The catalog entry for ``model`` of ``provider`` (the last definition wins)."""
-        for info in reversed(self.models):
-            if info.provider == provider and info.id == model:
-                return info
-        return None
-
 
 def default_system_prompt(cwd: Path) -> str:
     """The system prompt a session gets unless ``session/new`` passes one."""
@@ -170,10 +169,15 @@ def default_config_path(env: Mapping[str, str]) -> Path:
     return Path(base) / "tiller" / "config.toml"
 
 
-def default_session_dir(env: Mapping[str, str]) -> Path:
+def default_data_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_DATA_HOME/tiller`` (``~/.local/share/tiller``)."""
     home = Path(env.get("HOME", "~")).expanduser()
     base = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
-    return Path(base) / "tiller" / "sessions"
+    return Path(base) / "tiller"
+
+
+def default_session_dir(env: Mapping[str, str]) -> Path:
+    return default_data_dir(env) / "sessions"
 
 
 def provider_help(env: Mapping[str, str]) -> str:
@@ -201,7 +205,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
     add("--framing", choices=["auto", "lsp", "ndjson"], help="stdio framing (default: auto)")
     add("--acp", action="store_true",
         help="speak the Agent Client Protocol (also chosen by an ACP client's initialize)")
-    add("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
+    add("--thinking", choices=THINKING_LEVELS,
+        help="thinking level (default: off); a model that lacks it runs at the nearest")
     add("--permission-mode", choices=PERMISSION_MODES,
         help="ask, acceptEdits, auto or readonly (default: ask if the client can answer)")
     add("--max-turns", type=int, help="per-run limit on model calls (default 50)")
@@ -225,7 +230,8 @@ def load_config(argv: Sequence[str], env: Mapping[str, str]) -> ServerConfig:
     path = Path(args.config).expanduser() if args.config else default_config_path(env)
     if args.config and not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    config = ServerConfig(env=dict(env), session_dir=default_session_dir(env))
+    config = ServerConfig(env=dict(env), session_dir=default_session_dir(env),
+                          data_dir=default_data_dir(env))
     if path.is_file():
         config = _apply_file(config, path)
     config = _apply_env(config, env)
@@ -256,7 +262,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
-             "compaction", "permissions", "tools", "providers", "models", "mcp_servers"}
+             "compaction", "permissions", "tools", "providers", "models", "mcp_servers",
+             "cache_ttl"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -266,6 +273,11 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     updates["provider_chosen"] = "provider" in data
     if "thinking" in data:
         updates["thinking"] = _thinking(data["thinking"], f"{where}: thinking")
+    if "cache_ttl" in data:
+        if data["cache_ttl"] not in ("5m", "1h"):
+            raise ConfigError(f"{where}: cache_ttl must be \"5m\" or \"1h\", not "
+                              f"{data['cache_ttl']!r}")
+        updates["cache_ttl"] = data["cache_ttl"]
     if "max_turns" in data:
         updates["max_turns"] = _positive(_typed(data, "max_turns", int, where), "max_turns")
     if "max_run_tokens" in data:
@@ -357,8 +369,8 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
 PROVIDER_KEYS = frozenset({"type", "base_url", "base_url_env", "api_key_env", "default_model",
                            "headers", "api"})
 MODEL_KEYS = frozenset({"provider", "id", "context_window", "max_output_tokens", "cost",
-                        "reasoning"})
-COST_KEYS = ("input", "output", "cache_read", "cache_write")
+                        "reasoning", "thinking_levels"})
+COST_KEYS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 
 
 def _known_keys(table: Mapping[str, Any], known: Iterable[str], where: str) -> None:
@@ -501,13 +513,24 @@ def _model(table: Any, where: str) -> ModelInfo:
             key: _number(cost_table, key, f"{where}.cost")
             for key in COST_KEYS if key in cost_table
         })
+    levels = None
+    if "thinking_levels" in table:
+        given = _typed(table, "thinking_levels", list, where)
+        levels = tuple(_thinking(level, f"{where}.thinking_levels") for level in given)
+        levels = tuple(level for level in THINKING_LEVELS if level in levels) or ("off",)
+    keys = {"context_window", "max_output_tokens", "cost", "reasoning"} & set(table)
+    if levels is not None or "reasoning" in table:
+        keys |= {"reasoning", "thinking_levels"}
     return ModelInfo(
         provider=_typed(table, "provider", str, where),
         id=_typed(table, "id", str, where),
         context_window=table.get("context_window"),
         max_output_tokens=table.get("max_output_tokens"),
         cost=cost,
-        reasoning=bool(table.get("reasoning", False)),
+        reasoning=bool(table.get("reasoning", levels is not None and levels != ("off",))),
+        thinking_levels=levels,
+        source="config",
+        given=frozenset(keys),
     )
 
 def config_dir(config: ServerConfig) -> Path:

@@ -25,8 +25,9 @@ __all__ = [
     "now_ms",
 ]
 
-ThinkingLevel = Literal["off", "low", "medium", "high"]
-"""How hard a reasoning model should think; each provider maps it to its own knob."""
+ThinkingLevel = Literal["off", "low", "medium", "high", "xhigh", "max"]
+"""How hard a reasoning model should think, weakest first; each provider maps it to its own
+knob, and a level the model lacks to its nearest (``tiller.providers.levels``)."""
 THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
 
 PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]

@@ -40,6 +40,7 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "Notice",
     "PlanChanged",
     "PlanItem",
     "PlanStatus",
@@ -418,6 +419,15 @@ class McpStatus(WireModel):
     server: McpServerState
 
 
+class Notice(WireModel):
+    """What the user should know about the session's model: deprecated, replaced, a thinking
+    level it lacks (protocol.md, ``notice``)."""
+
+    type: Literal["notice"] = "notice"
+    level: Literal["info", "warning"]
+    message: str
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -435,8 +445,7 @@ AgentEvent = Annotated[
     | CompactionEnd
     | CheckpointEvent
     | AgentSettled
-    | CommandsChanged
-    | McpStatus | PlanChanged,
+    | CommandsChanged | McpStatus | PlanChanged | Notice,
     Field(discriminator="type"),
 ]
 

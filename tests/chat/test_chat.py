@@ -248,7 +248,9 @@ def test_text_typed_while_a_reply_streams_stays_on_the_input_line(
     terminal.type("tell me\n")
     terminal.expect("Second li")  # a streamed line not finished yet
     terminal.type("abc")
-    lines = terminal.expect_screen(lambda lines: "> abc" in lines, "'> abc' on the input line")
+    # finished lines go through prompt_toolkit's stdout proxy, which writes them a moment later
+    lines = terminal.expect_screen(lambda lines: "> abc" in lines and "First line done." in lines,
+                                   "'> abc' on the input line, the finished line above")
     assert "First line done." in lines and "Second li" in lines
     assert [line for line in lines if "abc" in line] == ["> abc"]
     until.set()

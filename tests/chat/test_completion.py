@@ -97,3 +97,45 @@ def test_the_chats_own_slash_commands(fake_openai: FakeOpenAI, tmp_path: Path) -
     assert second["messages"][1:] == [{"role": "user", "content": "two"}]  # a new session
     assert first["messages"][-1] == {"role": "user", "content": "one"}
     assert first["reasoning_effort"] == "high"  # /thinking applied to the run
+
+
+@pytest.mark.process
+def test_thinking_says_when_the_model_runs_another_level(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """/thinking on a model that does not think says so (it was accepted silently), and one
+    that lacks the level names the level it runs at; the levels run up to max."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[[models]]\nprovider = "openai"\nid = "plain"\nreasoning = false\n'
+        '[[models]]\nprovider = "openai"\nid = "stepped"\nthinking_levels = ["low", "high"]\n')
+    fake_openai.enqueue(text_reply("Thought."))
+    argv = chat_argv(fake_openai, tmp_path, "--model", "plain", "--config", str(config))
+    terminal = Terminal(argv, tmp_path)
+
+    def prompt() -> None:
+        terminal.expect(" tokens · $")
+        terminal.expect("> ")
+
+    try:
+        prompt()
+        terminal.type("/thinking max\n")
+        terminal.expect("thinking: max")
+        terminal.expect("plain does not think: thinking level max has no effect on it")
+        prompt()
+        terminal.type("/model stepped\n")
+        terminal.expect("model: openai/stepped")
+        prompt()
+        terminal.type("/thinking\n")
+        terminal.expect("thinking: max, the model runs at high (one of off, low, medium, high, "
+                        "xhigh, max)")
+        prompt()
+        terminal.type("go\n")
+        terminal.expect("Thought.")
+        prompt()
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
+    [request] = fake_openai.requests
+    assert request["model"] == "stepped"

@@ -889,7 +889,7 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
     assert obs["foldlevel_after"] == 2
 
     # The pickers mark the current choice; the second time, the one made the first time.
-    models, modes, models_again, modes_again = obs["offered"]
+    models, modes, levels, models_again, modes_again, levels_again = obs["offered"]
     assert "  openai/gpt-6.1-terra" in models["labels"]
     assert [label for label in models["labels"] if label.startswith("●")] == [
         "● openai/gpt-5.6-terra"  # the session's model
@@ -903,6 +903,12 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
     ]
     assert modes_again["labels"] == ["  ask", "  acceptEdits", "● auto", "  readonly"]
     assert obs["model_again"]["result"] is None and obs["mode_again"]["result"] is None
+    # :TillerThinking offers the six levels; the result says what the model runs "max" at
+    assert levels["labels"] == ["● off", "  low", "  medium", "  high", "  xhigh", "  max"]
+    thinking = obs["thinking_set"]["result"]
+    assert thinking["level"] == "max" and "effective" in thinking
+    assert (thinking["effective"] == "max") == ("note" not in thinking)
+    assert levels_again["labels"][-1] == "● max"
     assert fake_openai.requests[2]["model"] == "gpt-6.1-terra"
     assert obs["asked_in_auto"] is False
 

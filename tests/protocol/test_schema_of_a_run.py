@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.process]
 def config(tmp_path: Path) -> str:
     path = tmp_path / "config.toml"
     path.write_text(
-        'model = "tiny"\n[retry]\nmax_retries = 2\nbase_delay = 0.01\n'
+        'model = "tiny"\nthinking = "high"\n[retry]\nmax_retries = 2\nbase_delay = 0.01\n'
         "[compaction]\nreserve_tokens = 500\nkeep_recent_tokens = 300\n"
         '[[models]]\nprovider = "openai"\nid = "tiny"\ncontext_window = 3000\n'
         "cost = { input = 2.0, output = 10.0 }\n"
@@ -95,10 +95,11 @@ async def test_every_message_of_a_real_run_conforms(
         })
         await tiller.request("models/list")
         await tiller.request("agent/setQueueModes", {"steering": "one-at-a-time"})
-        await tiller.request("agent/setThinkingLevel", {"level": "off"})
         await tiller.request("agent/setPermissionMode", {"mode": "ask"})
         await tiller.request("agent/setModel", {"provider": "openai", "model": "tiny"})
+        # thinking = "high" in the config, and tiny does not think: a notice says so
         assert (await tiller.request("agent/prompt", {"message": "edit"}))["stopReason"] == "stop"
+        await tiller.request("agent/setThinkingLevel", {"level": "off"})
         template = tmp_path / ".tiller" / "prompts" / "again.md"
         template.parent.mkdir(parents=True)
         template.write_text("---\ndescription: Once more\n---\nagain\n")

@@ -49,6 +49,7 @@ pytestmark = pytest.mark.anyio
 FAKE_KEY = "sk-ant-tiller-test-SECRET-4242"
 HELLO = ModelRequest(messages=[UserMessage(content="hello")])
 SAFETY_BOUND = 10  # seconds; only ever hit if the code under test hangs
+CACHED = {"type": "ephemeral"}  # a 5-minute cache breakpoint
 
 
 @pytest.fixture
@@ -314,20 +315,27 @@ async def test_request_body_converts_the_context(
             ),
             UserMessage(content="Also: be brief."),
         ],
-        tools=[ToolSpec(name="read", description="Read a file", parameters={"properties": {}})],
+        tools=[ToolSpec(name="read", description="Read a file", parameters={
+            "title": "ReadParams", "properties": {"offset": {
+                "anyOf": [{"type": "integer"}, {"type": "null"}], "default": None,
+                "title": "Offset"}}})],
         max_tokens=256,
     )
     fake_anthropic.enqueue(text_reply("A greeting."))
     await collect(provider, request)
     [body] = fake_anthropic.requests
     assert (body["model"], body["stream"], body["max_tokens"]) == ("claude-test", True, 256)
-    assert body["system"] == "You are terse."
+    # cache breakpoints: the tools, the system prompt, the message the previous request ended
+    # with (the one before the newest assistant message) and the newest one
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": CACHED}]
     assert "thinking" not in body
     assert body["tools"] == [
         {
             "name": "read",
             "description": "Read a file",
-            "input_schema": {"type": "object", "properties": {}},
+            # titles say nothing; an optional null-default field is just its type
+            "input_schema": {"type": "object", "properties": {"offset": {"type": "integer"}}},
+            "cache_control": CACHED,
         }
     ]
     image_block = {
@@ -335,7 +343,8 @@ async def test_request_body_converts_the_context(
         "source": {"type": "base64", "media_type": "image/png", "data": "aGVsbG8="},
     }
     assert body["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "What is this?"}, image_block]},
+        {"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                     {**image_block, "cache_control": CACHED}]},
         {
             "role": "assistant",
             "content": [
@@ -347,19 +356,14 @@ async def test_request_body_converts_the_context(
         {
             "role": "user",
             "content": [
-                {
+                {  # is_error only when true; a lone text as a string (fewer tokens)
                     "type": "tool_result",
                     "tool_use_id": "toolu_1",
-                    "is_error": False,
                     "content": [{"type": "text", "text": "ok"}, image_block],
                 },
-                {
-                    "type": "tool_result",
-                    "tool_use_id": "call_2",
-                    "is_error": True,
-                    "content": [{"type": "text", "text": "no"}],
-                },
-                {"type": "text", "text": "Also: be brief."},
+                {"type": "tool_result", "tool_use_id": "call_2", "is_error": True,
+                 "content": "no"},
+                {"type": "text", "text": "Also: be brief.", "cache_control": CACHED},
             ],
         },
     ]
@@ -380,7 +384,8 @@ async def test_request_without_system_or_tools_omits_them_and_sends_headers(
     await provider.aclose()
     [body] = fake_anthropic.requests
     assert "system" not in body and "tools" not in body and body["max_tokens"] == 1000
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
+    assert body["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "hello", "cache_control": CACHED}]}]
     [headers] = fake_anthropic.request_headers
     assert headers["x-tiller-test"] == "yes" and "anthropic-version" in headers
 

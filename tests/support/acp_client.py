@@ -138,14 +138,15 @@ class Recorder:
 
 @asynccontextmanager
 async def spawn_acp(
-    recorder: Recorder, fake: FakeOpenAI, cwd: Path, *args: str, flag: bool = True
+    recorder: Recorder, fake: FakeOpenAI, cwd: Path, *args: str, flag: bool = True,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[ClientSideConnection]:
     """A running ``tiller`` (``--acp`` unless ``flag`` is False) with sessions under
-    ``cwd/.sessions``; stdin is closed on exit."""
+    ``cwd/.sessions`` (``env``: default ``clean_env()``); stdin is closed on exit."""
     argv = ["-m", "tiller", *(["--acp"] if flag else []), "--base-url", fake.url,
             "--cwd", str(cwd), "--session-dir", str(cwd / ".sessions"), *args]
     async with spawn_agent_process(
-        recorder, sys.executable, *argv, env=clean_env(), cwd=cwd,
+        recorder, sys.executable, *argv, env=env or clean_env(), cwd=cwd,
         transport_kwargs={"stderr": None}, observers=[recorder.observe],
     ) as (conn, _process):
         yield conn

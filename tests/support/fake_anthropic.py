@@ -16,6 +16,25 @@ Anthropic's error body (``fake_anthropic: no scripted reply for request N``, N c
 and is recorded in ``failures``; ``assert_script_complete`` fails on any failure and on any reply
 never used. The ``fake_anthropic`` fixture in conftest.py checks this at teardown.
 
+It also refuses what the real API refuses, with its texts, before any reply is taken (the
+request is recorded, in ``requests`` and ``refusals``; the reply stays for the next request): a
+model its ``models`` table lists as retired (404 ``not_found_error`` ``model: <id>``);
+``thinking.type: enabled`` on a model that does not accept it (400: ``"thinking.type.enabled" is
+not supported for this model. Use "thinking.type.adaptive" and "output_config.effort" to control
+thinking behavior.``) and ``thinking.type: adaptive`` on one that does not (400: ``adaptive
+thinking is not supported on this model``); more than 4 ``cache_control`` blocks (400: ``A
+maximum of 4 blocks with cache_control may be provided. Found N.``). Ids the table does not list
+are accepted.
+
+``GET /v1/models`` lists ``models`` (``anthropic_model`` builds entries shaped as the SDK's
+``ModelInfo``: capabilities, context window, output limit, line, lifecycle and its dates),
+active and deprecated ones unless ``lifecycle[]`` asks for others, paginated by ``limit`` and
+``after_id``; ``GET /v1/models/{id}`` returns one. ``models_requests`` counts them.
+
+Usage is the real accounting of the request (``anthropic_cache.CacheLedger``: prefixes cached at
+``cache_control`` breakpoints, read back within their TTL, each model's minimum cacheable
+length from ``min_cache_tokens``), unless a reply gives ``usage``/``cache`` explicitly.
+
 Replies are built by ``text_reply``, ``tool_use_reply``, ``error_reply``, ``empty_reply``,
 ``cut_reply``, ``stall_reply``, ``stream_error_reply`` and ``sse_reply``. Any reply can be held by
 a ``gate``: the server sends nothing after the request arrives until the gate (a
@@ -23,11 +42,12 @@ a ``gate``: the server sends nothing after the request arrives until the gate (a
 waiting on, so nothing hangs.
 
 Streams look like Anthropic's: ``event: <name>`` and ``data: <compact JSON>`` lines, a blank line
-after each event: ``message_start`` (usage with input and cache tokens), then per content block
-``content_block_start``, ``content_block_delta``s and ``content_block_stop`` (a ``ping`` after
-the first block starts), then ``message_delta`` (``stop_reason`` and ``usage.output_tokens``) and
-``message_stop``. Errors are JSON ``{"type": "error", "error": {"type", "message"}}`` with a
-``request-id`` header. Responses are HTTP/1.1 with ``Connection: close``; streams have no
+after each event: ``message_start`` (usage with input and cache tokens, the cache writes by
+TTL, the service tier), then per content block ``content_block_start``,
+``content_block_delta``s and ``content_block_stop`` (a ``ping`` after the first block starts),
+then ``message_delta`` (``stop_reason`` and the cumulative usage) and ``message_stop``.
+Errors are JSON ``{"type": "error", "error": {"type", "message"}}`` with a ``request-id``
+header. Responses are HTTP/1.1 with ``Connection: close``; streams have no
 Content-Length.
 """
 
@@ -39,17 +59,24 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import parse_qs
 
+from support.anthropic_cache import CacheLedger, CacheUsage, cache_control_count
 from support.loopback import ScriptedHandler, ScriptedServer
 from support.loopback import compact as _compact
 from support.loopback import pieces as _pieces
 
 __all__ = [
+    "ADAPTIVE_ONLY_ERROR",
+    "CACHE_LIMIT_ERROR",
+    "DEFAULT_MODELS",
     "ERROR_TYPES",
+    "NO_ADAPTIVE_ERROR",
     "Event",
     "FakeAnthropic",
     "Reply",
     "ToolUseSpec",
+    "anthropic_model",
     "cut_reply",
     "empty_reply",
     "error_reply",
@@ -84,6 +111,95 @@ ERROR_TYPES = {
 }
 """Anthropic's ``error.type`` per HTTP status; other statuses use ``api_error``."""
 
+ADAPTIVE_ONLY_ERROR = ('"thinking.type.enabled" is not supported for this model. Use '
+                       '"thinking.type.adaptive" and "output_config.effort" to control thinking '
+                       'behavior.')
+NO_ADAPTIVE_ERROR = "adaptive thinking is not supported on this model"
+CACHE_LIMIT_ERROR = "A maximum of 4 blocks with cache_control may be provided. Found {}."
+_LEVELS = ("low", "medium", "high", "xhigh", "max")
+
+
+def anthropic_model(
+    model_id: str, *, display_name: str | None = None, created_at: str = "2026-01-01",
+    line: str | None = None, lifecycle: str = "active", deprecated_at: str | None = None,
+    retires_at: str | None = None, max_input_tokens: int = 1_000_000,
+    max_tokens: int = 128_000, thinking: Sequence[str] = ("adaptive", "disabled"),
+    efforts: Sequence[str] = _LEVELS,
+) -> dict[str, Any]:
+    """One entry of ``GET /v1/models`` as the SDK's ``ModelInfo`` (every capability key is
+    present, as the API promises): ``thinking`` names the ``thinking.type`` values the model
+    accepts (``adaptive``, ``enabled``, ``disabled``, ``between_tools``; empty: no thinking),
+    ``efforts`` the ``output_config.effort`` levels. Dates are ``YYYY-MM-DD``."""
+
+    def supported(flag: bool) -> dict[str, bool]:
+        return {"supported": flag}
+
+    def stamp(day: str | None) -> str | None:
+        return f"{day}T00:00:00Z" if day else None
+
+    thinks = bool(thinking) and thinking != ("disabled",)
+    capabilities = {
+        "batch": supported(True), "citations": supported(True),
+        "code_execution": supported(True),
+        "context_management": {"supported": True, "clear_thinking_20251015": supported(True),
+                               "clear_tool_uses_20250919": supported(True),
+                               "compact_20260112": supported(True)},
+        "effort": {"supported": bool(efforts),
+                   **{level: supported(level in efforts) for level in _LEVELS}},
+        "image_input": supported(True), "pdf_input": supported(True),
+        "server_tools": {"supported": True, "code_execution": supported(True),
+                         "web_search": supported(True)},
+        "structured_outputs": supported(True),
+        "thinking": {"supported": thinks, "types": {
+            kind: supported(kind in thinking or (kind == "disabled" and not thinks))
+            for kind in ("adaptive", "between_tools", "disabled", "enabled")}},
+    }
+    return {
+        "id": model_id, "type": "model", "display_name": display_name or model_id,
+        "created_at": stamp(created_at), "capabilities": capabilities, "line": line,
+        "lifecycle": lifecycle, "deprecated_at": stamp(deprecated_at),
+        "retires_at": stamp(retires_at), "max_input_tokens": max_input_tokens,
+        "max_tokens": max_tokens,
+    }
+
+
+DEFAULT_MODELS: tuple[dict[str, Any], ...] = (
+    anthropic_model("claude-fable-5-2", display_name="Claude Fable 5.2", line="fable",
+                    created_at="2026-11-09", thinking=("adaptive",)),
+    anthropic_model("claude-haiku-5-5", display_name="Claude Haiku 5.5", line="haiku",
+                    created_at="2026-10-07"),
+    anthropic_model("claude-sonnet-5-5", display_name="Claude Sonnet 5.5", line="sonnet",
+                    created_at="2026-09-29"),
+    anthropic_model("claude-opus-5-5", display_name="Claude Opus 5.5", line="opus",
+                    created_at="2026-09-23", thinking=("adaptive",)),
+    anthropic_model("claude-opus-5", display_name="Claude Opus 5", line="opus",
+                    created_at="2026-07-24"),
+    anthropic_model("claude-sonnet-5", display_name="Claude Sonnet 5", line="sonnet",
+                    created_at="2026-06-30"),
+    anthropic_model("claude-opus-4-5", display_name="Claude Opus 4.5", line="opus",
+                    created_at="2025-11-01", lifecycle="deprecated",
+                    deprecated_at="2026-11-23", retires_at="2027-01-22",
+                    max_input_tokens=200_000, max_tokens=64_000,
+                    thinking=("enabled", "disabled"), efforts=()),
+    anthropic_model("claude-haiku-4-5", display_name="Claude Haiku 4.5", line="haiku",
+                    created_at="2025-10-01", max_input_tokens=200_000, max_tokens=64_000,
+                    thinking=("enabled", "disabled"), efforts=()),
+    anthropic_model("claude-sonnet-4-5", display_name="Claude Sonnet 4.5", line="sonnet",
+                    created_at="2025-09-29", lifecycle="retired", deprecated_at="2026-08-28",
+                    retires_at="2026-11-30", max_input_tokens=200_000, max_tokens=64_000,
+                    thinking=("enabled", "disabled"), efforts=()),
+    anthropic_model("claude-sonnet-4-20250514", display_name="Claude Sonnet 4", line="sonnet",
+                    created_at="2025-05-22", lifecycle="retired", deprecated_at="2026-04-14",
+                    retires_at="2026-06-15", max_input_tokens=200_000, max_tokens=64_000,
+                    thinking=("enabled", "disabled"), efforts=()),
+)
+"""The fake's model table by default: December 2026's lineup, newest first, with a deprecated
+and two retired models."""
+
+MIN_CACHE_TOKENS = {"claude-opus-5": 512, "claude-fable-5-2": 512, "claude-opus-4-5": 4096,
+                    "claude-haiku-4-5": 4096}
+"""The minimum cacheable prompt length per model (the others: 1,024 tokens)."""
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -111,17 +227,16 @@ class Reply:
 # Reply builders
 
 
-def message_start(usage: tuple[int, int] = (10, 1), cache: tuple[int, int] = (0, 0)) -> Event:
+def message_start(
+    usage: tuple[int, int] | None = (10, 1), cache: tuple[int, int] | None = (0, 0)
+) -> Event:
     """``message_start`` with an empty message; ``usage`` is (input, output) tokens and
-    ``cache`` is (cache read, cache write) tokens."""
+    ``cache`` is (cache read, cache write) tokens; None: the server's accounting of the
+    request (and ``usage`` None marks the reply's ``message_delta`` to carry it too)."""
+    if usage is None or cache is None:
+        return sse_event("message_start", message={**_empty_message(), "usage": None})
     message: dict[str, Any] = {
-        "id": f"msg_fake{uuid.uuid4().hex[:20]}",
-        "type": "message",
-        "role": "assistant",
-        "content": [],
-        "model": None,
-        "stop_reason": None,
-        "stop_sequence": None,
+        **_empty_message(),
         "usage": {
             "input_tokens": usage[0],
             "cache_creation_input_tokens": cache[1],
@@ -130,6 +245,11 @@ def message_start(usage: tuple[int, int] = (10, 1), cache: tuple[int, int] = (0,
         },
     }
     return sse_event("message_start", message=message)
+
+
+def _empty_message() -> dict[str, Any]:
+    return {"id": f"msg_fake{uuid.uuid4().hex[:20]}", "type": "message", "role": "assistant",
+            "content": [], "model": None, "stop_reason": None, "stop_sequence": None}
 
 
 def sse_event(name: str, **fields: Any) -> Event:
@@ -162,11 +282,13 @@ def _text_block(index: int, text: str, size: int) -> list[Event]:
     return _block(index, {"type": "text", "text": ""}, deltas)
 
 
-def _ending(stop_reason: str | None, output_tokens: int) -> list[Event]:
-    """``message_delta`` with the stop reason and cumulative output tokens, ``message_stop``."""
+def _ending(stop_reason: str | None, output_tokens: int | None) -> list[Event]:
+    """``message_delta`` with the stop reason and the cumulative usage (None: the accounting's,
+    filled in when sent), ``message_stop``."""
     delta = {"stop_reason": stop_reason, "stop_sequence": None}
+    usage = {"output_tokens": output_tokens} if output_tokens is not None else None
     return [
-        sse_event("message_delta", delta=delta, usage={"output_tokens": output_tokens}),
+        sse_event("message_delta", delta=delta, usage=usage),
         sse_event("message_stop"),
     ]
 
@@ -186,8 +308,8 @@ def text_reply(
     *,
     chunk_size: int = 4,
     stop_reason: str = "end_turn",
-    usage: tuple[int, int] = (10, 5),
-    cache: tuple[int, int] = (0, 0),
+    usage: tuple[int, int] | None = None,
+    cache: tuple[int, int] | None = None,
     thinking: str | None = None,
     signature: str | None = "sig-fake",
     gate: threading.Event | None = None,
@@ -195,11 +317,14 @@ def text_reply(
     """``text`` streamed ``chunk_size`` characters per ``text_delta``, after a thinking block
     when ``thinking`` is given (its ``thinking_delta``s, then a ``signature_delta`` with
     ``signature`` unless None). ``usage`` is (input, output) tokens; ``cache`` is (cache read,
-    cache write) tokens, reported in ``message_start``."""
+    cache write) tokens, reported in ``message_start``; None (both): the server's accounting
+    of the request, and output tokens from the reply's length."""
+    scripted = usage is not None or cache is not None
+    usage = usage or (10, 5)
     events = [
-        message_start((usage[0], 1), cache),
+        message_start((usage[0], 1), cache or (0, 0)) if scripted else message_start(None),
         *_text_events(text, chunk_size, thinking, signature),
-        *_ending(stop_reason, usage[1]),
+        *_ending(stop_reason, usage[1] if scripted else None),
     ]
     return Reply(events=tuple(events), gate=gate)
 
@@ -211,15 +336,16 @@ def tool_use_reply(
     chunk_size: int = 4,
     fragment_size: int = 5,
     stop_reason: str = "tool_use",
-    usage: tuple[int, int] = (10, 5),
+    usage: tuple[int, int] | None = None,
     thinking: str | None = None,
     signature: str | None = "sig-fake",
     gate: threading.Event | None = None,
 ) -> Reply:
     """Optional thinking and ``text`` blocks, then one ``tool_use`` block per call as Anthropic
     streams it: ``content_block_start`` with id, name and ``input: {}``, then
-    ``input_json_delta``s of ``fragment_size`` characters of the input JSON."""
-    events: list[Event] = [message_start((usage[0], 1))]
+    ``input_json_delta``s of ``fragment_size`` characters of the input JSON. ``usage`` None:
+    the server's accounting (see ``text_reply``)."""
+    events: list[Event] = [message_start((usage[0], 1)) if usage else message_start(None)]
     index = 0
     if thinking is not None:
         events += _thinking_block(index, thinking, signature, chunk_size)
@@ -236,7 +362,7 @@ def tool_use_reply(
         ]
         events += _block(index, block, deltas)
         index += 1
-    events += _ending(stop_reason, usage[1])
+    events += _ending(stop_reason, usage[1] if usage else None)
     return Reply(events=tuple(events), gate=gate)
 
 
@@ -313,15 +439,35 @@ def sse_reply(*events: Event, gate: threading.Event | None = None) -> Reply:
     return Reply(events=tuple(events), gate=gate)
 
 
-def _render(reply: Reply, request: Mapping[str, Any]) -> Iterator[str]:
-    """The SSE frames of ``reply`` for ``request`` (its model fills ``message_start``)."""
+def _output_tokens(reply: Reply) -> int:
+    """What the reply's deltas hold, in tokens (4 characters each)."""
+    chars = 0
+    for name, data in reply.events:
+        if name == "content_block_delta" and isinstance(data, Mapping):
+            delta = data["delta"]
+            chars += len(str(delta.get("text") or delta.get("thinking")
+                             or delta.get("partial_json") or ""))
+    return max(1, -(-chars // 4))
+
+
+def _render(reply: Reply, request: Mapping[str, Any],
+            accounting: CacheUsage | None) -> Iterator[str]:
+    """The SSE frames of ``reply`` for ``request`` (its model fills ``message_start``; its
+    ``accounting`` the usage left to the server)."""
     model = str(request.get("model", "claude-fake"))
+    output = _output_tokens(reply)
     for name, data in reply.events:
         if isinstance(data, str):
             yield f"event: {name}\ndata: {data}\n\n"
             continue
         if name == "message_start" and data["message"].get("model") is None:
             data = {**data, "message": {**data["message"], "model": model}}
+        if accounting is not None and name == "message_start" and data["message"]["usage"] is None:
+            data = {**data, "message": {**data["message"], "usage": accounting.usage(1)}}
+        if accounting is not None and name == "message_delta" and data.get("usage", 0) is None:
+            usage = {key: value for key, value in accounting.usage(output).items()
+                     if key not in ("cache_creation", "service_tier")}
+            data = {**data, "usage": usage}
         yield f"event: {name}\ndata: {_compact(data)}\n\n"
 
 
@@ -334,10 +480,60 @@ def _error_body(error_type: str, message: str) -> dict[str, Any]:
 
 
 class _Handler(ScriptedHandler):
-    """Serves one request: the next scripted reply for ``/v1/messages``, 404 for anything else."""
+    """Serves one request: the next scripted reply for ``/v1/messages`` (or the API's refusal),
+    the model list for ``GET /v1/models``, 404 for anything else."""
 
     def _is_route(self) -> bool:
         return self.path.split("?")[0].rstrip("/") == "/v1/messages"
+
+    def _fake(self) -> FakeAnthropic:
+        fake = self.server.fake
+        assert isinstance(fake, FakeAnthropic)
+        return fake
+
+    def _refuse(self, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        fake = self._fake()
+        model = fake.model(str(body.get("model")))
+        found = cache_control_count(body)
+        if found > 4:
+            return 400, _error_body("invalid_request_error", CACHE_LIMIT_ERROR.format(found))
+        if model is None:
+            return None
+        if model["lifecycle"] == "retired":
+            return 404, _error_body("not_found_error", f"model: {model['id']}")
+        kinds = model["capabilities"]["thinking"]["types"]
+        sent = (body.get("thinking") or {}).get("type")
+        if sent == "enabled" and not kinds["enabled"]["supported"]:
+            return 400, _error_body("invalid_request_error", ADAPTIVE_ONLY_ERROR)
+        if sent == "adaptive" and not kinds["adaptive"]["supported"]:
+            return 400, _error_body("invalid_request_error", NO_ADAPTIVE_ERROR)
+        return None
+
+    def _serve_other(self) -> tuple[int, dict[str, Any]] | None:
+        path, _, query = self.path.partition("?")
+        path = path.rstrip("/")
+        if self.command != "GET" or (path != "/v1/models" and not path.startswith("/v1/models/")):
+            return None
+        fake = self._fake()
+        with fake._condition:
+            fake.models_requests.append(self.path)
+        if path.startswith("/v1/models/"):
+            model = fake.model(path.removeprefix("/v1/models/"))
+            if model is None:
+                return 404, _error_body("not_found_error", f"model: {path.rsplit('/', 1)[1]}")
+            return 200, model
+        params = parse_qs(query)
+        wanted = set(params.get("lifecycle[]", []) + params.get("lifecycle", [])) or {
+            "active", "deprecated"}
+        listed = [m for m in fake.models_snapshot() if m["lifecycle"] in wanted]
+        if after := params.get("after_id", [None])[0]:
+            ids = [m["id"] for m in listed]
+            listed = listed[ids.index(after) + 1:] if after in ids else []
+        limit = int(params.get("limit", ["20"])[0])
+        page = listed[:limit]
+        return 200, {"data": page, "has_more": len(listed) > limit,
+                     "first_id": page[0]["id"] if page else None,
+                     "last_id": page[-1]["id"] if page else None}
 
     def _error_body(self, status: int, message: str) -> dict[str, Any]:
         return _error_body("api_error" if status >= 500 else "not_found_error", message)
@@ -351,16 +547,38 @@ class _Handler(ScriptedHandler):
         ]
 
     def _frames(self, reply: Reply, request: Mapping[str, Any]) -> Iterator[bytes]:
-        for frame in _render(reply, request):
+        fake = self._fake()
+        model = str(request.get("model"))
+        accounting = fake.ledger.account(request, MIN_CACHE_TOKENS.get(model, 1024))
+        with fake._condition:
+            fake.usages.append(accounting)
+        for frame in _render(reply, request, accounting):
             yield frame.encode()
 
 
 class FakeAnthropic(ScriptedServer[Reply]):
     """The fake Messages server, which also records ``request_headers``; the script, lifecycle
-    and thread-safe methods are ``loopback.ScriptedServer``'s."""
+    and thread-safe methods are ``loopback.ScriptedServer``'s. ``models`` is its model table
+    (``DEFAULT_MODELS``; replace or extend it), ``ledger`` its prompt cache, ``usages`` the
+    accounting of each streamed request, ``models_requests`` the paths of model-list GETs."""
 
     label = "fake_anthropic"
     handler = _Handler
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.models: list[dict[str, Any]] = [dict(model) for model in DEFAULT_MODELS]
+        self.ledger = CacheLedger()
+        self.usages: list[CacheUsage] = []
+        self.models_requests: list[str] = []
+
+    def model(self, model_id: str) -> dict[str, Any] | None:
+        """The table's entry for ``model_id``, if it lists it."""
+        return next((m for m in self.models_snapshot() if m["id"] == model_id), None)
+
+    def models_snapshot(self) -> list[dict[str, Any]]:
+        with self._condition:
+            return list(self.models)
 
     @property
     def url(self) -> str:

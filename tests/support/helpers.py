@@ -18,17 +18,23 @@ from tiller.client import TillerClient
 EMPTY_CONFIG_HOME = tempfile.mkdtemp(prefix="tiller-tests-config-")
 """An empty XDG config home: the machine's own ~/.config/tiller (config file, AGENTS.md,
 prompts, skills) never reaches a test that does not ask for one."""
+TEST_DATA_HOME = tempfile.mkdtemp(prefix="tiller-tests-data-")
+"""The XDG data home of the servers this test process spawns (not the machine's own)."""
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without provider settings that would leak into a test, and
-    with an empty config home unless ``extra`` names one."""
+    """This process's environment without provider settings that would leak into a test, with
+    an empty config home and a data folder of the test process's own (where the providers'
+    model lists are cached: a test that scripts a list passes a folder of its own) unless
+    ``extra`` names them (or a ``HOME``, under which the data folder then is)."""
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("OPENAI_", "ANTHROPIC_", "TILLER_"))
     }
     env["XDG_CONFIG_HOME"] = EMPTY_CONFIG_HOME
+    if "HOME" not in extra:  # a test with a HOME of its own keeps its data there
+        env["XDG_DATA_HOME"] = TEST_DATA_HOME
     env.update(extra)
     return env
 

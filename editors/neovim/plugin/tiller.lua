@@ -47,6 +47,10 @@ command('TillerModel', function()
   tiller().model()
 end, { nargs = 0, desc = "Tiller: pick the session's model" })
 
+command('TillerThinking', function()
+  tiller().thinking()
+end, { nargs = 0, desc = "Tiller: pick the session's thinking level" })
+
 command('TillerMode', function()
   tiller().mode()
 end, { nargs = 0, desc = "Tiller: pick the session's permission mode" })

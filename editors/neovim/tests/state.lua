@@ -1,7 +1,7 @@
 -- Visible state against the real server: the status text (thinking before the first token,
 -- waiting for you, running a tool, idle with tokens), the chat window's statusline, a tool's
 -- fold the user opened staying open while its output updates, 'foldlevel' left as the user
--- set it, and the :TillerModel and :TillerMode pickers.
+-- set it, and the :TillerModel, :TillerThinking and :TillerMode pickers.
 
 local here = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':h')
 local harness = dofile(here .. '/harness.lua')
@@ -80,7 +80,7 @@ harness.run(function(config, obs)
     table.insert(offered, { prompt = opts.prompt, labels = labels })
     for i, label in ipairs(labels) do
       local name = label:gsub('^● ', ''):gsub('^  ', '')
-      if pick and (name == config.pick_model or name == 'auto') then
+      if pick and (name == config.pick_model or name == 'auto' or name == 'max') then
         return on_choice(items[i])
       end
     end
@@ -98,8 +98,10 @@ harness.run(function(config, obs)
   end
   obs.model_set = picked(tiller.model)
   obs.mode_set = picked(tiller.mode)
+  obs.thinking_set = picked(tiller.thinking)
   pick = false
   obs.model_again, obs.mode_again = picked(tiller.model), picked(tiller.mode)
+  obs.thinking_again = picked(tiller.thinking)
   obs.offered = offered
 
   -- The user's foldlevel survives :Tiller.

@@ -169,6 +169,8 @@ export class ChatModel {
         }
         return ops;
       }
+      case 'notice': // the model is deprecated, was replaced, or lacks the thinking level
+        return [...this.flush(), { op: 'notice', level: 'info', text: event.level === 'warning' ? `⚠ ${event.message}` : event.message }];
       case 'checkpoint':
         this.changes ??= { entryId: event.entryId, files: new Set() };
         for (const file of event.files) {

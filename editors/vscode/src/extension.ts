@@ -11,7 +11,7 @@ import { ChatViewProvider, type ChatHost, type SubmitKind } from './chatView';
 import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHandlers } from './client';
 import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOutcome, type TurnCheckpoint } from './protocol';
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
-import { pickMode, pickModel } from './pickers';
+import { pickMode, pickModel, pickThinking } from './pickers';
 import { StatusItem, type Activity } from './status';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
 
@@ -192,6 +192,15 @@ class TillerController implements ChatHost, vscode.Disposable {
     const { client, sessionId } = await this.connect();
     const state = await client.getState({ sessionId });
     if (await pickModel(client, sessionId, state.model)) {
+      await this.refreshState();
+    }
+  }
+
+  /** Pick the conversation's thinking level (agent/setThinkingLevel). */
+  async pickThinking(): Promise<void> {
+    const { client, sessionId } = await this.connect();
+    const state = await client.getState({ sessionId });
+    if (await pickThinking(client, sessionId, state.thinkingLevel)) {
       await this.refreshState();
     }
   }
@@ -506,6 +515,9 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('tiller.continue', () => tiller.continueRun()),
     vscode.commands.registerCommand('tiller.pickModel', () =>
       tiller.pickModel().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
+    ),
+    vscode.commands.registerCommand('tiller.pickThinking', () =>
+      tiller.pickThinking().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
     ),
     vscode.commands.registerCommand('tiller.pickMode', () =>
       tiller.pickMode().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),

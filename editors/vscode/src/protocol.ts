@@ -121,7 +121,7 @@ export type RunStopReason = (typeof RunStopReason)[number];
 export const StopReason = ['stop', 'length', 'toolUse', 'error', 'aborted'] as const;
 export type StopReason = (typeof StopReason)[number];
 
-export const ThinkingLevel = ['off', 'low', 'medium', 'high'] as const;
+export const ThinkingLevel = ['off', 'low', 'medium', 'high', 'xhigh', 'max'] as const;
 export type ThinkingLevel = (typeof ThinkingLevel)[number];
 
 export const ToolKind = ['read', 'edit', 'execute', 'search', 'think', 'other'] as const;
@@ -158,7 +158,8 @@ export type AgentEvent =
   | AgentSettled
   | CommandsChanged
   | McpStatus
-  | PlanChanged;
+  | PlanChanged
+  | Notice;
 
 /** Nothing else will follow for this run: no retry, no queued message. The idle signal. */
 export interface AgentSettled {
@@ -369,6 +370,8 @@ export interface GetStateResult {
   steeringMode: QueueMode;
   followUpMode: QueueMode;
   thinkingLevel: ThinkingLevel;
+  /** the level the model runs at, when not thinkingLevel */
+  effectiveThinkingLevel?: ThinkingLevel;
   permissionMode: PermissionMode;
   usage: Usage;
   contextFiles: ContextFileEntry[];
@@ -470,15 +473,26 @@ export interface ModelCostModel {
   output: number;
   cacheRead: number;
   cacheWrite: number;
+  cacheWrite1h?: number;
 }
 
 export interface ModelEntry {
   provider: string;
   id: string;
+  displayName?: string;
   contextWindow?: number;
   maxOutputTokens?: number;
   cost?: ModelCostModel;
   reasoning: boolean;
+  /** the levels the model takes; absent: not known */
+  thinkingLevels?: ThinkingLevel[];
+  line?: string;
+  lifecycle?: 'active' | 'deprecated' | 'retired';
+  deprecatedAt?: string;
+  retiresAt?: string;
+  source: 'catalog' | 'config' | 'provider';
+  /** when the catalog's facts and prices were checked */
+  checked?: string;
 }
 
 export interface ModelsListResult {
@@ -491,6 +505,18 @@ export type NoParams = Record<string, never>;
 
 export interface NoPreview {
   kind: 'none';
+}
+
+/**
+ * What the user should know about the session's model: deprecated, replaced, a thinking
+ * level it lacks (protocol.md, `notice`).
+ */
+export interface Notice {
+  sessionId: string;
+  seq: number;
+  type: 'notice';
+  level: 'info' | 'warning';
+  message: string;
 }
 
 export interface PathPreview {
@@ -523,6 +549,10 @@ export interface ProviderEntry {
   apiKeyEnv?: string;
   /** a key is set, or none is needed (local, base URL) */
   configured: boolean;
+  /** when the provider last listed its models (ms since the epoch) */
+  modelsFetchedAt?: number;
+  /** why the provider's model list could not be had */
+  modelsError?: string;
 }
 
 export interface QueueParams {
@@ -674,6 +704,7 @@ export interface SessionNewParams {
   cwd?: string;
   provider?: string;
   model?: string;
+  thinkingLevel?: ThinkingLevel;
   systemPrompt?: string;
   appendSystemPrompt?: string;
   /** Default: `true`. */
@@ -700,6 +731,8 @@ export interface SetModelParams {
 export interface SetModelResult {
   provider: string;
   model: string;
+  /** the model is deprecated, or was replaced */
+  notice?: string;
 }
 
 export interface SetPermissionModeParams {
@@ -729,6 +762,10 @@ export interface SetThinkingLevelParams {
 
 export interface SetThinkingLevelResult {
   level: ThinkingLevel;
+  /** the level the session's model runs at */
+  effective: ThinkingLevel;
+  /** why effective is not level */
+  note?: string;
 }
 
 export interface SkippedFile {

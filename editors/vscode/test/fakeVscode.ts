@@ -129,6 +129,10 @@ export interface Recorded {
   views: Map<string, unknown>;
   contentProviders: Map<string, { provideTextDocumentContent(uri: Uri): string }>;
   output: string[];
+  /** Each quick pick shown: its title and items. */
+  picks: Array<{ title?: string; items: Array<{ label: string; description?: string; detail?: string }> }>;
+  /** Warning messages shown. */
+  warnings: string[];
 }
 
 export interface FakeVscodeOptions {
@@ -136,6 +140,8 @@ export interface FakeVscodeOptions {
   settings: Record<string, unknown>;
   /** Which button a modal dialog "clicks" (the extension should not show any). */
   answer?: (message: string, items: string[]) => string | undefined;
+  /** Which item a quick pick "picks" (default: none, as if dismissed). */
+  pick?: (items: Array<{ label: string; description?: string; detail?: string }>) => unknown;
 }
 
 export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<string, unknown>; recorded: Recorded } {
@@ -150,6 +156,8 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     views: new Map(),
     contentProviders: new Map(),
     output: [],
+    picks: [],
+    warnings: [],
   };
   const textDocuments: TextDocument[] = [];
   const disposable = { dispose: () => undefined };
@@ -197,6 +205,17 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
       },
       showTextDocument: async () => undefined,
       showInputBox: async () => undefined,
+      showQuickPick: async (
+        items: Array<{ label: string; description?: string; detail?: string }>,
+        pickOptions?: { title?: string },
+      ) => {
+        recorded.picks.push({ title: pickOptions?.title, items });
+        return options.pick?.(items);
+      },
+      showWarningMessage: async (message: string) => {
+        recorded.warnings.push(message);
+        return undefined;
+      },
     },
     commands: {
       registerCommand: (id: string, run: (...args: unknown[]) => unknown) => {

@@ -416,3 +416,11 @@ test('chat model: a run that changed files ends with their list and the first ch
   model.apply(ev({ type: 'agent_start' }));
   assert.deepEqual(model.apply(ev({ type: 'agent_settled' })), [{ op: 'state', running: false }], 'no changes, no list');
 });
+
+test('a notice event (a deprecated or replaced model, a level it lacks) becomes an info notice', () => {
+  const model = new ChatModel();
+  const warning = model.apply(ev({ type: 'notice', level: 'warning', message: 'claude-opus-4-5 is deprecated' }));
+  assert.deepEqual(warning, [{ op: 'notice', level: 'info', text: '⚠ claude-opus-4-5 is deprecated' }]);
+  const info = model.apply(ev({ type: 'notice', level: 'info', message: 'using claude-sonnet-5-5' }));
+  assert.deepEqual(info, [{ op: 'notice', level: 'info', text: 'using claude-sonnet-5-5' }]);
+});

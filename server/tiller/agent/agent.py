@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Protocol
 
 import anyio
 
@@ -24,7 +25,8 @@ from tiller.agent.settings import AgentSettings
 from tiller.config import CompactionSettings
 from tiller.errors import AgentBusyError, CannotContinueError, NoActiveRunError
 from tiller.modes import QueueMode, ThinkingLevel
-from tiller.providers.base import ModelInfo, Provider
+from tiller.providers.base import ModelInfo, ModelRequest, Provider, StreamItem
+from tiller.providers.levels import effective_level
 from tiller.types import (
     AgentSettled,
     AssistantMessage,
@@ -35,9 +37,24 @@ from tiller.types import (
     UserMessage,
 )
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "ModelGuard"]
 
 log = logging.getLogger(__name__)
+
+
+class ModelGuard(Protocol):
+    """What the session knows of its model that the Agent asks before and after model calls.
+
+    ``before_run`` is awaited before each run starts (it may look the model up, replace the
+    provider, publish notices); ``refusal`` is an error that ends every model call of the run
+    before it is sent (a retired model), or None; ``explain`` is given each call that failed
+    and returns it, its ``error_message`` perhaps made clearer. None of them may raise."""
+
+    async def before_run(self) -> None: ...
+
+    def refusal(self) -> str | None: ...
+
+    async def explain(self, message: AssistantMessage) -> AssistantMessage: ...
 
 
 class Agent:
@@ -57,10 +74,13 @@ class Agent:
         *,
         model_info: ModelInfo | None = None,
         thinking: ThinkingLevel = "off",
+        guard: ModelGuard | None = None,
     ) -> None:
         self.settings = settings
         self.model_info = model_info
         self.thinking: ThinkingLevel = thinking
+        self.guard = guard
+        self._preparing = False
         self._provider_factory = provider_factory
         self._emit = emit
         self.messages: list[Message] = []
@@ -111,7 +131,18 @@ class Agent:
     async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
         self._check_idle()
+        await self._before_run()
         return await self._run([_user_message(content)])
+
+    async def _before_run(self) -> None:
+        """The guard's ``before_run``; meanwhile the Agent counts as busy."""
+        if self.guard is None:
+            return
+        self._preparing = True
+        try:
+            await self.guard.before_run()
+        finally:
+            self._preparing = False
 
     async def continue_(self) -> RunResult:
         """Resume from the existing context, delivering queued messages if there are any."""
@@ -126,6 +157,7 @@ class Agent:
             )
             raise CannotContinueError(f"nothing to continue: {reason}")
         _ = self.provider  # fail before taking anything off the queues
+        await self._before_run()
         if not needs_input:
             return await self._run([])
         # The input is taken off a queue here, so the loop must not poll steering again before
@@ -170,7 +202,7 @@ class Agent:
         await self._idle.wait()
 
     def _check_idle(self) -> None:
-        if self.is_running:
+        if self.is_running or self._preparing:
             raise AgentBusyError(
                 "the agent is busy with a run: use agent/steer to change its direction, "
                 "agent/followUp to queue work for after it, or agent/abort to stop it"
@@ -201,16 +233,18 @@ class Agent:
         """One run's model call: streamed from ``provider``, retried on transient failures,
         compacted near the window and on overflow, priced from the catalog."""
         settings, model = self.settings, self.model_info
+        refusal = self.guard.refusal() if self.guard else None
         spec = ModelSpec(
-            stream=provider.stream,
+            stream=_refused(refusal, provider) if refusal else provider.stream,
             provider=provider.name,
             model=provider.model,
             system_prompt=settings.system_prompt,
             tools=settings.tools,
-            # A catalog model known not to reason gets no thinking knob (OpenAI answers 400).
-            thinking=self.thinking if model is None or model.reasoning else "off",
+            # The level the model takes (one known not to reason gets none: OpenAI answers 400).
+            thinking=effective_level(self.thinking, model).level,
             idle_timeout=settings.retry.idle_timeout,
             cache_key=settings.cache_key,
+            info=model,
         )
         call = streaming_call(spec, self._emit, abort)
         call = with_retry(call, settings.retry, self._emit, abort)
@@ -218,13 +252,37 @@ class Agent:
         call = with_compaction(
             call, provider.stream, settings.compaction, window, self._emit, abort
         )
-        return priced(call, model.cost if model else None)
+        cost = model.cost.at_ttl(provider.cache_ttl) if model and model.cost else None
+        return _explained(priced(call, cost), self.guard)
 
     def _poll_steering(self) -> list[Message]:
         return _drain(self.steering_queue, self.steering_mode)
 
     def _poll_follow_up(self) -> list[Message]:
         return _drain(self.follow_up_queue, self.follow_up_mode)
+
+
+def _refused(error: str, provider: Provider) -> Callable[[ModelRequest],
+                                                           AsyncIterator[StreamItem]]:
+    """A stream that sends nothing and ends in ``error`` (the guard's refusal)."""
+
+    async def stream(request: ModelRequest) -> AsyncIterator[StreamItem]:
+        yield AssistantMessage(provider=provider.name, model=provider.model,
+                               stop_reason="error", error_message=error)
+
+    return stream
+
+
+def _explained(call: ModelCall, guard: ModelGuard | None) -> ModelCall:
+    """``call`` whose failed messages go through ``guard.explain``."""
+    if guard is None:
+        return call
+
+    async def explaining(context: list[Message]) -> AssistantMessage:
+        message = await call(context)
+        return await guard.explain(message) if message.stop_reason == "error" else message
+
+    return explaining
 
 
 async def _close_provider(provider: Provider) -> None:

@@ -18,7 +18,7 @@ import anyio
 
 from tiller.agent.abort import AbortSignal
 from tiller.modes import ThinkingLevel
-from tiller.providers.base import ModelRequest, StreamItem, ToolSpec
+from tiller.providers.base import ModelInfo, ModelRequest, StreamItem, ToolSpec
 from tiller.tools.base import Tool
 from tiller.types import (
     AgentEvent,
@@ -65,6 +65,8 @@ class ModelSpec:
     thinking: ThinkingLevel = "off"
     idle_timeout: float = 120.0
     cache_key: str | None = None
+    info: ModelInfo | None = None
+    """What is known of the model; it goes with each request (``ModelRequest.model``)."""
 
     def request(self, context: Sequence[Message]) -> ModelRequest:
         """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
@@ -77,6 +79,7 @@ class ModelSpec:
             ],
             thinking=self.thinking,
             cache_key=self.cache_key,
+            model=self.info,
         )
 
 

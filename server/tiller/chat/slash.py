@@ -85,6 +85,8 @@ class SlashCommands:
             for model in listed["models"]:
                 ready = providers.get(model["provider"], {}).get("configured")
                 mark = "" if ready else "  (not configured)"
+                if model.get("lifecycle") == "deprecated":
+                    mark += f"  (deprecated, retires {model.get('retiresAt') or 'soon'})"
                 self.renderer.notice(f"  {model['provider']} {model['id']}{mark}")
             return
         params: dict[str, Any] = {}
@@ -96,6 +98,8 @@ class SlashCommands:
             params = {"provider": self.renderer.status.state.get("provider"), "model": words[0]}
         switched = await self.connection.call("agent/setModel", params)
         self.renderer.notice(f"model: {switched['provider']}/{switched['model']}")
+        if switched.get("notice"):
+            self.renderer.notice(f"⚠ {switched['notice']}")
 
     async def _mode(self, argument: str) -> None:
         if not argument:
@@ -107,11 +111,15 @@ class SlashCommands:
 
     async def _thinking(self, argument: str) -> None:
         if not argument:
-            now = self.renderer.status.state.get("thinkingLevel")
-            self.renderer.notice(f"  thinking: {now} (one of {', '.join(THINKING_LEVELS)})")
+            state = self.renderer.status.state
+            now, runs = state.get("thinkingLevel"), state.get("effectiveThinkingLevel")
+            at = f", the model runs at {runs}" if runs and runs != now else ""
+            self.renderer.notice(f"  thinking: {now}{at} (one of {', '.join(THINKING_LEVELS)})")
             return
         result = await self.connection.call("agent/setThinkingLevel", {"level": argument})
         self.renderer.notice(f"thinking: {result['level']}")
+        if result.get("note"):  # the model lacks the level, or does not think at all
+            self.renderer.notice(f"ℹ {result['note']}")
 
     async def _compact(self, argument: str) -> None:
         params = {"instructions": argument} if argument else {}

@@ -105,8 +105,10 @@ class Status:
 
     @staticmethod
     def notice(event: Mapping[str, Any]) -> str | None:
-        """The line to print for a retry or compaction event; None for the others."""
+        """The line to print for a retry, compaction or notice event; None for the others."""
         kind = event.get("type")
+        if kind == "notice":
+            return f"{'⚠' if event.get('level') == 'warning' else 'ℹ'} {event.get('message')}"
         if kind == "retry_scheduled":
             delay = float(event.get("delayMs", 0)) / 1000
             return (f"⟳ {event.get('errorMessage')}: retry {event.get('attempt')} of "

@@ -126,6 +126,7 @@ class SessionNewParams(WireModel):
     cwd: str | None = None
     provider: str | None = None
     model: str | None = None
+    thinking_level: ThinkingLevel | None = None
     system_prompt: str | None = None
     append_system_prompt: str | None = None
     context_files: bool = True
@@ -192,12 +193,18 @@ class GetStateResult(WireModel):
     steering_mode: QueueMode
     follow_up_mode: QueueMode
     thinking_level: ThinkingLevel
+    effective_thinking_level: ThinkingLevel | None = Field(
+        default=None, description="the level the model runs at, when not thinkingLevel")
     permission_mode: PermissionMode
     usage: Usage
     context_files: list[ContextFileEntry] = Field(default_factory=list)
     refused_files: list[RefusedFileEntry] = Field(default_factory=list)
     checkpoints: CheckpointsInfo | None = None
     plan: list[PlanItem] = Field(default_factory=list)
+
+
+class McpListResult(WireModel):
+    servers: list[McpServerState]
 
 
 class CommandsListResult(WireModel):
@@ -228,6 +235,10 @@ class ProviderEntry(WireModel):
     base_url: str | None = None
     api_key_env: str | None = None
     configured: bool = Field(description="a key is set, or none is needed (local, base URL)")
+    models_fetched_at: int | None = Field(
+        default=None, description="when the provider last listed its models (ms since the epoch)")
+    models_error: str | None = Field(
+        default=None, description="why the provider's model list could not be had")
 
 
 class ModelCostModel(WireModel):
@@ -235,15 +246,26 @@ class ModelCostModel(WireModel):
     output: float
     cache_read: float
     cache_write: float
+    cache_write_1h: float | None = Field(default=None, alias="cacheWrite1h")
 
 
 class ModelEntry(WireModel):
     provider: str
     id: str
+    display_name: str | None = None
     context_window: int | None = None
     max_output_tokens: int | None = None
     cost: ModelCostModel | None = None
     reasoning: bool = False
+    thinking_levels: list[ThinkingLevel] | None = Field(
+        default=None, description="the levels the model takes; absent: not known")
+    line: str | None = None
+    lifecycle: Literal["active", "deprecated", "retired"] | None = None
+    deprecated_at: str | None = None
+    retires_at: str | None = None
+    source: Literal["catalog", "config", "provider"] = "catalog"
+    checked: str | None = Field(default=None,
+                                description="when the catalog's facts and prices were checked")
 
 
 class ModelsListResult(WireModel):
@@ -251,11 +273,8 @@ class ModelsListResult(WireModel):
     models: list[ModelEntry]
 
 
-class McpListResult(WireModel):
-    servers: list[McpServerState]
-
-
-class SetModelParams(SessionParams):
+class SetModelParams(WireModel):
+    session_id: str | None = None
     provider: str
     model: str | None = None
 
@@ -263,14 +282,19 @@ class SetModelParams(SessionParams):
 class SetModelResult(WireModel):
     provider: str
     model: str
+    notice: str | None = Field(default=None,
+                               description="the model is deprecated, or was replaced")
 
 
-class SetThinkingLevelParams(SessionParams):
+class SetThinkingLevelParams(WireModel):
+    session_id: str | None = None
     level: ThinkingLevel
 
 
 class SetThinkingLevelResult(WireModel):
     level: ThinkingLevel
+    effective: ThinkingLevel = Field(description="the level the session's model runs at")
+    note: str | None = Field(default=None, description="why effective is not level")
 
 
 # session/list, session/load, session/fork, session/delete, session/close -----------------------

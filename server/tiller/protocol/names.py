@@ -43,7 +43,7 @@ EVENT_TYPES = (
     "agent_start", "turn_start", "message_start", "message_update", "message_end",
     "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
     "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
-    "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan",
+    "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan", "notice",
 )
 """Every ``agent/event`` type, in the order of ``tiller.types.AgentEvent``'s members (a test
 keeps the two equal; protocol.md documents each)."""

@@ -3,6 +3,8 @@ and OpenAI-compatible Chat Completions (``openai``; its requests in ``openai_req
 ``openai_responses`` and ``openai_stream``, failures in ``openai_errors``, the catalogue in
 ``openai_models``, a server's own model in ``served``), Anthropic Messages (``anthropic``,
 ``anthropic_request``, ``anthropic_stream``), GGUF models in-process (``local``); streamed
-tool-call arguments (``tool_arguments``); and the registry of provider settings, the model
-catalog and the factory (``registry``). SDKs are imported on the first model call.
+tool-call arguments (``tool_arguments``); the registry of provider settings, the model
+catalog and the factory (``registry``; Anthropic's catalog: ``anthropic_models``); the
+providers' own model lists (``models_endpoint``) merged and cached (``directory``); thinking
+levels against what a model takes (``levels``). SDKs are imported on the first model call.
 """

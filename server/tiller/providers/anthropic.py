@@ -22,6 +22,11 @@ Decisions:
 * A 200 response with no events is a retryable error: in practice a proxy hiccup.
 * Tool call ids are sanitized to ``[A-Za-z0-9_-]`` (what the API accepts) in ``tool_use`` and
   ``tool_result`` alike, so a history from another provider still pairs up.
+* The thinking shape (adaptive or a budget) comes from the model's capabilities
+  (``anthropic_request``). A 400 that refuses the shape sent (``"thinking.type.enabled" is not
+  supported for this model``, ``adaptive thinking is not supported on this model``) gets one
+  retry with the other shape, which is then remembered for that model and URL
+  (``_SHAPES``, for the life of the process).
 
 The request conversion (``build_request_params``) lives in ``anthropic_request`` and is
 re-exported here. The ``anthropic`` SDK is imported on first use, never at module import (it
@@ -37,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from tiller.providers.anthropic_request import (
+    ThinkingShape,
     build_request_params,
 )
 from tiller.providers.anthropic_stream import Failure as _Failure
@@ -46,6 +52,7 @@ from tiller.providers.anthropic_stream import (
 )
 from tiller.providers.base import (
     RETRY_HINT,
+    CacheTtl,
     ModelRequest,
     SdkProvider,
     StreamItem,
@@ -71,6 +78,8 @@ _ERROR_HINTS = {
     429: f"rate limited; {RETRY_HINT}",
     529: f"the API is overloaded; {RETRY_HINT}",
 }
+_SHAPES: dict[tuple[str, str], ThinkingShape] = {}
+"""(base URL, model) -> the thinking shape a 400 taught (see the module docstring)."""
 
 
 class AnthropicProvider(SdkProvider):
@@ -80,7 +89,8 @@ class AnthropicProvider(SdkProvider):
     ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``). ``headers`` are sent with every request.
     An injected ``http_client`` (an ``httpx2.AsyncClient``) is used as is and not closed by
     ``aclose``. ``default_max_tokens`` is sent when the request sets no ``max_tokens`` (the API
-    requires one). The SDK's own retries are off: a failure is reported at once.
+    requires one). ``cache_ttl`` is the life of the prompt cache its breakpoints ask for. The
+    SDK's own retries are off: a failure is reported at once.
     """
 
     name = "anthropic"
@@ -95,12 +105,14 @@ class AnthropicProvider(SdkProvider):
         headers: Mapping[str, str] | None = None,
         request_timeout: float = 600.0,
         default_max_tokens: int = 8192,
+        cache_ttl: CacheTtl = "5m",
     ) -> None:
         super().__init__(
             model=model, base_url=base_url, api_key=api_key, http_client=http_client,
             headers=headers, request_timeout=request_timeout,
         )
         self._default_max_tokens = default_max_tokens
+        self.cache_ttl: CacheTtl = cache_ttl
         self._client: AsyncAnthropic | None = None
 
     def _get_client(self) -> AsyncAnthropic:
@@ -126,11 +138,10 @@ class AnthropicProvider(SdkProvider):
         except Exception as exc:  # e.g. a credentials profile that cannot be loaded
             yield self._final(builder, self._describe_failure(exc, started=False))
             return
-        params = build_request_params(request, self.model, self._default_max_tokens)
         response: Any = None
         failure: _Failure | None = None
         try:
-            response = await client.messages.create(**params)
+            response = await self._create(client, request)
             async for event in event_dicts(response):
                 for update in builder.feed(event):
                     yield update
@@ -141,6 +152,26 @@ class AnthropicProvider(SdkProvider):
                 with anyio.CancelScope(shield=True):
                     await response.close()
         yield self._final(builder, failure)
+
+    async def _create(self, client: AsyncAnthropic, request: ModelRequest) -> Any:
+        """``messages.create``, retried once with the other thinking shape when the API
+        refuses the one sent (then remembered)."""
+        import anthropic
+
+        where = (self._display_url(), self.model)
+        params = self._params(request, _SHAPES.get(where))
+        try:
+            return await client.messages.create(**params)
+        except anthropic.BadRequestError as exc:
+            shape = _corrected_shape(exc.api_message or str(exc), params)
+            if shape is None:
+                raise
+            _SHAPES[where] = shape
+            return await client.messages.create(**self._params(request, shape))
+
+    def _params(self, request: ModelRequest, shape: ThinkingShape | None) -> dict[str, Any]:
+        return build_request_params(request, self.model, self._default_max_tokens, shape=shape,
+                                    cache_ttl=self.cache_ttl)
 
     def _final(self, builder: MessageBuilder, failure: _Failure | None) -> AssistantMessage:
         message = builder.finish(failure)
@@ -187,6 +218,17 @@ class AnthropicProvider(SdkProvider):
         else:
             failure = _Failure(f"anthropic: unexpected failure: {type(exc).__name__}: {exc}")
         return _Failure(self._redact(failure.message), failure.retryable, failure.retry_after)
+
+
+def _corrected_shape(message: str, params: dict[str, Any]) -> ThinkingShape | None:
+    """The shape to retry with when ``message`` (a 400's) refuses the thinking ``params`` sent."""
+    sent = (params.get("thinking") or {}).get("type")
+    text = message.lower()
+    if sent == "enabled" and "thinking.type.enabled" in text and "not supported" in text:
+        return "adaptive"
+    if sent == "adaptive" and "adaptive" in text and "not supported" in text:
+        return "budget"
+    return None
 
 
 def _transport_error_kind(exc: BaseException) -> Literal["timeout", "transport"] | None:

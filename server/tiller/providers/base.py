@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeAlias
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without pydantic
@@ -24,6 +24,8 @@ if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without
 
 __all__ = [
     "RETRY_HINT",
+    "CacheTtl",
+    "Lifecycle",
     "ModelCost",
     "ModelInfo",
     "ModelRequest",
@@ -40,6 +42,11 @@ __all__ = [
 
 RETRY_HINT = "temporary: retrying may succeed"
 """Appended to the message of a failure that ``retryable`` marks."""
+
+Lifecycle = Literal["active", "deprecated", "retired"]
+"""A model's stage as its provider says it (Anthropic's ``ModelInfo.lifecycle``)."""
+CacheTtl = Literal["5m", "1h"]
+"""How long a prompt-cache entry lives (Anthropic's ``cache_control.ttl``)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,8 @@ class ModelRequest:
     cache_key: str | None = None
     """Names the conversation for the provider's prompt cache (OpenAI's ``prompt_cache_key``):
     the session's id. None: no key."""
+    model: ModelInfo | None = None
+    """What is known of the model (its capabilities, its lifecycle); None: nothing."""
 
 
 StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"
@@ -70,12 +79,15 @@ StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"
 
 @dataclass(frozen=True)
 class ModelCost:
-    """Prices in USD per million tokens."""
+    """Prices in USD per million tokens. ``cache_write`` is the price of a 5-minute cache
+    write, ``cache_write_1h`` of a 1-hour one (None: ``cache_write``); ``input`` is paid for
+    the input tokens that were neither read from nor written to the cache."""
 
     input: float = 0.0
     output: float = 0.0
     cache_read: float = 0.0
     cache_write: float = 0.0
+    cache_write_1h: float | None = None
 
     def cost_of(self, usage: Usage) -> float:
         return (
@@ -85,10 +97,24 @@ class ModelCost:
             + usage.cache_write_tokens * self.cache_write
         ) / 1_000_000
 
+    def at_ttl(self, ttl: CacheTtl | None) -> ModelCost:
+        """These prices with cache writes at ``ttl``'s price (the 1-hour one for ``1h``)."""
+        if ttl != "1h" or self.cache_write_1h is None:
+            return self
+        return replace(self, cache_write=self.cache_write_1h)
+
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What Tiller knows about one model of one provider (from the catalog or config file)."""
+    """What Tiller knows about one model of one provider: from the built-in catalog, the config
+    file's ``[[models]]`` or the provider's models endpoint (``source``).
+
+    ``thinking_levels`` are the levels the model takes, weakest first (``off`` among them when
+    its thinking can be turned off); None: not known. ``thinking_shape`` says how Anthropic is
+    asked to think: ``adaptive`` (``thinking.type: adaptive`` + ``output_config.effort``) or
+    ``budget`` (``thinking.type: enabled`` + ``budget_tokens``). Dates are ISO ``YYYY-MM-DD``;
+    ``checked`` is when a catalog entry's facts and prices were checked against the vendor.
+    """
 
     provider: str
     id: str
@@ -96,6 +122,27 @@ class ModelInfo:
     max_output_tokens: int | None = None
     cost: ModelCost | None = None
     reasoning: bool = False
+    thinking_levels: tuple[ThinkingLevel, ...] | None = None
+    thinking_shape: Literal["adaptive", "budget"] | None = None
+    display_name: str | None = None
+    line: str | None = None
+    """The model line (Anthropic's ``line``: ``sonnet``, ``opus``...); None: none or unknown."""
+    created: str | None = None
+    lifecycle: Lifecycle | None = None
+    deprecated_at: str | None = None
+    retires_at: str | None = None
+    """When it retires (``deprecated``) or retired (``retired``), as far as known."""
+    source: Literal["catalog", "config", "provider"] = "catalog"
+    checked: str | None = None
+    given: frozenset[str] = frozenset()
+    """Of a config file entry: the fields its keys set (they win over the provider's facts)."""
+
+    def levels(self) -> tuple[ThinkingLevel, ...] | None:
+        """The thinking levels it takes: ``thinking_levels``, else only ``off`` for a model
+        known not to reason (``reasoning`` false), else None (not known)."""
+        if self.thinking_levels is not None:
+            return self.thinking_levels
+        return None if self.reasoning else ("off",)
 
 
 class Provider(ABC):
@@ -103,6 +150,9 @@ class Provider(ABC):
 
     name: str
     model: str
+    cache_ttl: CacheTtl | None = None
+    """How long the prompt cache it writes lives, for pricing its writes; None: no explicit
+    cache (the provider's own, if any, is priced as ``cache_write``)."""
 
     @abstractmethod
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from tiller.errors import ProviderNotConfiguredError
-from tiller.providers.base import ModelCost, ModelInfo, Provider
+from tiller.providers.anthropic_models import ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_MODELS
+from tiller.providers.base import CacheTtl, ModelCost, ModelInfo, Provider
 from tiller.providers.openai_models import DEFAULT_MODEL as OPENAI_DEFAULT_MODEL
 from tiller.providers.openai_models import OPENAI_MODELS
 
@@ -84,7 +85,7 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
         base_url_env="OPENAI_BASE_URL", api_key_env="OPENAI_API_KEY",
     ),
     "anthropic": ProviderSettings(
-        "anthropic", "anthropic", "claude-sonnet-4-20250514",
+        "anthropic", "anthropic", ANTHROPIC_DEFAULT_MODEL,
         base_url_env="ANTHROPIC_BASE_URL", api_key_env="ANTHROPIC_API_KEY",
     ),
     "local": ProviderSettings("local", "local", "smollm2"),
@@ -92,16 +93,11 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
 
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
     *OPENAI_MODELS,  # checked 2026-12-01 (tiller.providers.openai_models)
-    ModelInfo(
-        "anthropic", "claude-sonnet-4-20250514", 200_000, 64_000,
-        ModelCost(3.00, 15.00, 0.30, 3.75), True,
-    ),
-    ModelInfo(
-        "anthropic", "claude-3-5-haiku-latest", 200_000, 8_192, ModelCost(0.80, 4.00, 0.08, 1.00)
-    ),
+    *ANTHROPIC_MODELS,  # checked 2026-12-01 (tiller.providers.anthropic_models)
     ModelInfo("local", "smollm2", 8_192, 1_024, ModelCost()),
 )
-"""Prices (USD per million tokens) as the vendors published them; the config file overrides."""
+"""Prices (USD per million tokens) as the vendors published them (Anthropic's: see
+``tiller.providers.anthropic_models``); the config file overrides."""
 
 
 def create_provider(
@@ -111,10 +107,12 @@ def create_provider(
     base_url: str | None,
     env: Mapping[str, str],
     providers: Mapping[str, ProviderSettings] | None = None,
+    cache_ttl: CacheTtl = "5m",
 ) -> Provider:
     """The provider called ``name`` (looked up in ``providers``, default the built-in ones).
 
-    ``base_url`` overrides the configured URL. Raises ProviderNotConfiguredError, with a message
+    ``base_url`` overrides the configured URL; ``cache_ttl`` is how long an Anthropic
+    provider's prompt cache lives. Raises ProviderNotConfiguredError, with a message
     saying what to set, for an unknown name or missing credentials. Nothing is sent over the
     network here, and no SDK is imported.
     """
@@ -144,7 +142,7 @@ def create_provider(
         from tiller.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(model=model, base_url=url, api_key=api_key,
-                                 headers=settings.headers)
+                                 headers=settings.headers, cache_ttl=cache_ttl)
     from tiller.providers.openai import OpenAIProvider
 
     return OpenAIProvider(model=model, base_url=url, api_key=api_key, headers=settings.headers,

@@ -21,7 +21,7 @@ from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
-from tiller.modes import PermissionMode
+from tiller.modes import PermissionMode, ThinkingLevel
 from tiller.protocol.checkpoints import RevertResult
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
@@ -49,6 +49,7 @@ class SessionSpec:
     cwd: str | None = None
     provider: str | None = None
     model: str | None = None
+    thinking_level: ThinkingLevel | None = None
     system_prompt: str | None = None
     append_system_prompt: str | None = None
     context_files: bool = True
@@ -124,8 +125,8 @@ class SessionRegistry:
         config = self.config
         cwd = Path(params.cwd).expanduser().resolve() if params.cwd else config.cwd
         provider = params.provider or config.provider
-        model = params.model or (config.model if provider == config.provider else None)
-        model = model or config.default_model(provider)
+        chosen = params.model or (config.model if provider == config.provider else None)
+        model = chosen or config.default_model(provider)
         prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
                                 params.append_system_prompt, params.context_files)
         mcp_servers = parse_server_list(list(params.mcp_servers), f"{params.source}: mcpServers")
@@ -135,19 +136,23 @@ class SessionRegistry:
         header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
                   **prompt.header()}
         session_log = SessionLog.create(log_path(self.config.session_dir, cwd, session_id), header)
-        return self._start(session_log, session_id, cwd, provider, model, prompt,
-                           params.permission_mode, mcp_servers)
+        session = self._start(session_log, session_id, cwd, provider, model, prompt,
+                              params.permission_mode, mcp_servers, model_default=chosen is None)
+        if params.thinking_level is not None:
+            session.set_thinking(params.thinking_level)
+        return session
 
     def _start(
         self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
         prompt: PromptSettings, mode: PermissionMode | None = None,
-        mcp_servers: list[McpServerConfig] | None = None,
+        mcp_servers: list[McpServerConfig] | None = None, *, model_default: bool = False,
     ) -> Session:
         context = ProjectContext(cwd, config_dir(self.config), prompt)
         session = Session(
             self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
             model=model, context=context, client=self.client, mode=mode,
             providers=self.providers, mcp_servers=mcp_servers or [],
+            model_default=model_default,
         )
         self._live[session_id] = session
         self.on_start(session)

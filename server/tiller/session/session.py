@@ -41,8 +41,11 @@ from tiller.mcp.prompts import McpPromptSource
 from tiller.modes import SUMMARY_PREFIX, THINKING_LEVELS, PermissionMode, QueueMode, ThinkingLevel
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import ChangesResult, RevertResult
-from tiller.providers.base import Provider
+from tiller.providers.base import ModelInfo, Provider
+from tiller.providers.directory import ModelDirectory
+from tiller.providers.levels import EffectiveLevel
 from tiller.providers.registry import create_provider
+from tiller.session.model_guard import ModelWatch
 from tiller.session.plan import PlanTracker
 from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
@@ -111,6 +114,8 @@ class SessionState:
     steering_mode: QueueMode
     follow_up_mode: QueueMode
     thinking_level: ThinkingLevel
+    effective_thinking_level: ThinkingLevel
+    """The level the model runs ``thinking_level`` at (tiller.providers.levels)."""
     permission_mode: PermissionMode
     usage: Usage
     """The session's spending so far, every run's together."""
@@ -149,7 +154,7 @@ def provider_factory(config: ServerConfig, provider: str, model: str) -> Callabl
     def build() -> Provider:
         return create_provider(
             provider, model=model, base_url=base_url, env=config.env,
-            providers=config.providers,
+            providers=config.providers, cache_ttl=config.cache_ttl,
         )
 
     return build
@@ -167,7 +172,8 @@ def protected_paths(config: ServerConfig) -> ProtectedPaths:
 
 class Session:
     """One live session. ``explicit_mode`` is the permission mode a client chose for it; None
-    follows the server's default."""
+    follows the server's default. ``model_default``: the model is the provider's default (no
+    one chose it), which a retired one may be replaced from (``tiller.session.model_guard``)."""
 
     def __init__(
         self, config: ServerConfig, session_log: SessionLog, *, session_id: str, cwd: Path,
@@ -175,10 +181,15 @@ class Session:
         client: EditorClient | None = None, mode: PermissionMode | None = None,
         providers: ProviderFactory = provider_factory,
         mcp_servers: Sequence[McpServerConfig] = (),
+        model_default: bool = False,
     ) -> None:
         self.config = config
         self.providers = providers
         self.id, self.cwd, self.provider, self.model = session_id, cwd, provider, model
+        self.model_default = model_default
+        self.directory = ModelDirectory(config)
+        """The providers' models (tiller.providers.directory)."""
+        self.watch = ModelWatch(self)
         self.context = context
         """Context files, slash commands and skills (tiller.context.project)."""
         self.recorder = LogRecorder(session_id, session_log)
@@ -210,7 +221,8 @@ class Session:
         )
         self.agent = Agent(
             settings, providers(config, provider, model), self.publish,
-            model_info=config.model_info(provider, model), thinking=config.thinking,
+            model_info=self.directory.info(provider, model), thinking=config.thinking,
+            guard=self.watch,
         )
         repo, off_reason = open_shadow(config.session_dir, cwd, session_log.path, session_id,
                                        config.checkpoint_max_bytes)
@@ -449,7 +461,9 @@ class Session:
             pending_steering=len(agent.steering_queue),
             pending_follow_up=len(agent.follow_up_queue),
             steering_mode=agent.steering_mode, follow_up_mode=agent.follow_up_mode,
-            thinking_level=agent.thinking, permission_mode=self.gate.mode, usage=agent.usage,
+            thinking_level=agent.thinking,
+            effective_thinking_level=self.watch.thinking().level,
+            permission_mode=self.gate.mode, usage=agent.usage,
             context_files=list(self.context.files), refused_files=list(self.context.refused),
             checkpoints_enabled=self.checkpoints.enabled,
             checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
@@ -492,13 +506,24 @@ class Session:
         await self.refresh_commands()
         return self.mcp.states()
 
-    async def set_model(self, provider: str, model: str | None) -> None:
-        """Switch to another provider/model between runs (the old provider is closed)."""
-        model = model or self.config.default_model(provider)
-        await self.agent.set_provider(
-            self.providers(self.config, provider, model), self.config.model_info(provider, model)
-        )
-        self.provider, self.model = provider, model
+    async def set_model(self, provider: str, model: str | None) -> str | None:
+        """Switch to another provider/model between runs (the old provider is closed); the
+        model is looked up first (``ModelDirectory.lookup``). Returns the notice a deprecated
+        model gets, or None."""
+        chosen = model or self.config.default_model(provider)
+        self.providers(self.config, provider, chosen)()  # a missing key fails before the lookup
+        info = await self.directory.lookup(provider, chosen)
+        await self.switch_model(provider, chosen, info, default=model is None)
+        notice = self.watch.lifecycle_notice(info)
+        if notice:
+            self.watch.mark("lifecycle", chosen)
+        return notice
+
+    async def switch_model(self, provider: str, model: str, info: ModelInfo | None, *,
+                           default: bool) -> None:
+        """Use ``model`` of ``provider`` from the next model call on, and log it."""
+        await self.agent.set_provider(self.providers(self.config, provider, model), info)
+        self.provider, self.model, self.model_default = provider, model, default
         self.recorder.append("model_change", provider=provider, model=model)
 
     async def refresh_commands(self) -> None:
@@ -529,10 +554,15 @@ class Session:
         lead out of their root (tiller.context.confined)."""
         return list(self.context.catalog.refused)
 
-    def set_thinking(self, level: ThinkingLevel) -> None:
-        """Read when the next run starts."""
+    def set_thinking(self, level: ThinkingLevel) -> EffectiveLevel:
+        """Read when the next run starts; returns the level the model runs it at (and why,
+        when that differs: the note then is not repeated as a notice)."""
         self.agent.thinking = level
         self.recorder.append("thinking_change", level=level)
+        effective = self.watch.thinking()
+        if effective.note:
+            self.watch.mark("thinking", self.model, level)
+        return effective
 
     def restore(self, state: Replay) -> None:
         """Take over a replayed log's transcript, queues, thinking level and spending (what a

@@ -52,7 +52,8 @@ async def test_models_list_shows_providers_and_models_without_secrets(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     config = config_with_second_server(tmp_path, "http://127.0.0.1:9/v1")
-    env = clean_env(SECOND_KEY="sk-second-SECRET", ANTHROPIC_API_KEY="sk-ant-SECRET")
+    env = clean_env(SECOND_KEY="sk-second-SECRET", ANTHROPIC_API_KEY="sk-ant-SECRET",
+                    ANTHROPIC_BASE_URL="http://127.0.0.1:9")  # asked for its models: refused
     async with spawn_tiller(fake_openai, tmp_path, "--config", config, env=env) as tiller:
         listed = await tiller.request("models/list")
 
@@ -89,7 +90,7 @@ async def test_set_model_and_thinking_level_apply_to_the_next_run(
         second.assert_script_complete()
 
     assert switched == {"provider": "second", "model": "m2"}
-    assert level == {"level": "high"}
+    assert level == {"level": "high", "effective": "high"}  # m2's config entry: it reasons
     assert "reasoning_effort" not in fake_openai.requests[0]
     request = second.requests[0]
     assert request["model"] == "m2" and request["reasoning_effort"] == "high"
@@ -148,3 +149,25 @@ def test_provider_help_names_the_default_it_would_pick() -> None:
     assert "anthropic here" in " ".join(build_parser(env).format_help().split())
     os_default = default_provider(os.environ, None)
     assert f"{os_default} here" in " ".join(chat_parser().format_help().split())
+
+
+@pytest.mark.process
+async def test_session_new_takes_a_thinking_level_that_is_saved_with_it(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    config = config_with_second_server(tmp_path, fake_openai.url)
+    env = clean_env(SECOND_KEY="sk-second")
+    fake_openai.enqueue(text_reply("thought hard"))
+    async with spawn_tiller(fake_openai, tmp_path, "--config", config, env=env) as tiller:
+        created = await tiller.request("session/new", {"provider": "second", "model": "m2",
+                                                       "thinkingLevel": "xhigh"})
+        state = await tiller.request("agent/getState", {"sessionId": created["sessionId"]})
+        await tiller.request("agent/prompt", {"sessionId": created["sessionId"],
+                                              "message": "think"})
+    async with spawn_tiller(fake_openai, tmp_path, "--config", config, env=env) as tiller:
+        await tiller.request("session/load", {"sessionId": created["sessionId"]})
+        loaded = await tiller.request("agent/getState", {"sessionId": created["sessionId"]})
+
+    # m2's entry says it reasons but not which levels: xhigh goes as set
+    assert (state["thinkingLevel"], state["effectiveThinkingLevel"]) == ("xhigh", "xhigh")
+    assert loaded["thinkingLevel"] == "xhigh"  # from the session log

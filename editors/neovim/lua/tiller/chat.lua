@@ -126,6 +126,11 @@ local dispatch = {
   tool_execution_end = T.tool_end,
   retry_scheduled = retry_scheduled,
   agent_end = agent_end,
+  -- The session's model is deprecated, was replaced, or lacks the thinking level.
+  notice = function(event)
+    local warning = event.level == 'warning'
+    M.notice(warning and 'warning' or 'info', (warning and '⚠ ' or 'ℹ ') .. tostring(event.message))
+  end,
 }
 
 --- Render one `agent/event` (its params) into the chat buffer.

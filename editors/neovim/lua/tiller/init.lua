@@ -364,6 +364,9 @@ function M.model(on_done)
         notify(':TillerModel failed: ' .. reason(err), vim.log.levels.ERROR)
       else
         notify(string.format('model: %s/%s', set.provider, set.model))
+        if set.notice then -- a deprecated model: when it retires
+          notify(set.notice, vim.log.levels.WARN)
+        end
       end
       on_done(err, set)
     end)
@@ -380,18 +383,61 @@ function M.model(on_done)
           usable[provider.name] = provider.configured
         end
         local models = vim.tbl_filter(function(model)
-          return usable[model.provider]
+          return usable[model.provider] and model.lifecycle ~= 'retired'
         end, result.models or {})
         vim.ui.select(models, {
           prompt = 'Tiller model',
           kind = 'tiller.model',
           format_item = function(model)
             local current = model.provider == state.provider and model.id == state.model
-            return marked(model.provider .. '/' .. model.id, current)
+            local label = model.provider .. '/' .. model.id
+            if model.lifecycle == 'deprecated' then
+              label = label .. ' (deprecated, retires ' .. tostring(model.retiresAt or 'soon') .. ')'
+            end
+            return marked(label, current)
           end,
         }, function(model)
           picked(id, model)
         end)
+      end)
+    end)
+  end)
+end
+
+--- :TillerThinking - pick the session's thinking level (agent/setThinkingLevel); the current
+--- one is marked ●. A level the model lacks runs at the nearest one it takes: the server's
+--- note says so.
+function M.thinking(on_done)
+  on_done = on_done or function() end
+  local function picked(id, level)
+    if not level then
+      return on_done(nil, nil)
+    end
+    client.request('agent/setThinkingLevel', { sessionId = id, level = level }, function(err, result)
+      if err then
+        notify(':TillerThinking failed: ' .. reason(err), vim.log.levels.ERROR)
+      else
+        notify('thinking: ' .. tostring(result.level))
+        if result.note then
+          notify(result.note)
+        end
+      end
+      on_done(err, result)
+    end)
+  end
+  with_session(function(id)
+    with_state(id, function(state)
+      local info = client.server_info() or {}
+      local levels = (info.capabilities or {}).thinkingLevels
+        or { 'off', 'low', 'medium', 'high', 'xhigh', 'max' }
+      vim.ui.select(levels, {
+        prompt = 'Tiller thinking level',
+        kind = 'tiller.thinking',
+        format_item = function(level)
+          return marked(level, level == state.thinkingLevel)
+        end,
+      }, function(level)
+        picked(id, level)
       end)
     end)
   end)

@@ -4,10 +4,12 @@ session as ACP ``configOptions`` (``select`` options), and setting one.
 =================  ================  ======================================================
 ``id``             ``category``      values
 =================  ================  ======================================================
-``model``          ``model``         ``provider/model``: the catalog's models and each
-                                     provider's default model, of the providers that are
-                                     usable (the server's own, or one with a key or a URL)
-``thought_level``  ``thought_level`` ``off``, ``low``, ``medium``, ``high``
+``model``          ``model``         ``provider/model``: the models each usable provider
+                                     lists (the server's own, or one with a key or a URL;
+                                     ``tiller.providers.directory``: its ``GET /v1/models``
+                                     as last asked, else the catalog's) and its default
+``thought_level``  ``thought_level`` ``off``, ``low``, ``medium``, ``high``, ``xhigh``,
+                                     ``max``; the model runs a level it lacks at the nearest
 ``mode``           ``mode``          the permission modes (the same as ACP's session modes)
 =================  ================  ======================================================
 """
@@ -20,7 +22,15 @@ from tiller.config import ServerConfig
 from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 from tiller.session.session import Session
 
-__all__ = ["MODES", "OptionError", "config_options", "model_choices", "set_option"]
+__all__ = [
+    "MODES",
+    "OptionError",
+    "config_options",
+    "model_choices",
+    "offered_models",
+    "set_option",
+    "usable_providers",
+]
 
 MODES: list[dict[str, str]] = [
     {"id": "ask", "name": "Ask",
@@ -33,7 +43,8 @@ MODES: list[dict[str, str]] = [
 ]
 """ACP session modes: Tiller's permission modes (protocol.md, "Permissions")."""
 
-THOUGHT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High"}
+THOUGHT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High",
+                 "xhigh": "Extra high", "max": "Max"}
 
 
 class OptionError(ValueError):
@@ -49,20 +60,31 @@ def _usable(config: ServerConfig, provider: str) -> bool:
     return settings.has_key(config.env) or settings.resolve_base_url(config.env) is not None
 
 
-def model_choices(config: ServerConfig, session: Session) -> list[tuple[str, str]]:
-    """``(provider, model)`` pairs to choose from, the session's own first."""
+def usable_providers(config: ServerConfig, session: Session) -> list[str]:
+    """The providers whose models the model option offers: the session's, then the usable."""
+    names = [session.provider, *config.providers]
+    return [name for name in dict.fromkeys(names)
+            if name == session.provider or _usable(config, name)]
+
+
+def offered_models(config: ServerConfig, session: Session) -> frozenset[tuple[str, str]]:
+    """The (provider, model) pairs the model option offers now."""
+    return frozenset((provider, model) for provider, model, _ in model_choices(config, session))
+
+
+def model_choices(config: ServerConfig, session: Session) -> list[tuple[str, str, str]]:
+    """``(provider, model, description)`` to choose from, the session's own first; retired
+    models are left out, a deprecated one says when it retires."""
     choices = [(session.provider, session.model)]
-    for info in config.models:
-        choices.append((info.provider, info.id))
-    for name, settings in config.providers.items():
-        choices.append((name, settings.default_model))
-    seen: set[tuple[str, str]] = set()
-    unique = []
-    for pair in choices:
-        if pair not in seen and (pair == choices[0] or _usable(config, pair[0])):
-            seen.add(pair)
-            unique.append(pair)
-    return unique
+    notes: dict[tuple[str, str], str] = {}
+    for name in usable_providers(config, session):
+        for info in session.directory.models(name):
+            choices.append((name, info.id))
+            if info.lifecycle == "deprecated":
+                notes[name, info.id] = f"deprecated, retires {info.retires_at or 'soon'}"
+        choices.append((name, config.default_model(name)))
+    return [(provider, model, ", ".join(filter(None, [provider, notes.get((provider, model))])))
+            for provider, model in dict.fromkeys(choices)]
 
 
 def _select(option_id: str, name: str, current: str, values: list[dict[str, str]],
@@ -73,8 +95,8 @@ def _select(option_id: str, name: str, current: str, values: list[dict[str, str]
 
 def config_options(config: ServerConfig, session: Session) -> list[dict[str, Any]]:
     """The session's ``configOptions``, current values included."""
-    models = [{"value": f"{provider}/{model}", "name": model, "description": provider}
-              for provider, model in model_choices(config, session)]
+    models = [{"value": f"{provider}/{model}", "name": model, "description": description}
+              for provider, model, description in model_choices(config, session)]
     levels = [{"value": level, "name": THOUGHT_NAMES[level]} for level in THINKING_LEVELS]
     modes = [{"value": mode["id"], "name": mode["name"], "description": mode["description"]}
              for mode in MODES]
@@ -94,7 +116,7 @@ async def set_option(config: ServerConfig, session: Session, option_id: str, val
     if not isinstance(value, str):
         raise OptionError(f"value: {option_id} takes a value id, not {value!r}")
     if option_id == "model":
-        pairs = {f"{p}/{m}": (p, m) for p, m in model_choices(config, session)}
+        pairs = {f"{p}/{m}": (p, m) for p, m, _ in model_choices(config, session)}
         if value not in pairs:
             raise OptionError(f"value: unknown model {value!r}")
         await session.set_model(*pairs[value])

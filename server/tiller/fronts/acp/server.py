@@ -37,7 +37,14 @@ from tiller.config import ServerConfig
 from tiller.errors import AuthRequiredError
 from tiller.fronts.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
 from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
-from tiller.fronts.acp.options import MODES, OptionError, config_options, set_option
+from tiller.fronts.acp.options import (
+    MODES,
+    OptionError,
+    config_options,
+    offered_models,
+    set_option,
+    usable_providers,
+)
 from tiller.fronts.acp.params import (
     AcpAuthenticateParams,
     AcpCancelRequestParams,
@@ -142,6 +149,7 @@ class AcpFront:
             translate=acp_error,
         )
         self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
+        self._background: set[asyncio.Task[None]] = set()
         self._register()
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
@@ -209,10 +217,32 @@ class AcpFront:
         return {"currentModeId": session.permission_mode, "availableModes": MODES}
 
     def _result(self, session: Session, *, new: bool = False) -> AcpSessionResult:
-        """``session/new``/``load``/``resume``'s result: modes and config options."""
+        """``session/new``/``load``/``resume``'s result: modes and config options (the models
+        as last listed; a list older than a day is asked for after the answer)."""
+        offered, own = offered_models(self.config, session), (session.provider, session.model)
+        task = asyncio.get_running_loop().create_task(
+            self._refresh_models(session, offered, own))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
         return AcpSessionResult(session_id=session.id if new else None,
                                 modes=self._modes(session),
                                 config_options=config_options(self.config, session))
+
+    async def _refresh_models(self, session: Session, sent: frozenset[tuple[str, str]],
+                              own: tuple[str, str]) -> None:
+        """Ask the usable providers for their models (unless listed within the day); if that
+        offers a model the answer did not, or takes one away (not the session's own, which
+        the client may have changed meanwhile), send a ``config_option_update``."""
+        try:
+            async with anyio.create_task_group() as group:
+                for name in usable_providers(self.config, session):
+                    group.start_soon(session.directory.refresh, name)
+            now = offered_models(self.config, session)
+            gone = sent - now - {own, (session.provider, session.model)}
+            if now - sent or gone:
+                self._options_changed(session, False)
+        except Exception:  # background work: logged, never raised
+            log.exception("refreshing the model lists for session %s failed", session.id)
 
     def _options_changed(self, session: Session, mode_changed: bool) -> None:
         """Tell the client the session's options (and, if it changed, its mode) changed."""

@@ -23,6 +23,7 @@ Tiller event                           ACP ``sessionUpdate``
                                        (a call run in the client's terminal: the terminal, then
                                        the output as the model got it)
 ``retry_scheduled``                    ``agent_thought_chunk`` saying the call is retried
+``notice`` (the model: deprecated...)  ``agent_thought_chunk`` ``Note: <message>``
 ``message_end`` of the first user msg   ``session_info_update`` with the title
 ``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions); a failed
                                        call's ``errorMessage`` as an ``agent_message_chunk`` first
@@ -52,6 +53,7 @@ from tiller.types import (
     Message,
     MessageEnd,
     MessageUpdate,
+    Notice,
     PlanChanged,
     PlanItem,
     RetryScheduled,
@@ -223,6 +225,8 @@ class UpdateMapper:
             note = (f"Retrying the model call (attempt {event.attempt} of "
                     f"{event.max_attempts}): {event.error_message}\n")
             return [_chunk("agent_thought_chunk", _text(note))]
+        elif isinstance(event, Notice):  # the model is deprecated, replaced...: ACP has no notice
+            return [_chunk("agent_thought_chunk", _text(f"Note: {event.message}\n"))]
         return []
 
     def tool_result(

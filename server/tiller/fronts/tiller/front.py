@@ -25,7 +25,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.config import ServerConfig
 from tiller.errors import RequestError
-from tiller.modes import PERMISSION_MODES, QUEUE_MODES
+from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
 from tiller.session.capabilities import checkpoints_off_reason
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
@@ -270,6 +270,7 @@ class TillerFront:
                 "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
                 "queueModes": list(QUEUE_MODES),
                 "permissionModes": list(PERMISSION_MODES),
+                "thinkingLevels": list(THINKING_LEVELS),
                 "sessions": {
                     "new": True, "list": True, "load": True, "fork": True,
                     "persistent": self.config.session_dir is not None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from tiller.config import ServerConfig
@@ -104,8 +105,9 @@ class Methods:
 
         spec = SessionSpec(
             cwd=params.cwd, provider=params.provider, model=params.model,
-            system_prompt=params.system_prompt, append_system_prompt=params.append_system_prompt,
-            context_files=params.context_files, permission_mode=params.permission_mode,
+            thinking_level=params.thinking_level, system_prompt=params.system_prompt,
+            append_system_prompt=params.append_system_prompt, context_files=params.context_files,
+            permission_mode=params.permission_mode,
             mcp_servers=params.mcp_servers,
         )
         return SessionNewResult(session_id=self.sessions.create(spec).id)
@@ -167,6 +169,7 @@ class Methods:
             steering_mode=state.steering_mode,
             follow_up_mode=state.follow_up_mode,
             thinking_level=state.thinking_level,
+            effective_thinking_level=state.effective_thinking_level,
             permission_mode=state.permission_mode,
             usage=state.usage,
             context_files=[ContextFileEntry(path=str(f.path), size=f.size, truncated=f.truncated)
@@ -202,19 +205,40 @@ class Methods:
         return SetPermissionModeResult(mode=params.mode)
 
     async def models_list(self, params: NoParams) -> ModelsListResult:
-        return self._models_list()
+        from tiller.session.model_list import models_list
+
+        listing = await models_list(self.config)
+        models = []
+        for info in listing.models:
+            cost, levels = info.cost, info.levels()
+            models.append(ModelEntry(
+                provider=info.provider, id=info.id, display_name=info.display_name,
+                context_window=info.context_window, max_output_tokens=info.max_output_tokens,
+                cost=ModelCostModel.model_validate({
+                    "input": cost.input, "output": cost.output, "cacheRead": cost.cache_read,
+                    "cacheWrite": cost.cache_write, "cacheWrite1h": cost.cache_write_1h,
+                }) if cost else None,
+                reasoning=info.reasoning or bool(levels and levels != ("off",)),
+                thinking_levels=list(levels) if levels is not None else None,
+                line=info.line, lifecycle=info.lifecycle, deprecated_at=info.deprecated_at,
+                retires_at=info.retires_at, source=info.source, checked=info.checked,
+            ))
+        return ModelsListResult(
+            providers=[ProviderEntry(**asdict(provider)) for provider in listing.providers],
+            models=models)
 
     async def agent_set_model(self, params: SetModelParams) -> SetModelResult:
         session = self.sessions.get(params.session_id)
-        await session.set_model(params.provider, params.model)
-        return SetModelResult(provider=session.provider, model=session.model)
+        notice = await session.set_model(params.provider, params.model)
+        return SetModelResult(provider=session.provider, model=session.model, notice=notice)
 
     async def agent_set_thinking_level(
         self, params: SetThinkingLevelParams
     ) -> SetThinkingLevelResult:
         session = self.sessions.get(params.session_id)
-        session.set_thinking(params.level)
-        return SetThinkingLevelResult(level=params.level)
+        effective = session.set_thinking(params.level)
+        return SetThinkingLevelResult(level=params.level, effective=effective.level,
+                                      note=effective.note)
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
         session = self.sessions.get(params.session_id)
@@ -241,35 +265,6 @@ class Methods:
             tool_calls=[ToolCallShown.model_validate(shown)
                         for shown in session.shown_tool_calls()],
         )
-
-    def _models_list(self) -> ModelsListResult:
-        config = self.config
-        providers = [
-            ProviderEntry(
-                name=settings.name,
-                type=settings.type,
-                base_url=settings.resolve_base_url(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-                api_key_env=settings.api_key_env,
-                configured=settings.configured(
-                    config.env, config.base_url if name == config.provider else None
-                ),
-            )
-            for name, settings in sorted(config.providers.items())
-        ]
-        models = [
-            ModelEntry(
-                provider=info.provider,
-                id=info.id,
-                context_window=info.context_window,
-                max_output_tokens=info.max_output_tokens,
-                cost=ModelCostModel(**vars(info.cost)) if info.cost else None,
-                reasoning=info.reasoning,
-            )
-            for info in config.models
-        ]
-        return ModelsListResult(providers=providers, models=models)
 
     async def _run(
         self, session: Session, message: str | list[UserContent] | None
