@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tiller.modes import (
@@ -40,6 +40,7 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "MessageUpdate",
+    "PathText",
     "PlanChanged",
     "PlanItem",
     "PlanStatus",
@@ -72,6 +73,17 @@ class WireModel(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The JSON-ready dict of this model, as it goes on the wire."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    return value
+
+
+PathText = Annotated[str, AfterValidator(_no_nul)]
+"""A file system path given on the wire: a NUL character in it is invalid params (-32602), not
+an error of the file system call it would reach."""
 
 
 # ---------------------------------------------------------------------------------------------
