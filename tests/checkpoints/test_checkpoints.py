@@ -232,6 +232,43 @@ async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path
 
 
 @pytest.mark.process
+async def test_no_fork_with_revert_files_while_the_source_runs(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 9: a fork with ``revertFiles`` rewinds the workspace under the source's
+    running command, so it is refused as ``session/revert`` is (and no fork is made); without
+    ``revertFiles`` a fork of a running session is fine."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    held = threading.Event()
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "agent\n"})]),
+        text_reply("Written."),
+        text_reply("later", gate=held),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "write"})
+        first = (await tiller.request("session/load", {"sessionId": sid}))["entryIds"][0]
+        async with anyio.create_task_group() as group:
+            group.start_soon(tiller.request, "agent/prompt", {"sessionId": sid, "message": "more"})
+            await wait_requests(fake_openai, 3)  # the second run waits for its model
+            with pytest.raises(RpcError) as busy:
+                await tiller.request("session/fork", {"sessionId": sid, "entryId": first,
+                                                      "revertFiles": True})
+            plain = await tiller.request("session/fork", {"sessionId": sid, "entryId": first})
+            held.set()
+        listed = await tiller.request("session/list")
+
+    assert busy.value.code == -32010
+    assert busy.value.message == (
+        "the session has an active run: abort it before a fork with revertFiles")
+    assert (ws / "a.txt").read_text() == "agent\n"  # nothing was reverted
+    assert "revert" not in plain
+    assert len(listed["sessions"]) == 2  # the source and the plain fork only
+
+
+@pytest.mark.process
 async def test_binary_files_and_files_past_the_size_cap(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

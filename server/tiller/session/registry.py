@@ -249,6 +249,10 @@ class SessionRegistry:
             raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
         if source is not None and not source.log.written:  # no message yet: no entry
             raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}")
+        if revert_files and source is not None and source.is_running:
+            # Refused before anything is forked: rewinding files under a running command.
+            raise AgentBusyError("the session has an active run: abort it before a fork "
+                                 "with revertFiles")
         new_id = uuid.uuid4().hex
         await anyio.to_thread.run_sync(self._copy_branch, path, session_id, entry_id, new_id)
         session = await self.load(new_id)
