@@ -33,6 +33,7 @@ __all__ = [
     "ToolSpec",
     "display_url",
     "estimated_usage",
+    "json_payload",
     "redact",
     "retry_after_seconds",
 ]
@@ -205,6 +206,17 @@ def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
         output_tokens=-(-chars(message.content) // CHARS_PER_TOKEN),
         estimated=True,
     )
+
+
+def json_payload(data: str) -> Any:
+    """One stream event's ``data:`` decoded as JSON; a ValueError (the reader's "malformed
+    event") when it is not JSON or nests too deeply to decode (RecursionError otherwise)."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("a payload nested too deeply to decode") from None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
