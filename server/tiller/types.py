@@ -33,6 +33,7 @@ __all__ = [
     "CompactionReason",
     "CompactionStart",
     "ImageContent",
+    "McpRenamedTool",
     "McpServerState",
     "McpStatus",
     "McpStatusName",
@@ -412,15 +413,26 @@ class PlanChanged(WireModel):
 McpStatusName = Literal["starting", "ready", "failed", "stopped"]
 
 
+class McpRenamedTool(WireModel):
+    """A tool of an MCP server offered under another name than ``mcp__<server>__<tool>``
+    because that name, once sanitised, was another tool's: ``tool`` is the server's name for
+    it, ``name`` the one the model sees."""
+
+    tool: str
+    name: str
+
+
 class McpServerState(WireModel):
     """One MCP server of a session: ``transport`` ``stdio``, ``http`` or ``sse``; ``error``
-    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees."""
+    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees;
+    ``renamed``: those of its tools whose name another tool had first."""
 
     name: str
     transport: str
     status: McpStatusName
     error: str | None = None
     tools: list[str] = Field(default_factory=list)
+    renamed: list[McpRenamedTool] | None = None
 
 
 class McpStatus(WireModel):
