@@ -211,6 +211,7 @@ class Agent:
             thinking=self.thinking if model is None or model.reasoning else "off",
             idle_timeout=settings.retry.idle_timeout,
             cache_key=settings.cache_key,
+            prepare=provider.prepare,
         )
         call = streaming_call(spec, self._emit, abort)
         call = with_retry(call, settings.retry, self._emit, abort)

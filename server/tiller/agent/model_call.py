@@ -55,7 +55,8 @@ the deltas, returns the final message unappended, never raises."""
 class ModelSpec:
     """What a model call sends and stamps besides the messages: the provider's stream and names
     (on every message), the request's fixed parts (``cache_key``: the prompt cache's name for
-    the conversation), and the stall timeout (``idle_timeout``)."""
+    the conversation), and the stall timeout (``idle_timeout``), which starts after
+    ``prepare`` (the provider's cold start: its SDK imported, its client made)."""
 
     stream: StreamFn
     provider: str
@@ -65,6 +66,7 @@ class ModelSpec:
     thinking: ThinkingLevel = "off"
     idle_timeout: float = 120.0
     cache_key: str | None = None
+    prepare: Callable[[], Awaitable[None]] | None = None
 
     def request(self, context: Sequence[Message]) -> ModelRequest:
         """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
@@ -115,13 +117,19 @@ async def stream_once(
 ) -> AssistantMessage:
     """One attempt: emits message_start and the deltas; returns the final message unsent.
 
-    A stream that yields nothing for ``spec.idle_timeout`` seconds becomes a retryable
-    error; an abort becomes ``aborted``; a provider that raises (a bug) becomes ``error``.
+    A stream that yields nothing for ``spec.idle_timeout`` seconds from the request on (after
+    ``spec.prepare``) becomes a retryable error; an abort becomes ``aborted``; a provider that
+    raises (a bug) becomes ``error``.
     """
     idle = spec.idle_timeout
     partial = _PartialMessage(spec.provider, spec.model)
     emit(MessageStart(message=partial.snapshot()))
     final: AssistantMessage | None = None
+    if spec.prepare is not None:
+        with abort.scope():
+            await spec.prepare()
+        if abort.aborted:
+            return partial.snapshot("aborted", "the run was aborted")
     stream = spec.stream(request)
     with abort.scope():
         try:
