@@ -190,3 +190,32 @@ async def test_the_stall_timer_starts_at_the_request_not_at_the_sdks_import(
     assert result["stopReason"] == "stop", result.get("errorMessage")
     assert "retry_scheduled" not in event_types(t.events)
     assert took >= 1.5  # the slow import did happen during the call
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The most resident memory process ``pid`` has had (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_message_past_the_size_cap_ends_the_call_and_memory_stays_bounded(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 19: a 100 MB reply was held whole several times over (~590 MB peak). One
+    message is capped at 8,000,000 characters; past it the call ends with an error saying so
+    (not retried: the model would say it again), the session and the server go on."""
+    fake_openai.enqueue(text_reply("x" * 100_000_000, chunk_size=65_536), text_reply("short"))
+    async with spawn_tiller(fake_openai, tmp_path, "--config", fast_retry_config(tmp_path)) as t:
+        result = await t.request("agent/prompt", {"message": "say a lot"}, timeout=120)
+        peak = peak_rss_mb(t.process.pid)
+        after = await t.request("agent/prompt", {"message": "say less"})
+
+    assert result["stopReason"] == "error"
+    assert result["errorMessage"] == (
+        "openai: the model's message passed 8,000,000 characters (text, thinking and tool-call "
+        "arguments together); the call was ended there")
+    assert "retry_scheduled" not in event_types(t.events)
+    assert peak < 300, peak  # MB, the whole server; 580 when the 100 MB went through
+    assert after["stopReason"] == "stop"

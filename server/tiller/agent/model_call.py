@@ -34,6 +34,7 @@ from tiller.types import (
 )
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "Emit",
     "ModelCall",
     "ModelSpec",
@@ -43,6 +44,11 @@ __all__ = [
     "stream_once",
     "streaming_call",
 ]
+
+MAX_MESSAGE_CHARS = 8_000_000
+"""The most characters of text, thinking and tool-call arguments one assistant message may
+stream (about 2 million tokens: far past any model's output limit). Past it the call ends with
+an error: a runaway or hostile stream must not grow the server's memory without bound."""
 
 Emit = Callable[[AgentEvent], None]
 StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
@@ -118,7 +124,8 @@ async def stream_once(
     """One attempt: emits message_start and the deltas; returns the final message unsent.
 
     A stream that yields nothing for ``spec.idle_timeout`` seconds from the request on (after
-    ``spec.prepare``) becomes a retryable error; an abort becomes ``aborted``; a provider that
+    ``spec.prepare``) becomes a retryable error; one whose deltas pass ``MAX_MESSAGE_CHARS``
+    an error (not retryable) at that delta; an abort becomes ``aborted``; a provider that
     raises (a bug) becomes ``error``.
     """
     idle = spec.idle_timeout
@@ -131,6 +138,7 @@ async def stream_once(
         if abort.aborted:
             return partial.snapshot("aborted", "the run was aborted")
     stream = spec.stream(request)
+    size = 0
     with abort.scope():
         try:
             while final is None:
@@ -144,6 +152,13 @@ async def stream_once(
                     )
                     final.retryable = True
                 elif isinstance(item, MessageUpdate):
+                    size += len(item.delta or "")
+                    if size > MAX_MESSAGE_CHARS:
+                        final = partial.snapshot("error", (
+                            f"{spec.provider}: the model's message passed "
+                            f"{MAX_MESSAGE_CHARS:,} characters (text, thinking and tool-call "
+                            "arguments together); the call was ended there"))
+                        break
                     partial.apply(item)
                     emit(item)
                 else:
