@@ -206,6 +206,56 @@ async def test_revert_does_not_write_through_a_symlinked_folder(
 
 
 @pytest.mark.process
+@pytest.mark.parametrize(
+    ("command", "changed"),
+    [
+        ("rm -r pkg && echo x > pkg", {"pkg": "added", "pkg/a.py": "deleted"}),
+        ("rm -r pkg && ln -s ../outside pkg", {"pkg": "added", "pkg/a.py": "deleted"}),
+        ("rm data && mkdir data && echo y > data/inner.txt",
+         {"data": "deleted", "data/inner.txt": "added"}),
+    ],
+    ids=["folder-to-file", "folder-to-symlink", "file-to-folder"],
+)
+async def test_a_folder_replaced_by_a_file_or_a_symlink_keeps_checkpoints_working(
+    fake_openai: FakeOpenAI, tmp_path: Path, command: str, changed: dict[str, str]
+) -> None:
+    """Issue 26, 7: after ``rm -r pkg && echo x > pkg`` every snapshot failed (git refused
+    ``pkg`` as both a file and a folder): no more checkpoint events, and session/changes and
+    revert answered -32603 for the rest of the session. The symlink's target (``outside/a.py``
+    exists) is never read as the workspace's."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "a.py").write_text("a = 1\n")
+    (ws / "data").write_text("data\n")
+    outside.mkdir()
+    (outside / "a.py").write_text("outside\n")
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "bash", {"command": command})]),
+        tool_call_reply([("c2", "write", {"path": "later.txt", "content": "later\n"})]),
+        text_reply("Done."),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "reshape"})
+        changes = await tiller.request("session/changes", {"sessionId": sid})
+        start = (await tiller.request("session/load", {"sessionId": sid}))["entryIds"][0]
+        reverted = await tiller.request("session/revert", {"sessionId": sid, "entryId": start})
+
+    events = [e for e in tiller.events if e["type"] == "checkpoint"]
+    assert [sorted(e["files"]) for e in events] == [sorted(changed), ["later.txt"]]
+    assert {f["path"]: f["status"] for f in changes["files"]} == {**changed,
+                                                                "later.txt": "added"}
+    assert sorted(reverted["restored"]) == sorted([*changed, "later.txt"])
+    assert reverted["conflicts"] == [] and reverted["skipped"] == []
+    assert (ws / "pkg").is_dir() and not (ws / "pkg").is_symlink()
+    assert (ws / "pkg" / "a.py").read_text() == "a = 1\n"
+    assert (ws / "data").read_text() == "data\n"
+    assert not (ws / "later.txt").exists()
+    assert (outside / "a.py").read_text() == "outside\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["a.py"]
+
+
+@pytest.mark.process
 async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

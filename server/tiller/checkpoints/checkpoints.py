@@ -15,6 +15,7 @@ hook (before), an after-tool hook and a subscriber (turn end). Git runs in worke
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -168,7 +169,11 @@ class Checkpoints:
             plan = await anyio.to_thread.run_sync(_plan_revert, repo, source, entry_id,
                                                   paths, force)
             result, restore = plan
-            for rel, blob in restore:
+            # Deletions first, deepest first, then writes, shallowest first: `pkg/a.py` goes
+            # before the file `pkg` comes back, and the folder `pkg` before `pkg/a.py` does.
+            deletions = sorted((item for item in restore if item[1] is None), reverse=True)
+            writes = sorted(item for item in restore if item[1] is not None)
+            for rel, blob in [*deletions, *writes]:
                 refused = await _restore(repo, rel, blob, files)
                 if refused is None:
                     result.restored.append(rel)
@@ -358,6 +363,12 @@ async def _restore(repo: ShadowRepo, rel: str, blob: Blob | None, files: EditorF
         at = Path(exc.at)
         shown = at.relative_to(root).as_posix() if at.is_relative_to(root) else str(at)
         return f"not restored: {shown} is a symlink, and revert does not write through one"
+    except NotADirectoryError:
+        return "not restored: a folder on its path is a file now"
+    except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY:
+            return f"not restored: {rel} is a folder now, and not empty"
+        return f"not restored: {exc.strerror or exc}"
     return None
 
 

@@ -100,6 +100,38 @@ def _stamp(dot_git: Path) -> tuple[_Stat, ...]:
     return tuple(sorted(key))
 
 
+def _paths(paths: list[str]) -> bytes:
+    """``paths`` as ``update-index -z --stdin`` reads them."""
+    return b"".join(path.encode(errors="surrogateescape") + b"\0" for path in paths)
+
+
+class _Folders:
+    """Which folders under ``root`` are real folders (not files or symlinks), each asked of
+    the file system once: a file under a symlinked folder is never read through it. A missing
+    folder counts as real (its files are deleted: ``--remove`` drops them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._known: dict[str, bool] = {"": True}
+
+    def real(self, path: str) -> bool:
+        """Whether no folder on the way to workspace-relative ``path`` is a file or a
+        symlink."""
+        folder = path.rpartition("/")[0]
+        known = self._known.get(folder)
+        if known is None:
+            known = self.real(folder)
+            if known:
+                try:
+                    known = stat.S_ISDIR(os.lstat(self.root / folder).st_mode)
+                except FileNotFoundError:
+                    known = True
+                except OSError:
+                    known = False
+            self._known[folder] = known
+        return known
+
+
 def git_available() -> bool:
     """Whether a ``git`` executable is on PATH."""
     return shutil.which("git") is not None
@@ -230,7 +262,11 @@ class ShadowRepo:
         out (over the size cap, nested repositories)."""
         listed = self.git("ls-files", "-z", "--others", "--modified", *listing, env=env)
         update: list[str] = []
+        gone: list[str] = []
+        """Files now folders, or under a folder that is a file or a symlink now: dropped
+        (never read through a symlink); what stands there now is listed on its own."""
         not_covered: list[str] = []
+        folders = _Folders(root)
         for raw in dict.fromkeys(listed.split(b"\0")):
             if not raw:
                 continue
@@ -238,22 +274,31 @@ class ShadowRepo:
             if path.endswith("/"):  # a nested repository
                 not_covered.append(path)
                 continue
+            if not folders.real(path):
+                gone.append(path)
+                continue
             try:
-                size = os.lstat(root / path).st_size
-            except FileNotFoundError:
+                info = os.lstat(root / path)
+            except (FileNotFoundError, NotADirectoryError):
                 update.append(path)  # deleted: update-index --remove drops it
                 continue
             except OSError:
                 not_covered.append(path)
                 continue
-            if size > self.max_file_bytes:
+            if stat.S_ISDIR(info.st_mode):  # a recorded file that is a folder now
+                gone.append(path)
+            elif info.st_size > self.max_file_bytes:
                 not_covered.append(path)
             else:
                 update.append(path)
-        if update:
-            payload = b"".join(p.encode(errors="surrogateescape") + b"\0" for p in update)
-            self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=payload,
+        if gone:  # --remove refuses a path "beyond a symbolic link"; --force-remove does not
+            self.git("update-index", "--force-remove", "-z", "--stdin", stdin=_paths(gone),
                      env=env)
+        if update:
+            # --replace: a file where a folder was (or the other way) drops the entries in
+            # the way, so `rm -r pkg && echo x > pkg` is recorded rather than refused.
+            self.git("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                     stdin=_paths(update), env=env)
         return self.git("write-tree", env=env).decode().strip(), not_covered
 
     def _compose(self, tree: str, git_tree: str) -> str:
