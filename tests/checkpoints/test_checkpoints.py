@@ -349,6 +349,47 @@ async def test_binary_files_and_files_past_the_size_cap(
 
 
 @pytest.mark.process
+async def test_files_crossing_the_size_cap_are_reported_and_never_lost(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 8, with a cap of 1,000 bytes: ``grows.txt`` (covered) grown past the cap was
+    neither reported nor restored, silently; ``new-big.txt`` created over the cap was missing
+    from session/changes' notCovered; the user's ``users-big.txt`` (over the cap) shrunk by
+    the agent was reported as "added", and revert deleted it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "grows.txt").write_text("small\n")
+    (ws / "users-big.txt").write_text("u" * 5000)
+    command = ("head -c 5000 /dev/zero | tr '\\0' g > grows.txt"
+               " && head -c 5000 /dev/zero | tr '\\0' n > new-big.txt"
+               " && echo shrunk > users-big.txt && echo small > made.txt")
+    fake_openai.enqueue(tool_call_reply([("c1", "bash", {"command": command})]),
+                        text_reply("ok"))
+    args = ("--session-dir", str(tmp_path / "data"), "--checkpoint-max-bytes", "1000")
+    async with spawn_tiller(fake_openai, ws, *args) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "go"})
+        event = next(e for e in tiller.events if e["type"] == "checkpoint")
+        changes = await tiller.request("session/changes", {"sessionId": sid})
+        result = await tiller.request("session/revert",
+                                      {"sessionId": sid, "entryId": event["entryId"]})
+
+    assert event["notCovered"] == ["grows.txt", "new-big.txt"]
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("made.txt", "added")]
+    assert changes["notCovered"] == ["grows.txt", "new-big.txt", "users-big.txt"]
+    assert result["restored"] == ["made.txt"] and result["conflicts"] == []
+    assert result["skipped"] == [
+        {"path": "grows.txt", "reason": "not covered: it grew past the size cap"},
+        {"path": "new-big.txt", "reason": "not covered: over the size cap"},
+        {"path": "users-big.txt",
+         "reason": "not covered: it was over the size cap before the agent changed it"},
+    ]
+    assert (ws / "users-big.txt").read_text() == "shrunk\n"  # never deleted
+    assert (ws / "grows.txt").stat().st_size == 5000
+    assert not (ws / "made.txt").exists()
+
+
+@pytest.mark.process
 async def test_fork_with_revert_files_and_editor_writes(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

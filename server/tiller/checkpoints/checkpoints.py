@@ -67,12 +67,21 @@ def open_shadow(
 
 @dataclass
 class _Turn:
-    """One checkpoint: its log entry, its place on the branch, the trees around the turn."""
+    """One checkpoint: its log entry, its place on the branch, the trees around the turn and
+    what the snapshots before it and (the latest) after it did not cover."""
 
     entry_id: str
     position: int
     before: str
     after: str | None
+    not_covered_before: frozenset[str] = frozenset()
+    not_covered_after: frozenset[str] = frozenset()
+
+    def grown(self) -> set[str]:
+        """Files the turn left over the size cap that were not over it before the turn
+        (grown past it, or created over it); folders (``node_modules/``...) aside."""
+        return {path for path in self.not_covered_after - self.not_covered_before
+                if not path.endswith("/")}
 
 
 class Checkpoints:
@@ -133,7 +142,7 @@ class Checkpoints:
                 log.exception("checkpoint: the snapshot after %s failed", call.name)
                 return
             self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
-                                 files=files)
+                                 files=files, notCovered=snap.not_covered)
         self.publish(CheckpointEvent(entry_id=entry_id, files=files,
                                      not_covered=snap.not_covered))
 
@@ -212,9 +221,12 @@ def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
     for position, entry in enumerate(branch):
         data = entry.data
         if entry.type == "checkpoint" and isinstance(data.get("tree"), str):
-            turns[entry.id] = _Turn(entry.id, position, data["tree"], None)
+            turns[entry.id] = _Turn(entry.id, position, data["tree"], None,
+                                    frozenset(data.get("notCovered") or ()))
         elif entry.type == "checkpoint_end" and data.get("checkpointId") in turns:
-            turns[data["checkpointId"]].after = data.get("tree")
+            turn = turns[data["checkpointId"]]
+            turn.after = data.get("tree")
+            turn.not_covered_after = frozenset(data.get("notCovered") or ())  # older logs: ()
     ordered = list(turns.values())
     for turn, following in zip(ordered, ordered[1:], strict=False):
         turn.after = turn.after or following.before
@@ -222,12 +234,14 @@ def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
 
 
 def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
-           only: list[str] | None = None) -> dict[str, _Span]:
+           only: list[str] | None = None) -> tuple[dict[str, _Span], set[str]]:
     """Each file (among ``only``, when given) the turns changed: as the first turn found it,
-    as the last one left it."""
+    as the last one left it; and the files whose first state is unknown, because the first
+    turn that changed them found them over the size cap (not "added": never deleted)."""
     spans: dict[str, _Span] = {}
+    unknown: set[str] = set()
     if only is not None and not only:
-        return spans
+        return spans, unknown
     for turn in turns:
         after = turn.after or now()
         changed = repo.changed_paths(turn.before, after, only)
@@ -235,9 +249,13 @@ def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
             continue
         old, new = repo.blobs(turn.before, changed), repo.blobs(after, changed)
         for rel in changed:
+            if rel not in spans and rel not in old and rel in turn.not_covered_before:
+                unknown.add(rel)
             first = spans[rel][0] if rel in spans else old.get(rel)
             spans[rel] = (first, new.get(rel))
-    return {rel: span for rel, span in spans.items() if span[0] != span[1]}
+    changed_spans = {rel: span for rel, span in spans.items()
+                     if span[0] != span[1] and rel not in unknown}
+    return changed_spans, unknown
 
 
 def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
@@ -248,7 +266,7 @@ def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
     turns = _turns(branch, first, last)
     not_covered: set[str] = set()
     for entry in branch[first:last + 1]:
-        if entry.type == "checkpoint":
+        if entry.type in ("checkpoint", "checkpoint_end"):
             not_covered.update(entry.data.get("notCovered") or [])
     current: list[str] = []
 
@@ -256,7 +274,8 @@ def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
         current[:] = current or [repo.snapshot().tree]
         return current[0]
 
-    spans = _spans(repo, turns, now)
+    spans, unknown = _spans(repo, turns, now)
+    not_covered |= unknown
     return ChangesResult(
         files=[_file_change(repo, rel, old, new) for rel, (old, new) in sorted(spans.items())],
         checkpoints=[TurnCheckpoint(entry_id=turn.entry_id,
@@ -316,19 +335,29 @@ def _plan_revert(
     turns = _turns(branch, _position(branch, entry_id, 0), len(branch))
     current = repo.snapshot()
     wanted = sorted({_relative(repo, p) for p in only}) if only is not None else None
-    spans = _spans(repo, turns, lambda: current.tree, wanted)
+    spans, unknown = _spans(repo, turns, lambda: current.tree, wanted)
     result = RevertResult()
     restore: list[tuple[str, Blob | None]] = []
+    skipped = {rel: "not covered: it was over the size cap before the agent changed it"
+               for rel in unknown}
+    for turn in turns:
+        grown = sorted(rel for rel in turn.grown() if rel not in spans and rel not in skipped
+                       and (wanted is None or rel in wanted))
+        found_before = repo.blobs(turn.before, grown)
+        for rel in grown:
+            skipped[rel] = ("not covered: it grew past the size cap" if rel in found_before
+                            else "not covered: over the size cap")
     now = repo.blobs(current.tree, list(spans))
     for rel, (found, left) in sorted(spans.items()):
         if rel in current.not_covered:
-            result.skipped.append(SkippedFile(path=rel, reason="not covered: over the size cap"))
+            skipped[rel] = "not covered: over the size cap"
         elif now.get(rel) == found:
-            result.skipped.append(SkippedFile(path=rel, reason="already as it was"))
+            skipped[rel] = "already as it was"
         elif now.get(rel) != left and not force:
             result.conflicts.append(rel)
         else:
             restore.append((rel, found))
+    result.skipped = [SkippedFile(path=rel, reason=why) for rel, why in sorted(skipped.items())]
     return result, restore
 
 

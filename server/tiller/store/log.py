@@ -70,7 +70,7 @@ ENTRY_TYPES = (
     "compaction",  # {summary, firstKeptEntryId, tokensBefore}
     "label",  # {label}: a title or bookmark
     "checkpoint",  # {tree, notCovered}: the workspace before a turn's mutating calls
-    "checkpoint_end",  # {checkpointId, tree, files}: after a mutating call of that turn
+    "checkpoint_end",  # {checkpointId, tree, files, notCovered}: after a mutating call
     "revert",  # {entryId, restored}: session/revert put these files back
 )
 
