@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -387,6 +388,58 @@ async def test_files_crossing_the_size_cap_are_reported_and_never_lost(
     assert (ws / "users-big.txt").read_text() == "shrunk\n"  # never deleted
     assert (ws / "grows.txt").stat().st_size == 5000
     assert not (ws / "made.txt").exists()
+
+
+def shadow_contents(git_dir: Path) -> bytes:
+    """Every object of the shadow repository, contents included."""
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch-all-objects",
+                           "--batch"], check=True, capture_output=True).stdout
+
+
+@pytest.mark.process
+async def test_session_data_is_private_and_delete_forgets_what_only_it_saw(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 10: session folders were 0755, logs 0644, shadow objects 0444, and after
+    session/delete a copy of the workspace's ``.env`` stayed in the shadow repository. Now
+    nothing under the session directory is open to other users, and deleting session A
+    removes its index and the objects only A referenced; session B (same workspace, its own
+    ``.env``) keeps its changes and its revert."""
+    ws, data = tmp_path / "ws", tmp_path / "data"
+    ws.mkdir()
+    (ws / ".env").write_text("TOKEN=secret-of-session-a\n")
+    (ws / "shared.txt").write_text("both sessions see this\n")
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "from a\n"})]),
+        text_reply("A done."),
+        tool_call_reply([("c2", "write", {"path": "b.txt", "content": "from b\n"})]),
+        text_reply("B done."),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(data)) as tiller:
+        a = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": a, "message": "write a"})
+        (ws / ".env").write_text("TOKEN=secret-of-session-b\n")
+        b = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": b, "message": "write b"})
+        git_dir = next(data.rglob("checkpoints.git"))
+        before = shadow_contents(git_dir)
+        modes = {path: path.lstat().st_mode for path in [data, *data.rglob("*")]}
+        await tiller.request("session/delete", {"sessionId": a})
+        after = shadow_contents(git_dir)
+        changes = await tiller.request("session/changes", {"sessionId": b})
+        start = (await tiller.request("session/load", {"sessionId": b}))["entryIds"][0]
+        reverted = await tiller.request("session/revert", {"sessionId": b, "entryId": start})
+
+    open_to_others = {str(path.relative_to(data)): oct(mode & 0o777)
+                      for path, mode in modes.items() if mode & 0o077}
+    assert open_to_others == {}
+    assert any(stat.S_ISREG(mode) for mode in modes.values())
+    assert b"secret-of-session-a" in before and b"secret-of-session-a" not in after
+    assert b"secret-of-session-b" in after and b"both sessions see this" in after
+    assert not list(git_dir.glob(f"index-{a}*")) and list(git_dir.glob(f"index-{b}"))
+    assert [f["path"] for f in changes["files"]] == ["b.txt"]
+    assert reverted["restored"] == ["b.txt"] and not (ws / "b.txt").exists()
+    assert (ws / "a.txt").read_text() == "from a\n"  # A's changes were not undone
 
 
 @pytest.mark.process

@@ -25,8 +25,20 @@ from typing import Any, Literal
 
 import anyio
 
-from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, off_reason
-from tiller.errors import CheckpointsOffError, SymlinkInPathError, ToolError, UnknownEntryError
+from tiller.checkpoints.shadow import (
+    DEFAULT_MAX_FILE_BYTES,
+    Blob,
+    ShadowRepo,
+    git_available,
+    off_reason,
+)
+from tiller.errors import (
+    CheckpointsOffError,
+    SessionLogError,
+    SymlinkInPathError,
+    ToolError,
+    UnknownEntryError,
+)
 from tiller.protocol.checkpoints import (
     ChangesResult,
     FileChange,
@@ -40,7 +52,7 @@ from tiller.tools.base import EditorFiles, Tool, describe
 from tiller.tools.safefs import pin, remove_entry, restore_file, restore_symlink
 from tiller.types import AgentEnd, AgentEvent, CheckpointEvent, ToolCall, ToolResultMessage, TurnEnd
 
-__all__ = ["Checkpoints", "open_shadow"]
+__all__ = ["Checkpoints", "forget_session", "open_shadow"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +75,33 @@ def open_shadow(
     repo = ShadowRepo(log_path.parent / "checkpoints.git", cwd, index=f"index-{session_id}",
                       max_file_bytes=max_file_bytes, exclude=exclude)
     return repo, None
+
+
+def forget_session(log_path: Path, session_id: str) -> int:
+    """After session ``session_id``'s log at ``log_path`` was deleted: remove from its
+    workspace's shadow repository the session's index and every object only it referenced
+    (what the workspace's other logs and indexes need stays). Blocking; the number of objects
+    removed. A log of the workspace that cannot be read keeps everything (its trees are not
+    known), and so does a repository git cannot read."""
+    git_dir = log_path.parent / "checkpoints.git"
+    if not git_available() or not (git_dir / "HEAD").exists():
+        return 0
+
+    def logged_trees() -> set[str]:
+        trees: set[str] = set()
+        for other in log_path.parent.glob("*.jsonl"):
+            for entry in read_session_file(other).entries:
+                tree = entry.data.get("tree")
+                if entry.type in ("checkpoint", "checkpoint_end") and isinstance(tree, str):
+                    trees.add(tree)
+        return trees
+
+    try:
+        return ShadowRepo(git_dir, log_path.parent).purge(session_id, logged_trees)
+    except (OSError, SessionLogError) as exc:
+        log.warning("checkpoints: could not remove session %s's snapshots from %s: %s",
+                    session_id, git_dir, exc)
+        return 0
 
 
 @dataclass
@@ -118,12 +157,20 @@ class Checkpoints:
             if self._open is not None:
                 return
             try:
+                hold = await anyio.to_thread.run_sync(repo.hold)
+            except OSError:
+                log.exception("checkpoint: the shadow repository is not usable; this turn is "
+                              "not covered")
+                return
+            try:
                 snap = await anyio.to_thread.run_sync(repo.snapshot)
+                entry = self.recorder.append("checkpoint", tree=snap.tree,
+                                             notCovered=snap.not_covered)
             except OSError:
                 log.exception("checkpoint: the snapshot failed; this turn is not covered")
                 return
-            entry = self.recorder.append("checkpoint", tree=snap.tree,
-                                         notCovered=snap.not_covered)
+            finally:
+                hold.release()  # the tree is in the log: a purge keeps it
             if entry is not None:
                 self._open = (entry.id, snap.tree)
 
@@ -136,13 +183,20 @@ class Checkpoints:
         entry_id, before = opened
         async with self._lock:
             try:
+                hold = await anyio.to_thread.run_sync(repo.hold)
+            except OSError:
+                log.exception("checkpoint: the shadow repository is not usable")
+                return
+            try:
                 snap = await anyio.to_thread.run_sync(repo.snapshot)
                 files = await anyio.to_thread.run_sync(repo.changed_paths, before, snap.tree)
+                self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
+                                     files=files, notCovered=snap.not_covered)
             except OSError:
                 log.exception("checkpoint: the snapshot after %s failed", call.name)
                 return
-            self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
-                                 files=files, notCovered=snap.not_covered)
+            finally:
+                hold.release()
         self.publish(CheckpointEvent(entry_id=entry_id, files=files,
                                      not_covered=snap.not_covered))
 
@@ -260,6 +314,12 @@ def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
 
 def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
              end: str | None) -> ChangesResult:
+    with repo.held():
+        return _changes_held(repo, path, start, end)
+
+
+def _changes_held(repo: ShadowRepo, path: Path | None, start: str | None,
+                  end: str | None) -> ChangesResult:
     branch = _branch(path)
     first = _position(branch, start, 0)
     last = _position(branch, end, len(branch))
@@ -330,7 +390,15 @@ def _plan_revert(
     repo: ShadowRepo, path: Path | None, entry_id: str, only: Sequence[str] | None, force: bool
 ) -> tuple[RevertResult, list[tuple[str, Blob | None]]]:
     """What a revert to ``entry_id`` restores (file, blob to restore or None to delete), with
-    the conflicts and skipped files already in the result."""
+    the conflicts and skipped files already in the result. (The blobs to restore are in
+    logged trees: a purge keeps them.)"""
+    with repo.held():
+        return _plan_held(repo, path, entry_id, only, force)
+
+
+def _plan_held(
+    repo: ShadowRepo, path: Path | None, entry_id: str, only: Sequence[str] | None, force: bool
+) -> tuple[RevertResult, list[tuple[str, Blob | None]]]:
     branch = _branch(path)
     turns = _turns(branch, _position(branch, entry_id, 0), len(branch))
     current = repo.snapshot()

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from tiller.checkpoints.checkpoints import forget_session
 from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
@@ -299,6 +300,8 @@ class SessionRegistry:
             await self.close(session_id)
         if path is not None:
             path.unlink(missing_ok=True)
+            # Its snapshots too: what no other session of the workspace references.
+            await anyio.to_thread.run_sync(forget_session, path, session_id)
 
     async def shutdown(self, grace: float = 10.0) -> None:
         """Abort every active run at once, give them ``grace`` seconds together to wind down,
