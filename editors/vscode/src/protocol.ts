@@ -34,6 +34,12 @@ export const ErrorCode = {
    */
   CommandFailedError: -32018,
   /**
+   * A request that needed a file descriptor when the server had none left (EMFILE: its open-file
+   * limit; ENFILE: the system's); the message says which limit and how to get under it. The server
+   * keeps serving.
+   */
+  ResourceLimitError: -32019,
+  /**
    * ACP only: a `session/prompt` whose run ended in `error` (the model or network failed); `data`
    * carries `{stopReason: "error", errorMessage, usage}`.
    */
