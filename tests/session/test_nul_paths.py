@@ -42,7 +42,11 @@ async def test_acp_session_new_with_a_nul_in_cwd(fake_openai: FakeOpenAI, tmp_pa
         await client.call("initialize", {"protocolVersion": 1})
         refused = await client.request("session/new", {"cwd": f"{tmp_path}\u0000x",
                                                        "mcpServers": []})
+        extra = await client.request("session/new", {
+            "cwd": str(tmp_path), "mcpServers": [], "additionalDirectories": ["/tmp/a\u0000b"]})
         fine = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
 
     assert refused["error"]["code"] == -32602 and NUL in refused["error"]["message"]
+    assert extra["error"]["code"] == -32602 and NUL in extra["error"]["message"]
+    assert "additionalDirectories.0" in extra["error"]["message"]
     assert "sessionId" in fine

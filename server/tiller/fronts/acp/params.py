@@ -29,14 +29,14 @@ class AcpInitializeParams(WireModel):
 class AcpNewSessionParams(WireModel):
     cwd: PathText
     mcp_servers: list[Any] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[PathText] = Field(default_factory=list)
 
 
 class AcpLoadSessionParams(WireModel):
     session_id: str
     cwd: PathText | None = None
     mcp_servers: list[Any] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[PathText] = Field(default_factory=list)
 
 
 class AcpPromptParams(WireModel):
