@@ -17,6 +17,8 @@ from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text_reply
 from support.fake_openai import FakeOpenAI, sse_reply, tool_call_reply
 from support.fake_openai import text_reply as openai_text_reply
+from support.fake_openai_responses import FakeResponses, function_call, response_reply
+from support.fake_openai_responses import message as responses_message
 from support.helpers import clean_env, spawn_tiller
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -27,6 +29,10 @@ CUT_COMMAND = '{"command": "touch created.txt && echo ran'
 
 def _tool_result_text(request: dict[str, Any], provider: str) -> str:
     """The text of the tool result the second model request carries back."""
+    if provider == "responses":
+        output = next(item["output"] for item in request["input"]
+                      if item.get("type") == "function_call_output")
+        return output if isinstance(output, str) else "".join(p["text"] for p in output)
     if provider == "openai":
         return str(request["messages"][-1]["content"])
     block = request["messages"][-1]["content"][0]
@@ -86,16 +92,23 @@ def deep_arguments(depth: int) -> str:
 
 
 @pytest.mark.parametrize("depth", [600, 5_000, 100_000])
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "responses"])
 async def test_arguments_nested_too_deep_are_the_calls_error_result(
     provider: str, depth: int, fake_openai: FakeOpenAI, fake_anthropic: FakeAnthropic,
-    tmp_path: Path,
+    fake_responses: FakeResponses, tmp_path: Path,
 ) -> None:
     """Issue 26, 12: 600 levels (valid JSON) made agent/prompt answer -32603 with no
     agent_end; 5,000 a RecursionError reported as "provider failed". Both are the call's error
     result (nothing runs), the run goes on, and the session log stays loadable."""
-    fake: FakeOpenAI | FakeAnthropic
-    if provider == "openai":
+    fake: FakeOpenAI | FakeAnthropic | FakeResponses
+    args: tuple[str, ...] = ("--provider", provider)
+    if provider == "responses":
+        fake = fake_responses
+        fake.enqueue(response_reply(function_call("bash", deep_arguments(depth), "call_deep"),
+                                    chunk_size=4096),
+                     response_reply(responses_message("Flattened.")))
+        args = ("--model", "gpt-5.6-terra")
+    elif provider == "openai":
         fake = fake_openai
         fake.enqueue(tool_call_reply([("call_deep", "bash", deep_arguments(depth))],
                                      fragment_size=4096),
@@ -105,9 +118,8 @@ async def test_arguments_nested_too_deep_are_the_calls_error_result(
         fake.enqueue(tool_use_reply([("call_deep", "bash", deep_arguments(depth))],
                                     fragment_size=4096),
                      anthropic_text_reply("Flattened."))
-    env = clean_env(ANTHROPIC_API_KEY="sk-ant-test")
-    async with spawn_tiller(fake, tmp_path, "--provider", provider,  # type: ignore[arg-type]
-                            env=env) as tiller:
+    env = clean_env(ANTHROPIC_API_KEY="sk-ant-test", OPENAI_API_KEY="sk-tiller-e2e")
+    async with spawn_tiller(fake, tmp_path, *args, env=env) as tiller:  # type: ignore[arg-type]
         result = await tiller.request("agent/prompt", {"message": "make a file"})
         sid = (await tiller.request("agent/getState"))["sessionId"]
         await tiller.request("session/close", {"sessionId": sid})
