@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tiller.gate.protected import PROTECTED_FILES, PROTECTED_FOLDERS
-from tiller.store.log import PRIVATE_FILE, private_dir
+from tiller.store.private import PRIVATE_FILE, private_dir
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",

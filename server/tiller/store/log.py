@@ -24,7 +24,6 @@ here imports pydantic (only pydantic_core's JSON parser), so a server can read a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from pydantic_core import from_json
 
 from tiller.errors import SessionLogError
 from tiller.modes import SUMMARY_PREFIX, now_ms
+from tiller.store.private import PRIVATE_FILE, private_dir
 
 __all__ = [
     "FORMAT_VERSION",
@@ -48,7 +48,6 @@ __all__ = [
     "SessionLog",
     "interrupted_result",
     "outline",
-    "private_dir",
     "read_session_file",
     "saved_tool_calls",
     "shown_tool_calls",
@@ -75,28 +74,6 @@ ENTRY_TYPES = (
     "checkpoint_end",  # {checkpointId, tree, files, notCovered}: after a mutating call
     "revert",  # {entryId, restored}: session/revert put these files back
 )
-
-PRIVATE_FILE = 0o600
-PRIVATE_DIR = 0o700
-"""Session data (logs, the shadow repository) is the user's alone: other local users cannot
-list or read it."""
-
-
-def private_dir(path: Path) -> None:
-    """Make ``path`` a folder only its owner can enter: missing parents are created with mode
-    0700 too, and an existing ``path`` (made by an older Tiller, 0755) is set to 0700."""
-    missing: list[Path] = []
-    folder = path
-    while not folder.exists() and folder.parent != folder:
-        missing.append(folder)
-        folder = folder.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=PRIVATE_DIR)
-    if (os.stat(path).st_mode & 0o777) != PRIVATE_DIR:  # mkdir's mode is cut by the umask
-        os.chmod(path, PRIVATE_DIR)
-    for folder in missing[1:]:
-        os.chmod(folder, PRIVATE_DIR)
 
 
 WAITING = frozenset({"model_change", "thinking_change"})
