@@ -14,6 +14,7 @@
     │   ├── CheckpointsOffError      -32017  session/changes or session/revert without checkpoints
     │   ├── CommandFailedError       -32018  a slash command whose source could not expand it
     │                                        (an MCP prompt the server refused)
+    │   ├── ResourceLimitError       -32019  the server reached its open-file limit
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │   │                                    (tiller.fronts.acp)
     │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
@@ -29,9 +30,11 @@ Codes live in -32099..-32000 (JSON-RPC's implementation-defined range), away fro
 
 from __future__ import annotations
 
+import errno
 from typing import Any, ClassVar
 
 __all__ = [
+    "OUT_OF_DESCRIPTORS",
     "AcpRequestError",
     "AgentBusyError",
     "AuthRequiredError",
@@ -42,6 +45,7 @@ __all__ = [
     "NoActiveRunError",
     "ProviderNotConfiguredError",
     "RequestError",
+    "ResourceLimitError",
     "ResourceNotFoundError",
     "RunFailedError",
     "SessionLogError",
@@ -111,6 +115,19 @@ class CommandFailedError(RequestError):
     or gone); the message names the server and its reason. Nothing is sent to the model."""
 
     code = -32018
+
+
+OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE})
+"""The errnos of an OSError that is the process's (or the system's) open-file limit, not the
+file's fault: the request fails with ResourceLimitError."""
+
+
+class ResourceLimitError(RequestError):
+    """A request that needed a file descriptor when the server had none left (EMFILE: its
+    open-file limit; ENFILE: the system's); the message says which limit and how to get
+    under it. The server keeps serving."""
+
+    code = -32019
 
 
 class RunFailedError(RequestError):

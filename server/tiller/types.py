@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tiller.modes import (
@@ -33,6 +33,7 @@ __all__ = [
     "CompactionReason",
     "CompactionStart",
     "ImageContent",
+    "McpRenamedTool",
     "McpServerState",
     "McpStatus",
     "McpStatusName",
@@ -41,6 +42,7 @@ __all__ = [
     "MessageStart",
     "MessageUpdate",
     "Notice",
+    "PathText",
     "PlanChanged",
     "PlanItem",
     "PlanStatus",
@@ -73,6 +75,17 @@ class WireModel(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The JSON-ready dict of this model, as it goes on the wire."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _no_nul(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    return value
+
+
+PathText = Annotated[str, AfterValidator(_no_nul)]
+"""A file system path given on the wire: a NUL character in it is invalid params (-32602), not
+an error of the file system call it would reach."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,15 +414,26 @@ class PlanChanged(WireModel):
 McpStatusName = Literal["starting", "ready", "failed", "stopped"]
 
 
+class McpRenamedTool(WireModel):
+    """A tool of an MCP server offered under another name than ``mcp__<server>__<tool>``
+    because that name, once sanitised, was another tool's: ``tool`` is the server's name for
+    it, ``name`` the one the model sees."""
+
+    tool: str
+    name: str
+
+
 class McpServerState(WireModel):
     """One MCP server of a session: ``transport`` ``stdio``, ``http`` or ``sse``; ``error``
-    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees."""
+    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees;
+    ``renamed``: those of its tools whose name another tool had first."""
 
     name: str
     transport: str
     status: McpStatusName
     error: str | None = None
     tools: list[str] = Field(default_factory=list)
+    renamed: list[McpRenamedTool] | None = None
 
 
 class McpStatus(WireModel):

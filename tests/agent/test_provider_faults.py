@@ -7,6 +7,7 @@ backoff fast (``base_delay`` 10 ms), so a retry costs no real waiting.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -20,7 +21,8 @@ from support.fake_openai import (
     stall_reply,
     text_reply,
 )
-from support.helpers import event_types, spawn_tiller
+from support.helpers import clean_env, event_types, spawn_tiller
+from support.paths import SUPPORT
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -168,3 +170,52 @@ async def test_usage_and_cost_per_message_run_and_session(
     assert state["usage"]["inputTokens"] == 3000
     assert state["usage"]["cost"] == pytest.approx(0.009)
     assert fake_openai.requests[0]["model"] == "priced-model"
+
+
+async def test_the_stall_timer_starts_at_the_request_not_at_the_sdks_import(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 15: the first call's ``import openai`` (1.5 s more here, as on a loaded
+    machine) counted as the stream's silence, so ``--idle-timeout 0.5`` abandoned every first
+    call as stalled. The timer starts once the provider is ready to send the request."""
+    fake_openai.enqueue(text_reply("First try."))
+    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
+                    TILLER_TEST_SLOW_IMPORT="openai=1.5")
+    args = ("--config", fast_retry_config(tmp_path, max_retries=0), "--idle-timeout", "0.5")
+    async with spawn_tiller(fake_openai, tmp_path, *args, env=env) as t:
+        started = time.monotonic()
+        result = await t.request("agent/prompt", {"message": "hi"})
+        took = time.monotonic() - started
+
+    assert result["stopReason"] == "stop", result.get("errorMessage")
+    assert "retry_scheduled" not in event_types(t.events)
+    assert took >= 1.5  # the slow import did happen during the call
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The most resident memory process ``pid`` has had (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+async def test_a_message_past_the_size_cap_ends_the_call_and_memory_stays_bounded(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 19: a 100 MB reply was held whole several times over (~590 MB peak). One
+    message is capped at 8,000,000 characters; past it the call ends with an error saying so
+    (not retried: the model would say it again), the session and the server go on."""
+    fake_openai.enqueue(text_reply("x" * 100_000_000, chunk_size=65_536), text_reply("short"))
+    async with spawn_tiller(fake_openai, tmp_path, "--config", fast_retry_config(tmp_path)) as t:
+        result = await t.request("agent/prompt", {"message": "say a lot"}, timeout=120)
+        peak = peak_rss_mb(t.process.pid)
+        after = await t.request("agent/prompt", {"message": "say less"})
+
+    assert result["stopReason"] == "error"
+    assert result["errorMessage"] == (
+        "openai: the model's message passed 8,000,000 characters (text, thinking and tool-call "
+        "arguments together); the call was ended there")
+    assert "retry_scheduled" not in event_types(t.events)
+    assert peak < 300, peak  # MB, the whole server; 580 when the 100 MB went through
+    assert after["stopReason"] == "stop"

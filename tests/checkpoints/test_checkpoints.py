@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import signal
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -206,6 +207,56 @@ async def test_revert_does_not_write_through_a_symlinked_folder(
 
 
 @pytest.mark.process
+@pytest.mark.parametrize(
+    ("command", "changed"),
+    [
+        ("rm -r pkg && echo x > pkg", {"pkg": "added", "pkg/a.py": "deleted"}),
+        ("rm -r pkg && ln -s ../outside pkg", {"pkg": "added", "pkg/a.py": "deleted"}),
+        ("rm data && mkdir data && echo y > data/inner.txt",
+         {"data": "deleted", "data/inner.txt": "added"}),
+    ],
+    ids=["folder-to-file", "folder-to-symlink", "file-to-folder"],
+)
+async def test_a_folder_replaced_by_a_file_or_a_symlink_keeps_checkpoints_working(
+    fake_openai: FakeOpenAI, tmp_path: Path, command: str, changed: dict[str, str]
+) -> None:
+    """Issue 26, 7: after ``rm -r pkg && echo x > pkg`` every snapshot failed (git refused
+    ``pkg`` as both a file and a folder): no more checkpoint events, and session/changes and
+    revert answered -32603 for the rest of the session. The symlink's target (``outside/a.py``
+    exists) is never read as the workspace's."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "pkg").mkdir(parents=True)
+    (ws / "pkg" / "a.py").write_text("a = 1\n")
+    (ws / "data").write_text("data\n")
+    outside.mkdir()
+    (outside / "a.py").write_text("outside\n")
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "bash", {"command": command})]),
+        tool_call_reply([("c2", "write", {"path": "later.txt", "content": "later\n"})]),
+        text_reply("Done."),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "reshape"})
+        changes = await tiller.request("session/changes", {"sessionId": sid})
+        start = (await tiller.request("session/load", {"sessionId": sid}))["entryIds"][0]
+        reverted = await tiller.request("session/revert", {"sessionId": sid, "entryId": start})
+
+    events = [e for e in tiller.events if e["type"] == "checkpoint"]
+    assert [sorted(e["files"]) for e in events] == [sorted(changed), ["later.txt"]]
+    assert {f["path"]: f["status"] for f in changes["files"]} == {**changed,
+                                                                "later.txt": "added"}
+    assert sorted(reverted["restored"]) == sorted([*changed, "later.txt"])
+    assert reverted["conflicts"] == [] and reverted["skipped"] == []
+    assert (ws / "pkg").is_dir() and not (ws / "pkg").is_symlink()
+    assert (ws / "pkg" / "a.py").read_text() == "a = 1\n"
+    assert (ws / "data").read_text() == "data\n"
+    assert not (ws / "later.txt").exists()
+    assert (outside / "a.py").read_text() == "outside\n"
+    assert sorted(p.name for p in outside.iterdir()) == ["a.py"]
+
+
+@pytest.mark.process
 async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -229,6 +280,43 @@ async def test_no_revert_while_a_run_is_active(fake_openai: FakeOpenAI, tmp_path
 
     assert busy.value.code == -32010 and "abort it before a revert" in busy.value.message
     assert (ws / "a.txt").read_text() == "agent\n"
+
+
+@pytest.mark.process
+async def test_no_fork_with_revert_files_while_the_source_runs(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 9: a fork with ``revertFiles`` rewinds the workspace under the source's
+    running command, so it is refused as ``session/revert`` is (and no fork is made); without
+    ``revertFiles`` a fork of a running session is fine."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    held = threading.Event()
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "agent\n"})]),
+        text_reply("Written."),
+        text_reply("later", gate=held),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(tmp_path / "data")) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "write"})
+        first = (await tiller.request("session/load", {"sessionId": sid}))["entryIds"][0]
+        async with anyio.create_task_group() as group:
+            group.start_soon(tiller.request, "agent/prompt", {"sessionId": sid, "message": "more"})
+            await wait_requests(fake_openai, 3)  # the second run waits for its model
+            with pytest.raises(RpcError) as busy:
+                await tiller.request("session/fork", {"sessionId": sid, "entryId": first,
+                                                      "revertFiles": True})
+            plain = await tiller.request("session/fork", {"sessionId": sid, "entryId": first})
+            held.set()
+        listed = await tiller.request("session/list")
+
+    assert busy.value.code == -32010
+    assert busy.value.message == (
+        "the session has an active run: abort it before a fork with revertFiles")
+    assert (ws / "a.txt").read_text() == "agent\n"  # nothing was reverted
+    assert "revert" not in plain
+    assert len(listed["sessions"]) == 2  # the source and the plain fork only
 
 
 @pytest.mark.process
@@ -259,6 +347,99 @@ async def test_binary_files_and_files_past_the_size_cap(
     assert sorted(result["restored"]) == ["logo.bin", "small.txt"]
     assert (ws / "logo.bin").read_bytes() == b"\x89PNG\x00\x01"
     assert (ws / "big.txt").stat().st_size == 5000  # not covered: left as it is
+
+
+@pytest.mark.process
+async def test_files_crossing_the_size_cap_are_reported_and_never_lost(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 8, with a cap of 1,000 bytes: ``grows.txt`` (covered) grown past the cap was
+    neither reported nor restored, silently; ``new-big.txt`` created over the cap was missing
+    from session/changes' notCovered; the user's ``users-big.txt`` (over the cap) shrunk by
+    the agent was reported as "added", and revert deleted it."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "grows.txt").write_text("small\n")
+    (ws / "users-big.txt").write_text("u" * 5000)
+    command = ("head -c 5000 /dev/zero | tr '\\0' g > grows.txt"
+               " && head -c 5000 /dev/zero | tr '\\0' n > new-big.txt"
+               " && echo shrunk > users-big.txt && echo small > made.txt")
+    fake_openai.enqueue(tool_call_reply([("c1", "bash", {"command": command})]),
+                        text_reply("ok"))
+    args = ("--session-dir", str(tmp_path / "data"), "--checkpoint-max-bytes", "1000")
+    async with spawn_tiller(fake_openai, ws, *args) as tiller:
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": sid, "message": "go"})
+        event = next(e for e in tiller.events if e["type"] == "checkpoint")
+        changes = await tiller.request("session/changes", {"sessionId": sid})
+        result = await tiller.request("session/revert",
+                                      {"sessionId": sid, "entryId": event["entryId"]})
+
+    assert event["notCovered"] == ["grows.txt", "new-big.txt"]
+    assert [(f["path"], f["status"]) for f in changes["files"]] == [("made.txt", "added")]
+    assert changes["notCovered"] == ["grows.txt", "new-big.txt", "users-big.txt"]
+    assert result["restored"] == ["made.txt"] and result["conflicts"] == []
+    assert result["skipped"] == [
+        {"path": "grows.txt", "reason": "not covered: it grew past the size cap"},
+        {"path": "new-big.txt", "reason": "not covered: over the size cap"},
+        {"path": "users-big.txt",
+         "reason": "not covered: it was over the size cap before the agent changed it"},
+    ]
+    assert (ws / "users-big.txt").read_text() == "shrunk\n"  # never deleted
+    assert (ws / "grows.txt").stat().st_size == 5000
+    assert not (ws / "made.txt").exists()
+
+
+def shadow_contents(git_dir: Path) -> bytes:
+    """Every object of the shadow repository, contents included."""
+    return subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch-all-objects",
+                           "--batch"], check=True, capture_output=True).stdout
+
+
+@pytest.mark.process
+async def test_session_data_is_private_and_delete_forgets_what_only_it_saw(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 10: session folders were 0755, logs 0644, shadow objects 0444, and after
+    session/delete a copy of the workspace's ``.env`` stayed in the shadow repository. Now
+    nothing under the session directory is open to other users, and deleting session A
+    removes its index and the objects only A referenced; session B (same workspace, its own
+    ``.env``) keeps its changes and its revert."""
+    ws, data = tmp_path / "ws", tmp_path / "data"
+    ws.mkdir()
+    (ws / ".env").write_text("TOKEN=secret-of-session-a\n")
+    (ws / "shared.txt").write_text("both sessions see this\n")
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "from a\n"})]),
+        text_reply("A done."),
+        tool_call_reply([("c2", "write", {"path": "b.txt", "content": "from b\n"})]),
+        text_reply("B done."),
+    )
+    async with spawn_tiller(fake_openai, ws, "--session-dir", str(data)) as tiller:
+        a = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": a, "message": "write a"})
+        (ws / ".env").write_text("TOKEN=secret-of-session-b\n")
+        b = (await tiller.request("session/new"))["sessionId"]
+        await tiller.request("agent/prompt", {"sessionId": b, "message": "write b"})
+        git_dir = next(data.rglob("checkpoints.git"))
+        before = shadow_contents(git_dir)
+        modes = {path: path.lstat().st_mode for path in [data, *data.rglob("*")]}
+        await tiller.request("session/delete", {"sessionId": a})
+        after = shadow_contents(git_dir)
+        changes = await tiller.request("session/changes", {"sessionId": b})
+        start = (await tiller.request("session/load", {"sessionId": b}))["entryIds"][0]
+        reverted = await tiller.request("session/revert", {"sessionId": b, "entryId": start})
+
+    open_to_others = {str(path.relative_to(data)): oct(mode & 0o777)
+                      for path, mode in modes.items() if mode & 0o077}
+    assert open_to_others == {}
+    assert any(stat.S_ISREG(mode) for mode in modes.values())
+    assert b"secret-of-session-a" in before and b"secret-of-session-a" not in after
+    assert b"secret-of-session-b" in after and b"both sessions see this" in after
+    assert not list(git_dir.glob(f"index-{a}*")) and list(git_dir.glob(f"index-{b}"))
+    assert [f["path"] for f in changes["files"]] == ["b.txt"]
+    assert reverted["restored"] == ["b.txt"] and not (ws / "b.txt").exists()
+    assert (ws / "a.txt").read_text() == "from a\n"  # A's changes were not undone
 
 
 @pytest.mark.process

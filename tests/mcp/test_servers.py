@@ -212,6 +212,41 @@ async def test_list_changed_refreshes_the_tools_before_the_next_model_call(
                        ("stopped", False)]
 
 
+async def test_names_that_collide_once_sanitised_are_told_apart_and_reported(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Issue 26, 16: ``a.b`` and ``a_b`` both sanitise to ``mcp__s__a_b``, and server ``s``'s
+    tool ``x__a_b`` is server ``s__x``'s ``a_b``: each was offered twice, which real providers
+    refuse ("tools: Tool names must be unique."). The first keeps the name; the others get a
+    suffix, are listed under ``renamed`` and reach their own tool."""
+    config = write_config(tmp_path, {
+        "s": {"command": sys.executable, "args": [str(SCRIPTED), "--named", "a.b,a_b,x__a_b"]},
+        "s__x": {"command": sys.executable, "args": [str(SCRIPTED), "--named", "a_b"]},
+    })
+    fake_openai.enqueue(
+        tool_call_reply([("dot", "mcp__s__a_b", {}), ("under", "mcp__s__a_b_2", {}),
+                         ("other", "mcp__s__x__a_b_2", {})]),
+        text_reply("done"),
+    )
+    async with spawn_tiller(fake_openai, tmp_path, "--config", str(config),
+                            "--permission-mode", "auto") as tiller:
+        await tiller.request("agent/prompt", {"message": "call them"}, timeout=60)
+        listed = await tiller.request("mcp/list")
+
+    names = [tool["function"]["name"] for tool in fake_openai.requests[0]["tools"]]
+    assert len(names) == len(set(names))
+    offered = {name for name in names if name.startswith("mcp__s")}
+    assert offered >= {"mcp__s__a_b", "mcp__s__a_b_2", "mcp__s__x__a_b", "mcp__s__x__a_b_2"}
+    servers = {server["name"]: server for server in listed["servers"]}
+    assert servers["s"]["renamed"] == [{"tool": "a_b", "name": "mcp__s__a_b_2"}]
+    assert servers["s__x"]["renamed"] == [{"tool": "a_b", "name": "mcp__s__x__a_b_2"}]
+    assert "mcp__s__x__a_b" in servers["s"]["tools"]
+    done = ends(tiller)
+    assert [text_of(done[call]) for call in ("dot", "under", "other")] == [
+        "this is a.b", "this is a_b", "this is a_b"]
+    assert "renamed" not in next(e for e in tiller.events if e["type"] == "mcp_status")["server"]
+
+
 async def test_a_flood_of_notifications_does_not_stall_the_session(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

@@ -101,11 +101,20 @@ def nested_params(depth: int) -> bytes:
     ("message", "expected"),
     [
         (nested_params(600), (7, -32600)),  # decodable, so the id is readable
-        (nested_params(2_000), (None, -32700)),
-        (b"[" * 100_000 + b"]" * 100_000, (None, -32700)),
-        (b"[" * 100_000, (None, -32700)),  # unterminated, too
+        # Too deep to decode: the id is read from the frame's top level (issue 26, 13).
+        (nested_params(2_000), (7, -32600)),
+        (nested_params(100_000), (7, -32600)),
+        (b'{"jsonrpc": "2.0", "method": "agent/getState", "params": ' + b"[" * 5_000
+         + b"]" * 5_000 + b', "id": "after"}', ("after", -32600)),  # the id after the params
+        (b'{"jsonrpc": "2.0", "method": "x", "params": [' + b'"[{\\"]", [' * 3_000
+         + b"]" * 3_001 + b', "id": 8}', (8, -32600)),  # brackets in strings are not counted
+        (b'{"id": [1], "method": "x", "params": ' + b"[" * 5_000 + b"]" * 5_000 + b"}",
+         (None, -32600)),  # an id that is not a string or an integer
+        (b"[" * 100_000 + b"]" * 100_000, (None, -32600)),
+        (b"[" * 100_000, (None, -32600)),  # unterminated, too
     ],
-    ids=["600-deep-params", "2000-deep-params", "100k-deep-array", "100k-open-brackets"],
+    ids=["600-deep-params", "2000-deep-params", "100k-deep-params", "id-after-deep-params",
+         "brackets-in-strings", "invalid-id", "100k-deep-array", "100k-open-brackets"],
 )
 async def test_deep_nesting_gets_exactly_one_error_and_the_server_keeps_serving(
     tmp_path: Path, framing: str, message: bytes, expected: tuple[Any, int]
@@ -120,6 +129,21 @@ async def test_deep_nesting_gets_exactly_one_error_and_the_server_keeps_serving(
     assert [m["id"] for m in got] == [expected[0], 2]
     assert got[0]["error"]["code"] == expected[1]
     assert "nest" in got[0]["error"]["message"]
+
+
+@pytest.mark.parametrize("framing", ["ndjson", "lsp"])
+async def test_a_response_too_deep_to_decode_is_never_answered(
+    tmp_path: Path, framing: str
+) -> None:
+    """A deep *response* (``result``, no ``method``) is dropped like any bad response."""
+    deep = b'{"jsonrpc": "2.0", "id": 5, "result": ' + b"[" * 5_000 + b"]" * 5_000 + b"}"
+    async with spawn_tiller(None, tmp_path, framing=framing) as tiller:
+        assert "result" in await answered(tiller, 100)
+        start = len(tiller.received)
+        await tiller.send_raw(raw(deep, framing))
+        assert "result" in await answered(tiller, 2)
+
+    assert [m.get("id") for m in responses(tiller, start)] == [2]
 
 
 async def test_nesting_under_the_limit_is_served(tmp_path: Path) -> None:
@@ -148,3 +172,22 @@ async def test_cancel_request_sent_as_a_request_is_answered_and_still_cancels(
     assert prompt["result"]["stopReason"] == "aborted"
     assert unknown == {"jsonrpc": "2.0", "id": "cancel-2", "result": None}
     assert [m.get("id") for m in responses(tiller)].count("cancel-1") == 1
+
+
+@pytest.mark.parametrize("bad_id", [[1], {"a": 1}, None, True, 1.5])
+async def test_cancel_request_with_an_id_that_names_no_request_gets_one_answer(
+    tmp_path: Path, bad_id: Any
+) -> None:
+    """Issue 26, 14: ``params.id`` a list or an object (unhashable) used to raise inside the
+    cancel and leave the request unanswered. It is answered -32602 once; serving goes on."""
+    async with spawn_tiller(None, tmp_path) as tiller:
+        start = len(tiller.received)
+        answer = await tiller.request_raw("$/cancelRequest", {"id": bad_id}, msg_id="c-1",
+                                          timeout=15)
+        await tiller.notify("$/cancelRequest", {"id": bad_id})
+        assert "result" in await answered(tiller, 2)
+
+    assert answer["error"]["code"] == -32602
+    assert answer["error"]["message"] == (
+        "Invalid params: id: the id of a request, a string or an integer")
+    assert [m.get("id") for m in responses(tiller, start)] == ["c-1", 2]

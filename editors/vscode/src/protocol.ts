@@ -34,6 +34,12 @@ export const ErrorCode = {
    */
   CommandFailedError: -32018,
   /**
+   * A request that needed a file descriptor when the server had none left (EMFILE: its open-file
+   * limit; ENFILE: the system's); the message says which limit and how to get under it. The server
+   * keeps serving.
+   */
+  ResourceLimitError: -32019,
+  /**
    * ACP only: a `session/prompt` whose run ended in `error` (the model or network failed); `data`
    * carries `{stopReason: "error", errorMessage, usage}`.
    */
@@ -412,8 +418,19 @@ export interface McpListResult {
 }
 
 /**
+ * A tool of an MCP server offered under another name than `mcp__<server>__<tool>`
+ * because that name, once sanitised, was another tool's: `tool` is the server's name for
+ * it, `name` the one the model sees.
+ */
+export interface McpRenamedTool {
+  tool: string;
+  name: string;
+}
+
+/**
  * One MCP server of a session: `transport` `stdio`, `http` or `sse`; `error`
- * (with the tail of its stderr) when `failed`; `tools`: the names the model sees.
+ * (with the tail of its stderr) when `failed`; `tools`: the names the model sees;
+ * `renamed`: those of its tools whose name another tool had first.
  */
 export interface McpServerState {
   name: string;
@@ -421,6 +438,7 @@ export interface McpServerState {
   status: McpStatusName;
   error?: string;
   tools: string[];
+  renamed?: McpRenamedTool[];
 }
 
 /** An MCP server of the session changed its status or its tools (tiller.mcp). */

@@ -245,6 +245,7 @@ class Agent:
             idle_timeout=settings.retry.idle_timeout,
             cache_key=settings.cache_key,
             info=model,
+            prepare=provider.prepare,
         )
         call = streaming_call(spec, self._emit, abort)
         call = with_retry(call, settings.retry, self._emit, abort)

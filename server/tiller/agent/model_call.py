@@ -34,6 +34,7 @@ from tiller.types import (
 )
 
 __all__ = [
+    "MAX_MESSAGE_CHARS",
     "Emit",
     "ModelCall",
     "ModelSpec",
@@ -43,6 +44,11 @@ __all__ = [
     "stream_once",
     "streaming_call",
 ]
+
+MAX_MESSAGE_CHARS = 8_000_000
+"""The most characters of text, thinking and tool-call arguments one assistant message may
+stream (about 2 million tokens: far past any model's output limit). Past it the call ends with
+an error: a runaway or hostile stream must not grow the server's memory without bound."""
 
 Emit = Callable[[AgentEvent], None]
 StreamFn = Callable[[ModelRequest], AsyncIterator[StreamItem]]
@@ -55,7 +61,8 @@ the deltas, returns the final message unappended, never raises."""
 class ModelSpec:
     """What a model call sends and stamps besides the messages: the provider's stream and names
     (on every message), the request's fixed parts (``cache_key``: the prompt cache's name for
-    the conversation), and the stall timeout (``idle_timeout``)."""
+    the conversation), and the stall timeout (``idle_timeout``), which starts after
+    ``prepare`` (the provider's cold start: its SDK imported, its client made)."""
 
     stream: StreamFn
     provider: str
@@ -67,6 +74,7 @@ class ModelSpec:
     cache_key: str | None = None
     info: ModelInfo | None = None
     """What is known of the model; it goes with each request (``ModelRequest.model``)."""
+    prepare: Callable[[], Awaitable[None]] | None = None
 
     def request(self, context: Sequence[Message]) -> ModelRequest:
         """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
@@ -118,14 +126,22 @@ async def stream_once(
 ) -> AssistantMessage:
     """One attempt: emits message_start and the deltas; returns the final message unsent.
 
-    A stream that yields nothing for ``spec.idle_timeout`` seconds becomes a retryable
-    error; an abort becomes ``aborted``; a provider that raises (a bug) becomes ``error``.
+    A stream that yields nothing for ``spec.idle_timeout`` seconds from the request on (after
+    ``spec.prepare``) becomes a retryable error; one whose deltas pass ``MAX_MESSAGE_CHARS``
+    an error (not retryable) at that delta; an abort becomes ``aborted``; a provider that
+    raises (a bug) becomes ``error``.
     """
     idle = spec.idle_timeout
     partial = _PartialMessage(spec.provider, spec.model)
     emit(MessageStart(message=partial.snapshot()))
     final: AssistantMessage | None = None
+    if spec.prepare is not None:
+        with abort.scope():
+            await spec.prepare()
+        if abort.aborted:
+            return partial.snapshot("aborted", "the run was aborted")
     stream = spec.stream(request)
+    size = 0
     with abort.scope():
         try:
             while final is None:
@@ -139,6 +155,13 @@ async def stream_once(
                     )
                     final.retryable = True
                 elif isinstance(item, MessageUpdate):
+                    size += len(item.delta or "")
+                    if size > MAX_MESSAGE_CHARS:
+                        final = partial.snapshot("error", (
+                            f"{spec.provider}: the model's message passed "
+                            f"{MAX_MESSAGE_CHARS:,} characters (text, thinking and tool-call "
+                            "arguments together); the call was ended there"))
+                        break
                     partial.apply(item)
                     emit(item)
                 else:

@@ -159,7 +159,7 @@ def _format_validation_error(tool_name: str, error: ValidationError) -> str:
 
 def _unparsed_arguments_message(call: ToolCall) -> str:
     return (
-        f"Tool call not executed: its arguments were not valid JSON "
+        f"Tool call not executed: its arguments were not one JSON object "
         f"({call.arguments_error}). Please re-send the call with its arguments as one "
         f"complete JSON object."
     )

@@ -15,6 +15,7 @@ hook (before), an after-tool hook and a subscriber (turn end). Git runs in worke
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -24,8 +25,20 @@ from typing import Any, Literal
 
 import anyio
 
-from tiller.checkpoints.shadow import DEFAULT_MAX_FILE_BYTES, Blob, ShadowRepo, off_reason
-from tiller.errors import CheckpointsOffError, SymlinkInPathError, ToolError, UnknownEntryError
+from tiller.checkpoints.shadow import (
+    DEFAULT_MAX_FILE_BYTES,
+    Blob,
+    ShadowRepo,
+    git_available,
+    off_reason,
+)
+from tiller.errors import (
+    CheckpointsOffError,
+    SessionLogError,
+    SymlinkInPathError,
+    ToolError,
+    UnknownEntryError,
+)
 from tiller.protocol.checkpoints import (
     ChangesResult,
     FileChange,
@@ -39,7 +52,7 @@ from tiller.tools.base import EditorFiles, Tool, describe
 from tiller.tools.safefs import pin, remove_entry, restore_file, restore_symlink
 from tiller.types import AgentEnd, AgentEvent, CheckpointEvent, ToolCall, ToolResultMessage, TurnEnd
 
-__all__ = ["Checkpoints", "open_shadow"]
+__all__ = ["Checkpoints", "forget_session", "open_shadow"]
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +77,50 @@ def open_shadow(
     return repo, None
 
 
+def forget_session(log_path: Path, session_id: str) -> int:
+    """After session ``session_id``'s log at ``log_path`` was deleted: remove from its
+    workspace's shadow repository the session's index and every object only it referenced
+    (what the workspace's other logs and indexes need stays). Blocking; the number of objects
+    removed. A log of the workspace that cannot be read keeps everything (its trees are not
+    known), and so does a repository git cannot read."""
+    git_dir = log_path.parent / "checkpoints.git"
+    if not git_available() or not (git_dir / "HEAD").exists():
+        return 0
+
+    def logged_trees() -> set[str]:
+        trees: set[str] = set()
+        for other in log_path.parent.glob("*.jsonl"):
+            for entry in read_session_file(other).entries:
+                tree = entry.data.get("tree")
+                if entry.type in ("checkpoint", "checkpoint_end") and isinstance(tree, str):
+                    trees.add(tree)
+        return trees
+
+    try:
+        return ShadowRepo(git_dir, log_path.parent).purge(session_id, logged_trees)
+    except (OSError, SessionLogError) as exc:
+        log.warning("checkpoints: could not remove session %s's snapshots from %s: %s",
+                    session_id, git_dir, exc)
+        return 0
+
+
 @dataclass
 class _Turn:
-    """One checkpoint: its log entry, its place on the branch, the trees around the turn."""
+    """One checkpoint: its log entry, its place on the branch, the trees around the turn and
+    what the snapshots before it and (the latest) after it did not cover."""
 
     entry_id: str
     position: int
     before: str
     after: str | None
+    not_covered_before: frozenset[str] = frozenset()
+    not_covered_after: frozenset[str] = frozenset()
+
+    def grown(self) -> set[str]:
+        """Files the turn left over the size cap that were not over it before the turn
+        (grown past it, or created over it); folders (``node_modules/``...) aside."""
+        return {path for path in self.not_covered_after - self.not_covered_before
+                if not path.endswith("/")}
 
 
 class Checkpoints:
@@ -108,12 +157,20 @@ class Checkpoints:
             if self._open is not None:
                 return
             try:
+                hold = await anyio.to_thread.run_sync(repo.hold)
+            except OSError:
+                log.exception("checkpoint: the shadow repository is not usable; this turn is "
+                              "not covered")
+                return
+            try:
                 snap = await anyio.to_thread.run_sync(repo.snapshot)
+                entry = self.recorder.append("checkpoint", tree=snap.tree,
+                                             notCovered=snap.not_covered)
             except OSError:
                 log.exception("checkpoint: the snapshot failed; this turn is not covered")
                 return
-            entry = self.recorder.append("checkpoint", tree=snap.tree,
-                                         notCovered=snap.not_covered)
+            finally:
+                hold.release()  # the tree is in the log: a purge keeps it
             if entry is not None:
                 self._open = (entry.id, snap.tree)
 
@@ -126,13 +183,20 @@ class Checkpoints:
         entry_id, before = opened
         async with self._lock:
             try:
+                hold = await anyio.to_thread.run_sync(repo.hold)
+            except OSError:
+                log.exception("checkpoint: the shadow repository is not usable")
+                return
+            try:
                 snap = await anyio.to_thread.run_sync(repo.snapshot)
                 files = await anyio.to_thread.run_sync(repo.changed_paths, before, snap.tree)
+                self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
+                                     files=files, notCovered=snap.not_covered)
             except OSError:
                 log.exception("checkpoint: the snapshot after %s failed", call.name)
                 return
-            self.recorder.append("checkpoint_end", checkpointId=entry_id, tree=snap.tree,
-                                 files=files)
+            finally:
+                hold.release()
         self.publish(CheckpointEvent(entry_id=entry_id, files=files,
                                      not_covered=snap.not_covered))
 
@@ -168,7 +232,11 @@ class Checkpoints:
             plan = await anyio.to_thread.run_sync(_plan_revert, repo, source, entry_id,
                                                   paths, force)
             result, restore = plan
-            for rel, blob in restore:
+            # Deletions first, deepest first, then writes, shallowest first: `pkg/a.py` goes
+            # before the file `pkg` comes back, and the folder `pkg` before `pkg/a.py` does.
+            deletions = sorted((item for item in restore if item[1] is None), reverse=True)
+            writes = sorted(item for item in restore if item[1] is not None)
+            for rel, blob in [*deletions, *writes]:
                 refused = await _restore(repo, rel, blob, files)
                 if refused is None:
                     result.restored.append(rel)
@@ -207,9 +275,12 @@ def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
     for position, entry in enumerate(branch):
         data = entry.data
         if entry.type == "checkpoint" and isinstance(data.get("tree"), str):
-            turns[entry.id] = _Turn(entry.id, position, data["tree"], None)
+            turns[entry.id] = _Turn(entry.id, position, data["tree"], None,
+                                    frozenset(data.get("notCovered") or ()))
         elif entry.type == "checkpoint_end" and data.get("checkpointId") in turns:
-            turns[data["checkpointId"]].after = data.get("tree")
+            turn = turns[data["checkpointId"]]
+            turn.after = data.get("tree")
+            turn.not_covered_after = frozenset(data.get("notCovered") or ())  # older logs: ()
     ordered = list(turns.values())
     for turn, following in zip(ordered, ordered[1:], strict=False):
         turn.after = turn.after or following.before
@@ -217,12 +288,14 @@ def _turns(branch: list[Entry], start: int, end: int) -> list[_Turn]:
 
 
 def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
-           only: list[str] | None = None) -> dict[str, _Span]:
+           only: list[str] | None = None) -> tuple[dict[str, _Span], set[str]]:
     """Each file (among ``only``, when given) the turns changed: as the first turn found it,
-    as the last one left it."""
+    as the last one left it; and the files whose first state is unknown, because the first
+    turn that changed them found them over the size cap (not "added": never deleted)."""
     spans: dict[str, _Span] = {}
+    unknown: set[str] = set()
     if only is not None and not only:
-        return spans
+        return spans, unknown
     for turn in turns:
         after = turn.after or now()
         changed = repo.changed_paths(turn.before, after, only)
@@ -230,20 +303,30 @@ def _spans(repo: ShadowRepo, turns: list[_Turn], now: Callable[[], str],
             continue
         old, new = repo.blobs(turn.before, changed), repo.blobs(after, changed)
         for rel in changed:
+            if rel not in spans and rel not in old and rel in turn.not_covered_before:
+                unknown.add(rel)
             first = spans[rel][0] if rel in spans else old.get(rel)
             spans[rel] = (first, new.get(rel))
-    return {rel: span for rel, span in spans.items() if span[0] != span[1]}
+    changed_spans = {rel: span for rel, span in spans.items()
+                     if span[0] != span[1] and rel not in unknown}
+    return changed_spans, unknown
 
 
 def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
              end: str | None) -> ChangesResult:
+    with repo.held():
+        return _changes_held(repo, path, start, end)
+
+
+def _changes_held(repo: ShadowRepo, path: Path | None, start: str | None,
+                  end: str | None) -> ChangesResult:
     branch = _branch(path)
     first = _position(branch, start, 0)
     last = _position(branch, end, len(branch))
     turns = _turns(branch, first, last)
     not_covered: set[str] = set()
     for entry in branch[first:last + 1]:
-        if entry.type == "checkpoint":
+        if entry.type in ("checkpoint", "checkpoint_end"):
             not_covered.update(entry.data.get("notCovered") or [])
     current: list[str] = []
 
@@ -251,7 +334,8 @@ def _changes(repo: ShadowRepo, path: Path | None, start: str | None,
         current[:] = current or [repo.snapshot().tree]
         return current[0]
 
-    spans = _spans(repo, turns, now)
+    spans, unknown = _spans(repo, turns, now)
+    not_covered |= unknown
     return ChangesResult(
         files=[_file_change(repo, rel, old, new) for rel, (old, new) in sorted(spans.items())],
         checkpoints=[TurnCheckpoint(entry_id=turn.entry_id,
@@ -306,24 +390,42 @@ def _plan_revert(
     repo: ShadowRepo, path: Path | None, entry_id: str, only: Sequence[str] | None, force: bool
 ) -> tuple[RevertResult, list[tuple[str, Blob | None]]]:
     """What a revert to ``entry_id`` restores (file, blob to restore or None to delete), with
-    the conflicts and skipped files already in the result."""
+    the conflicts and skipped files already in the result. (The blobs to restore are in
+    logged trees: a purge keeps them.)"""
+    with repo.held():
+        return _plan_held(repo, path, entry_id, only, force)
+
+
+def _plan_held(
+    repo: ShadowRepo, path: Path | None, entry_id: str, only: Sequence[str] | None, force: bool
+) -> tuple[RevertResult, list[tuple[str, Blob | None]]]:
     branch = _branch(path)
     turns = _turns(branch, _position(branch, entry_id, 0), len(branch))
     current = repo.snapshot()
     wanted = sorted({_relative(repo, p) for p in only}) if only is not None else None
-    spans = _spans(repo, turns, lambda: current.tree, wanted)
+    spans, unknown = _spans(repo, turns, lambda: current.tree, wanted)
     result = RevertResult()
     restore: list[tuple[str, Blob | None]] = []
+    skipped = {rel: "not covered: it was over the size cap before the agent changed it"
+               for rel in unknown}
+    for turn in turns:
+        grown = sorted(rel for rel in turn.grown() if rel not in spans and rel not in skipped
+                       and (wanted is None or rel in wanted))
+        found_before = repo.blobs(turn.before, grown)
+        for rel in grown:
+            skipped[rel] = ("not covered: it grew past the size cap" if rel in found_before
+                            else "not covered: over the size cap")
     now = repo.blobs(current.tree, list(spans))
     for rel, (found, left) in sorted(spans.items()):
         if rel in current.not_covered:
-            result.skipped.append(SkippedFile(path=rel, reason="not covered: over the size cap"))
+            skipped[rel] = "not covered: over the size cap"
         elif now.get(rel) == found:
-            result.skipped.append(SkippedFile(path=rel, reason="already as it was"))
+            skipped[rel] = "already as it was"
         elif now.get(rel) != left and not force:
             result.conflicts.append(rel)
         else:
             restore.append((rel, found))
+    result.skipped = [SkippedFile(path=rel, reason=why) for rel, why in sorted(skipped.items())]
     return result, restore
 
 
@@ -358,6 +460,12 @@ async def _restore(repo: ShadowRepo, rel: str, blob: Blob | None, files: EditorF
         at = Path(exc.at)
         shown = at.relative_to(root).as_posix() if at.is_relative_to(root) else str(at)
         return f"not restored: {shown} is a symlink, and revert does not write through one"
+    except NotADirectoryError:
+        return "not restored: a folder on its path is a file now"
+    except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY:
+            return f"not restored: {rel} is a folder now, and not empty"
+        return f"not restored: {exc.strerror or exc}"
     return None
 
 

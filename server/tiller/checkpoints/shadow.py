@@ -25,21 +25,26 @@ workspace's tree with that one as its ``.git`` entry (``git mktree``): ``session
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tiller.gate.protected import PROTECTED_FILES, PROTECTED_FOLDERS
+from tiller.store.private import PRIVATE_FILE, private_dir
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "SKIPPED_FOLDERS",
     "Blob",
+    "Hold",
     "ShadowRepo",
     "Snapshot",
     "git_available",
@@ -75,6 +80,27 @@ _CONFIG = (
 )
 
 
+_LOCK = "tiller.lock"
+"""Taken shared while a snapshot's objects are not yet referenced by a log (and while changes
+or a revert read them), exclusively while objects are pruned (``ShadowRepo.purge``)."""
+_PURGED = "tiller-purged"
+"""Touched by every purge: a repository object that saw it change forgets its caches."""
+_LOOSE = re.compile(r"[0-9a-f]{2}")
+
+
+class Hold:
+    """A shared hold on a shadow repository (see ``_LOCK``); ``release`` never blocks."""
+
+    def __init__(self, git_dir: Path, exclusive: bool = False) -> None:
+        self._fd: int | None = os.open(git_dir / _LOCK, os.O_RDWR | os.O_CREAT, PRIVATE_FILE)
+        fcntl.flock(self._fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing releases the lock
+            self._fd = None
+
+
 _Stat = tuple[str, int, int, int, int]
 """A path's name, mode, size, modification time (ns) and inode."""
 _RACY_NS = 1_000_000_000
@@ -98,6 +124,45 @@ def _stamp(dot_git: Path) -> tuple[_Stat, ...]:
             except OSError:
                 continue
     return tuple(sorted(key))
+
+
+def _write_private(path: Path, data: str | bytes) -> None:
+    """Write ``path`` (mode 0600) with ``data``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)
+
+
+def _paths(paths: list[str]) -> bytes:
+    """``paths`` as ``update-index -z --stdin`` reads them."""
+    return b"".join(path.encode(errors="surrogateescape") + b"\0" for path in paths)
+
+
+class _Folders:
+    """Which folders under ``root`` are real folders (not files or symlinks), each asked of
+    the file system once: a file under a symlinked folder is never read through it. A missing
+    folder counts as real (its files are deleted: ``--remove`` drops them)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._known: dict[str, bool] = {"": True}
+
+    def real(self, path: str) -> bool:
+        """Whether no folder on the way to workspace-relative ``path`` is a file or a
+        symlink."""
+        folder = path.rpartition("/")[0]
+        known = self._known.get(folder)
+        if known is None:
+            known = self.real(folder)
+            if known:
+                try:
+                    known = stat.S_ISDIR(os.lstat(self.root / folder).st_mode)
+                except FileNotFoundError:
+                    known = True
+                except OSError:
+                    known = False
+            self._known[folder] = known
+        return known
 
 
 def git_available() -> bool:
@@ -158,20 +223,23 @@ class ShadowRepo:
         self._composed: dict[tuple[str, str], str] = {}
         self._git_record: tuple[tuple[_Stat, ...] | None, str, list[str]] | None = None
         """The ``.git`` files' stat stamp, tree and not covered paths at the last snapshot."""
+        self._purged: int | None = None
+        """The purge stamp the caches were filled under."""
 
     # ------------------------------------------------------------------ plumbing
 
     def git(self, *args: str, stdin: bytes | None = None,
-            env: Mapping[str, str] | None = None) -> bytes:
+            env: Mapping[str, str] | None = None, cwd: Path | None = None) -> bytes:
         """Run one git command in the shadow repository (``env``: another view of it); its
-        stdout. Raises OSError (with git's message) when it fails."""
+        stdout. Everything git creates is private (umask 077: objects 0400, the rest 0600,
+        folders 0700). Raises OSError (with git's message) when it fails."""
         argv = ["git"]
         for option in _CONFIG:
             argv += ["-c", option]
         try:
             done = subprocess.run(
                 [*argv, *args], input=stdin, capture_output=True, env=env or self._env,
-                cwd=self.work_tree, check=False,
+                cwd=cwd or self.work_tree, check=False, umask=0o077,
             )
         except FileNotFoundError as exc:
             raise OSError(f"git is not available: {exc}") from None
@@ -181,29 +249,45 @@ class ShadowRepo:
         return done.stdout
 
     def ensure(self) -> None:
-        """Create the shadow repository if it does not exist yet."""
+        """Create the shadow repository if it does not exist yet (private: 0700), or make an
+        older one private."""
+        private_dir(self.git_dir)
         if (self.git_dir / "HEAD").exists():
             return
-        self.git_dir.mkdir(parents=True, exist_ok=True)
         self.git("init", "--quiet")
         info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
+        info.mkdir(mode=0o700, exist_ok=True)
         patterns = [f"{name}/" for name in SKIPPED_FOLDERS]
         patterns += ["/" + path.strip("/") for path in self.exclude]
-        (info / "exclude").write_text("\n".join(patterns) + "\n")
+        _write_private(info / "exclude", "\n".join(patterns) + "\n")
         # Overrides the workspace's .gitattributes: bytes in, the same bytes out; no filters.
-        (info / "attributes").write_text(
-            "* -text -eol -filter -ident -working-tree-encoding -diff -merge\n"
-        )
+        _write_private(info / "attributes",
+                       "* -text -eol -filter -ident -working-tree-encoding -diff -merge\n")
         hooks = self.git_dir / "hooks"
         if hooks.is_dir():
             shutil.rmtree(hooks)
 
     # ------------------------------------------------------------------ snapshots
 
+    def hold(self) -> Hold:
+        """A shared hold (blocking while a purge runs): take it before a snapshot and release
+        it once the snapshot's tree is in a log, or once what read the trees is done."""
+        self.ensure()
+        return Hold(self.git_dir)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """``hold`` for the block."""
+        hold = self.hold()
+        try:
+            yield
+        finally:
+            hold.release()
+
     def snapshot(self) -> Snapshot:
         """Record the workspace as it is now; its tree and what is not covered."""
         self.ensure()
+        self._forget_if_purged()
         self._seed_index()
         excluded = [f"--exclude=/{path.strip('/')}/" for path in self.exclude]  # wins: last
         tree, not_covered = self._record(
@@ -230,7 +314,11 @@ class ShadowRepo:
         out (over the size cap, nested repositories)."""
         listed = self.git("ls-files", "-z", "--others", "--modified", *listing, env=env)
         update: list[str] = []
+        gone: list[str] = []
+        """Files now folders, or under a folder that is a file or a symlink now: dropped
+        (never read through a symlink); what stands there now is listed on its own."""
         not_covered: list[str] = []
+        folders = _Folders(root)
         for raw in dict.fromkeys(listed.split(b"\0")):
             if not raw:
                 continue
@@ -238,22 +326,31 @@ class ShadowRepo:
             if path.endswith("/"):  # a nested repository
                 not_covered.append(path)
                 continue
+            if not folders.real(path):
+                gone.append(path)
+                continue
             try:
-                size = os.lstat(root / path).st_size
-            except FileNotFoundError:
+                info = os.lstat(root / path)
+            except (FileNotFoundError, NotADirectoryError):
                 update.append(path)  # deleted: update-index --remove drops it
                 continue
             except OSError:
                 not_covered.append(path)
                 continue
-            if size > self.max_file_bytes:
+            if stat.S_ISDIR(info.st_mode):  # a recorded file that is a folder now
+                gone.append(path)
+            elif info.st_size > self.max_file_bytes:
                 not_covered.append(path)
             else:
                 update.append(path)
-        if update:
-            payload = b"".join(p.encode(errors="surrogateescape") + b"\0" for p in update)
-            self.git("update-index", "--add", "--remove", "-z", "--stdin", stdin=payload,
+        if gone:  # --remove refuses a path "beyond a symbolic link"; --force-remove does not
+            self.git("update-index", "--force-remove", "-z", "--stdin", stdin=_paths(gone),
                      env=env)
+        if update:
+            # --replace: a file where a folder was (or the other way) drops the entries in
+            # the way, so `rm -r pkg && echo x > pkg` is recorded rather than refused.
+            self.git("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                     stdin=_paths(update), env=env)
         return self.git("write-tree", env=env).decode().strip(), not_covered
 
     def _compose(self, tree: str, git_tree: str) -> str:
@@ -278,7 +375,62 @@ class ShadowRepo:
                   if p.is_file() and p != self.index_file and p.suffix != ".dotgit"]
         if others:
             latest = max(others, key=lambda p: p.stat().st_mtime)
-            shutil.copyfile(latest, self.index_file)
+            _write_private(self.index_file, latest.read_bytes())
+
+    def _forget_if_purged(self) -> None:
+        """Drop the caches of trees if a purge ran since they were filled (they may name
+        objects it removed)."""
+        try:
+            stamp = os.stat(self.git_dir / _PURGED).st_mtime_ns
+        except FileNotFoundError:
+            stamp = 0
+        if stamp != self._purged:
+            self._composed.clear()
+            self._git_record = None
+            self._purged = stamp
+
+    # ------------------------------------------------------------------ purging
+
+    def purge(self, session_id: str, logged_trees: Callable[[], Iterable[str]]) -> int:
+        """Forget session ``session_id``: remove its index files, and every object no longer
+        reachable from ``logged_trees()`` (the trees the workspace's remaining logs name, read
+        under the lock) or from a remaining index. Indexes whose session has no log left (a
+        session deleted by an older Tiller) go too. Holds the repository exclusively
+        meanwhile; returns how many objects were removed. Blocking (git, the file system)."""
+        if not (self.git_dir / "HEAD").exists():
+            return 0
+        hold = Hold(self.git_dir, exclusive=True)
+        try:
+            logs = self.git_dir.parent
+            for index in self.git_dir.glob("index-*"):
+                owner = index.name.removeprefix("index-").split(".", 1)[0]
+                if owner == session_id or not (logs / f"{owner}.jsonl").exists():
+                    index.unlink(missing_ok=True)
+            roots = set(logged_trees())
+            for index in self.git_dir.glob("index*"):
+                if index.is_file() and not index.name.endswith(".lock"):
+                    # write-tree names every tree the index's cache relies on: git trusts a
+                    # cached tree without checking that it still exists.
+                    roots.add(self.git("write-tree", cwd=self.git_dir, env={
+                        **self._env, "GIT_INDEX_FILE": str(index)}).decode().strip())
+            listed = self.git("rev-list", "--objects", "--stdin", cwd=self.git_dir,
+                              stdin="".join(f"{root}\n" for root in roots).encode()
+                              ) if roots else b""
+            keep = {line.split(maxsplit=1)[0] for line in listed.decode().splitlines() if line}
+            removed = 0
+            objects = self.git_dir / "objects"
+            for folder in objects.iterdir():
+                if not (folder.is_dir() and _LOOSE.fullmatch(folder.name)):
+                    continue  # packs, info: none are made (gc is off), so none are pruned
+                for loose in folder.iterdir():
+                    if len(loose.name) == 38 and folder.name + loose.name not in keep:
+                        loose.unlink(missing_ok=True)
+                        removed += 1
+            (self.git_dir / _PURGED).touch(mode=PRIVATE_FILE)
+            os.utime(self.git_dir / _PURGED)
+            return removed
+        finally:
+            hold.release()
 
     def skipped_folders(self) -> list[str]:
         """The ``SKIPPED_FOLDERS`` present at the top of the workspace (not covered)."""

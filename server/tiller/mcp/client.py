@@ -38,10 +38,10 @@ import anyio
 
 from tiller.errors import ToolError
 from tiller.mcp.config import McpServerConfig
-from tiller.mcp.tool import McpTool, mcp_tool
+from tiller.mcp.tool import McpTool, mcp_tool, unique_names
 from tiller.procs import ProcessScope
 from tiller.tools.base import Tool
-from tiller.types import McpServerState, McpStatus, McpStatusName
+from tiller.types import McpRenamedTool, McpServerState, McpStatus, McpStatusName
 
 if TYPE_CHECKING:  # the SDK is imported when a server starts (it costs ~0.5 s)
     import mcp.types as mcp_types
@@ -97,9 +97,11 @@ class McpServer:
 
     def state(self) -> McpServerState:
         """The server as ``mcp/list`` and ``mcp_status`` show it."""
+        renamed = [McpRenamedTool(tool=tool.remote_name, name=tool.name)
+                   for tool in self.tools if tool.name != tool.natural_name]
         return McpServerState(
             name=self.name, transport=self.config.transport, status=self.status,
-            error=self.error, tools=[tool.name for tool in self.tools],
+            error=self.error, tools=[tool.name for tool in self.tools], renamed=renamed or None,
         )
 
     def _set(self, status: McpStatusName, error: str | None = None) -> None:
@@ -297,7 +299,7 @@ class McpServer:
             lambda params: session.list_prompts(params=params), "prompts")
 
     def _listing(self) -> list[tuple[str, str, dict[str, Any]]]:
-        return [(tool.name, tool.description, tool.input_schema) for tool in self.tools]
+        return [(tool.natural_name, tool.description, tool.input_schema) for tool in self.tools]
 
     async def _list_tools(self) -> None:
         session = self._session
@@ -397,8 +399,19 @@ class McpServers:
 
     def _changed(self, server: McpServer) -> None:
         builtin = [tool for tool in self._tools if not isinstance(tool, McpTool)]
-        self._tools[:] = builtin + [tool for s in self.servers for tool in s.tools]
-        self._publish(McpStatus(server=server.state()))
+        before = {other.name: [tool.name for tool in other.tools] for other in self.servers}
+        mcp_tools: list[McpTool] = [tool for other in self.servers for tool in other.tools]
+        for tool, name in zip(mcp_tools, unique_names([t.natural_name for t in mcp_tools]),
+                              strict=True):
+            if name != tool.name and name != tool.natural_name:
+                log.warning("MCP server %s: its tool %r is offered as %s (%s is another "
+                            "tool's)", tool.caller.name, tool.remote_name, name,
+                            tool.natural_name)
+            type(tool).name = name  # each tool is a class of its own (mcp_tool)
+        self._tools[:] = [*builtin, *mcp_tools]
+        for other in self.servers:  # a rename can change another server's names
+            if other is server or before[other.name] != [tool.name for tool in other.tools]:
+                self._publish(McpStatus(server=other.state()))
 
     def _prompts_changed(self) -> None:
         self.on_prompts()

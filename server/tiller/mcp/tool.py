@@ -27,7 +27,12 @@ from tiller.types import ImageContent, TextContent
 if TYPE_CHECKING:
     import mcp.types as mcp_types
 
-__all__ = ["McpCaller", "McpTool", "map_block", "map_result", "mcp_tool", "tool_name"]
+__all__ = [
+    "McpCaller", "McpTool", "map_block", "map_result", "mcp_tool", "tool_name", "unique_names",
+]
+
+MAX_NAME = 64
+"""The longest tool name the model APIs take."""
 
 
 class McpCaller(Protocol):
@@ -50,7 +55,26 @@ class McpArguments(BaseModel):
 def tool_name(server: str, tool: str) -> str:
     """The name the model sees: ``mcp__<server>__<tool>``, with any character the model APIs
     do not allow in a name replaced by ``_``, at most 64 characters."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")[:64]
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"mcp__{server}__{tool}")[:MAX_NAME]
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """``names`` with every repeat made unique: the first of a name keeps it, each later one
+    gets the first free suffix ``_2``, ``_3``... (cut to fit ``MAX_NAME``), never a name that
+    another of ``names`` has."""
+    taken = set(names)
+    kept: set[str] = set()
+    unique: list[str] = []
+    for name in names:
+        if name in kept:
+            number = 2
+            while (candidate := f"{name[:MAX_NAME - len(str(number)) - 1]}_{number}") in taken:
+                number += 1
+            name = candidate
+            taken.add(name)
+        kept.add(name)
+        unique.append(name)
+    return unique
 
 
 class McpTool(Tool[McpArguments]):
@@ -59,6 +83,10 @@ class McpTool(Tool[McpArguments]):
     Params = McpArguments
     caller: ClassVar[McpCaller]
     remote_name: ClassVar[str]
+    """The server's own name for the tool."""
+    natural_name: ClassVar[str]
+    """``tool_name`` of it; ``name`` is this unless another tool of the session had it first
+    (``unique_names``)."""
     input_schema: ClassVar[dict[str, Any]]
 
     def parameters_schema(self) -> dict[str, Any]:
@@ -76,6 +104,7 @@ def mcp_tool(caller: McpCaller, tool: mcp_types.Tool, *, read_only: bool) -> Mcp
     schema = schema or {"type": "object", "properties": {}}
     attributes = {
         "name": tool_name(caller.name, tool.name),
+        "natural_name": tool_name(caller.name, tool.name),
         "description": tool.description or f"{tool.name} (MCP server {caller.name})",
         "info": ToolInfo(kind="other", mutates=not (read_only or hint is True),
                          title=f"{caller.name}: {tool.name}"),

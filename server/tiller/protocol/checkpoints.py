@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tiller.types import WireModel
+from tiller.types import PathText, WireModel
 
 __all__ = [
     "ChangesParams",
@@ -65,7 +65,7 @@ class ChangesResult(WireModel):
 class RevertParams(WireModel):
     session_id: str
     entry_id: str
-    paths: list[str] | None = None
+    paths: list[PathText] | None = None
     force: bool = False
 
 

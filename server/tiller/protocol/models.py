@@ -18,6 +18,7 @@ from tiller.types import (
     CommandEntry,
     McpServerState,
     Message,
+    PathText,
     PlanItem,
     RunStopReason,
     Usage,
@@ -123,7 +124,7 @@ class InitializeResult(WireModel):
 
 
 class SessionNewParams(WireModel):
-    cwd: str | None = None
+    cwd: PathText | None = None
     provider: str | None = None
     model: str | None = None
     thinking_level: ThinkingLevel | None = None
@@ -301,7 +302,7 @@ class SetThinkingLevelResult(WireModel):
 
 
 class SessionListParams(WireModel):
-    cwd: str | None = None
+    cwd: PathText | None = None
     limit: int = Field(default=50, ge=1, le=500)
     cursor: str | None = None
 

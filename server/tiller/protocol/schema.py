@@ -42,6 +42,7 @@ from tiller.errors import (
     NoActiveRunError,
     ProviderNotConfiguredError,
     RequestError,
+    ResourceLimitError,
     RunFailedError,
     SessionLogError,
     UnknownEntryError,
@@ -62,7 +63,7 @@ JSONRPC_ERRORS: tuple[type[Exception], ...] = (
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
-    CommandFailedError, RunFailedError,
+    CommandFailedError, ResourceLimitError, RunFailedError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiller.providers.anthropic_request import REDACTED_THINKING_PREFIX
-from tiller.providers.base import RETRY_HINT
+from tiller.providers.base import RETRY_HINT, json_payload
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -72,7 +72,7 @@ async def event_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
             raise stream._client._make_status_error(message, body=body, response=stream.response)
         if not sse.data:
             continue
-        payload = json.loads(sse.data)
+        payload = json_payload(sse.data)
         if not isinstance(payload, dict):
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         yield payload

@@ -11,6 +11,7 @@ library's cancellation; the loop turns it into ``"aborted"``.
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
@@ -35,10 +36,12 @@ __all__ = [
     "ToolSpec",
     "display_url",
     "estimated_usage",
+    "json_payload",
     "redact",
     "retry_after_seconds",
 ]
 
+log = logging.getLogger(__name__)
 
 RETRY_HINT = "temporary: retrying may succeed"
 """Appended to the message of a failure that ``retryable`` marks."""
@@ -158,6 +161,12 @@ class Provider(ABC):
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
 
+    async def prepare(self) -> None:
+        """Get ready for ``stream`` (import the SDK, create the client): the cold start that is
+        not the model's silence, so a stream's stall timer starts after it. Default: nothing.
+        Never raises: what fails here fails the stream again, which reports it."""
+        return None
+
     async def aclose(self) -> None:
         """Release connections. Default: nothing to release."""
         return None
@@ -187,6 +196,22 @@ class SdkProvider(Provider):
         self._http_client = http_client
         self._headers = dict(headers or {})
         self._request_timeout = request_timeout
+
+    def _get_client(self) -> Any:
+        """The SDK client, created (and the SDK imported) on first use."""
+        raise NotImplementedError
+
+    async def prepare(self) -> None:
+        """Import the SDK and create the client in a worker thread (``import openai`` takes
+        over a second on a loaded machine, during which the event loop keeps serving)."""
+        if self._client is None:
+            import anyio
+
+            try:
+                await anyio.to_thread.run_sync(self._get_client, abandon_on_cancel=True)
+            except Exception:
+                log.debug("preparing %s failed; its stream will say why", self.name,
+                          exc_info=True)
 
     async def aclose(self) -> None:
         """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
@@ -255,6 +280,17 @@ def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
         output_tokens=-(-chars(message.content) // CHARS_PER_TOKEN),
         estimated=True,
     )
+
+
+def json_payload(data: str) -> Any:
+    """One stream event's ``data:`` decoded as JSON; a ValueError (the reader's "malformed
+    event") when it is not JSON or nests too deeply to decode (RecursionError otherwise)."""
+    import json
+
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("a payload nested too deeply to decode") from None
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:

@@ -13,12 +13,11 @@ reasoning item are joined with a blank line. The final message keeps the output 
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tiller.providers.base import RETRY_HINT
+from tiller.providers.base import RETRY_HINT, json_payload
 from tiller.providers.openai_stream import (
     CONTENT_FILTER_ERROR,
     EMPTY_RESPONSE_ERROR,
@@ -57,7 +56,7 @@ async def event_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
         data = sse.data
         if data.startswith("[DONE]"):
             return
-        payload = json.loads(data)
+        payload = json_payload(data)
         if not isinstance(payload, dict):
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         if "type" not in payload:

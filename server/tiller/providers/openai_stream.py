@@ -12,13 +12,12 @@ JSON, or not shaped like a chunk, raises ``ValueError`` (reported as a malformed
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tiller.providers.base import RETRY_HINT
+from tiller.providers.base import RETRY_HINT, json_payload
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -52,7 +51,7 @@ async def chunk_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
         data = sse.data
         if data.startswith("[DONE]"):
             return
-        payload = json.loads(data)
+        payload = json_payload(data)
         if not isinstance(payload, dict):
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         error = payload.get("error")

@@ -15,32 +15,57 @@ from typing import Any
 
 from tiller.types import ToolCall
 
-__all__ = ["parse_tool_arguments", "streamed_tool_call"]
+__all__ = ["MAX_ARGUMENT_DEPTH", "parse_tool_arguments", "streamed_tool_call"]
+
+MAX_ARGUMENT_DEPTH = 64
+"""The deepest nesting a call's arguments may have (the arguments object is level 1). Deeper
+arguments are neither run nor kept: they would not survive the session log, the wire or the
+next request (JSON decoders give up near 1,000 levels), so the call keeps ``{}``."""
+
+_TOO_DEEP = f"nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+
 
 def streamed_tool_call(call_id: str, name: str, raw: str) -> ToolCall:
     """The call whose streamed arguments are ``raw``. Empty means no arguments. Anything but one
-    JSON object sets ``arguments_error`` (the call must not run) and keeps a repair for display."""
-    return ToolCall(
-        id=call_id,
-        name=name,
-        arguments=parse_tool_arguments(raw),
-        arguments_error=_arguments_error(raw),
-    )
+    JSON object at most ``MAX_ARGUMENT_DEPTH`` levels deep sets ``arguments_error`` (the call
+    must not run) and keeps a repair for display (``{}`` for arguments nested too deeply)."""
+    arguments, error = _parse(raw)
+    return ToolCall(id=call_id, name=name, arguments=arguments, arguments_error=error)
 
 
-def _arguments_error(raw: str) -> str | None:
-    """Why ``raw`` is not one JSON object, or None when it is (or is empty)."""
+def _parse(raw: str) -> tuple[dict[str, Any], str | None]:
+    """The arguments in ``raw`` (exact, or repaired for display) and why they may not run (None
+    when they may)."""
     text = raw.strip()
     if not text:
-        return None
+        return {}, None
     try:
         value = json.loads(text)
+    except RecursionError:
+        return {}, _TOO_DEEP
     except ValueError as exc:
-        return f"not valid JSON: {exc}"
+        return _repaired(text), f"not valid JSON: {exc}"
+    if _too_deep(value):
+        return {}, _TOO_DEEP
     if not isinstance(value, dict):
         kind = _JSON_KINDS.get(type(value), "value")
-        return f"a JSON {kind}, not an object"
-    return None
+        return {}, f"a JSON {kind}, not an object"
+    return value, None
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` nests lists and dicts more than ``MAX_ARGUMENT_DEPTH`` levels (counted
+    without recursing)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > MAX_ARGUMENT_DEPTH:
+            return True
+        stack.extend((child, depth + 1)
+                     for child in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 _JSON_KINDS: dict[type, str] = {
@@ -52,15 +77,19 @@ _JSON_KINDS: dict[type, str] = {
 def parse_tool_arguments(raw: str) -> dict[str, Any]:
     """Streamed JSON arguments as a dict: exact when valid, else a best-effort repair of a
     truncated object (close the open string and brackets, drop a trailing incomplete member),
-    else ``{}``. Never raises."""
-    text = raw.strip()
-    if not text:
-        return {}
+    else ``{}`` (also for arguments nested more than ``MAX_ARGUMENT_DEPTH`` levels). Never
+    raises."""
+    return _parse(raw)[0]
+
+
+def _repaired(text: str) -> dict[str, Any]:
+    """A truncated object's repair, for display; ``{}`` when there is none, or it nests too
+    deeply."""
     try:
-        value = json.loads(text)
-    except ValueError:
         value = _parse_truncated(text)
-    return value if isinstance(value, dict) else {}
+    except RecursionError:
+        return {}
+    return value if isinstance(value, dict) and not _too_deep(value) else {}
 
 
 def _parse_truncated(text: str) -> Any:

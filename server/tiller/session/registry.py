@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from tiller.checkpoints.checkpoints import forget_session
 from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
@@ -254,6 +255,10 @@ class SessionRegistry:
             raise UnknownSessionError(f"unknown session {session_id!r} (or not saved)")
         if source is not None and not source.log.written:  # no message yet: no entry
             raise UnknownEntryError(f"session {session_id!r} has no entry {entry_id!r}")
+        if revert_files and source is not None and source.is_running:
+            # Refused before anything is forked: rewinding files under a running command.
+            raise AgentBusyError("the session has an active run: abort it before a fork "
+                                 "with revertFiles")
         new_id = uuid.uuid4().hex
         await anyio.to_thread.run_sync(self._copy_branch, path, session_id, entry_id, new_id)
         session = await self.load(new_id)
@@ -300,6 +305,8 @@ class SessionRegistry:
             await self.close(session_id)
         if path is not None:
             path.unlink(missing_ok=True)
+            # Its snapshots too: what no other session of the workspace references.
+            await anyio.to_thread.run_sync(forget_session, path, session_id)
 
     async def shutdown(self, grace: float = 10.0) -> None:
         """Abort every active run at once, give them ``grace`` seconds together to wind down,

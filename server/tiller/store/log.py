@@ -31,12 +31,13 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from pydantic_core import from_json
 
 from tiller.errors import SessionLogError
 from tiller.modes import SUMMARY_PREFIX, now_ms
+from tiller.store.private import PRIVATE_FILE, private_dir
 
 __all__ = [
     "FORMAT_VERSION",
@@ -70,7 +71,7 @@ ENTRY_TYPES = (
     "compaction",  # {summary, firstKeptEntryId, tokensBefore}
     "label",  # {label}: a title or bookmark
     "checkpoint",  # {tree, notCovered}: the workspace before a turn's mutating calls
-    "checkpoint_end",  # {checkpointId, tree, files}: after a mutating call of that turn
+    "checkpoint_end",  # {checkpointId, tree, files, notCovered}: after a mutating call
     "revert",  # {entryId, restored}: session/revert put these files back
 )
 
@@ -218,7 +219,6 @@ class SessionLog:
         self.path = path
         self.durable = durable
         self.leaf_id: str | None = None
-        self._file: IO[bytes] | None = None
         self._waiting: list[dict[str, Any]] | None = None
         """A new log's lines not yet written (header first), until its first message."""
 
@@ -264,23 +264,34 @@ class SessionLog:
         self.leaf_id = entry.id
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Nothing to release: the file is open only while an append writes it."""
 
     def _write_line(self, value: dict[str, Any]) -> None:
+        """Append ``value`` (after the waiting header and settings, if any). The file is opened
+        for this one write and closed again, so an idle session holds no descriptor: a server
+        with a thousand saved sessions live stays far from the process's open-file limit. It
+        is created (0600, its folder 0700) only with the header; a written log that has gone
+        missing is an OSError, never a headerless file."""
         if self.path is None:
             return
         lines = [*(self._waiting or ()), value]
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for appends
-        self._file.write(b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n"
-                                  for line in lines))
-        self._file.flush()
-        self._waiting = None  # the header is out (kept for the next try if writing failed)
-        if self.durable:
-            os.fsync(self._file.fileno())
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC
+        if self._waiting is not None:
+            private_dir(self.path.parent)
+            flags |= os.O_CREAT
+        fd = os.open(self.path, flags, PRIVATE_FILE)
+        try:
+            if os.fstat(fd).st_mode & 0o077:  # written by an older Tiller
+                os.fchmod(fd, PRIVATE_FILE)
+            data = b"".join(json.dumps(line, separators=(",", ":")).encode() + b"\n"
+                            for line in lines)
+            while data:
+                data = data[os.write(fd, data):]
+            self._waiting = None  # the header is out (kept for the next try if writing failed)
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def _repair_tail(self, torn: bool) -> None:
         """Make the next append start a line of its own: cut a torn last line, or end a

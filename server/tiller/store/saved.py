@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tiller.errors import SessionLogError, UnknownSessionError
+from tiller.errors import OUT_OF_DESCRIPTORS, SessionLogError, UnknownSessionError
 from tiller.store.log import (
     Outline,
     SessionFile,
@@ -87,6 +87,8 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
         loaded = read_session_file(path)
         state = outline(loaded)
     except (OSError, SessionLogError) as exc:
+        if isinstance(exc, OSError) and exc.errno in OUT_OF_DESCRIPTORS:
+            raise  # not this file's fault: the request fails (ResourceLimitError)
         log.warning("skipping %s: %s", path, exc)
         return None
     if not state.messages and not state.queued:
@@ -149,6 +151,8 @@ def open_saved(root: Path | None, session_id: str) -> SavedSession:
             found = outline(loaded)
             session_log = SessionLog.reopen(loaded)
         except OSError as exc:
+            if exc.errno in OUT_OF_DESCRIPTORS:
+                raise  # the log is fine: the server is out of descriptors (ResourceLimitError)
             raise SessionLogError(f"cannot read the session log {path}: {exc}") from None
         if found.interrupted or found.open_run:
             for call, started in found.interrupted:

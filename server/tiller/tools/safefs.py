@@ -163,23 +163,28 @@ def _parent_of(real: Path, make: bool) -> Iterator[int]:
 
 
 def _remove_at(parent: int, name: str) -> None:
-    """Remove the file or symlink ``name`` under ``parent`` if there is one (not a folder)."""
+    """Remove the file, symlink or empty folder ``name`` under ``parent`` if there is one; a
+    folder that is not empty stays (OSError ``ENOTEMPTY``)."""
     try:
         os.unlink(name, dir_fd=parent)
     except FileNotFoundError:
         pass
+    except IsADirectoryError:
+        os.rmdir(name, dir_fd=parent)
 
 
 def restore_file(real: Path, data: bytes, mode: int) -> None:
     """Make the pinned path ``real`` a regular file holding ``data`` with permission bits
-    ``mode``, creating missing parents; a symlink at ``real`` is replaced, not followed, and a
-    symlink among its parents is a ``SymlinkInPathError`` (nothing is written)."""
+    ``mode``, creating missing parents; a symlink or an empty folder at ``real`` is replaced,
+    not followed (a folder that is not empty: OSError ``ENOTEMPTY``), and a symlink among its
+    parents is a ``SymlinkInPathError`` (nothing is written)."""
     with _parent_of(real, make=True) as parent:
         try:
-            if stat.S_ISLNK(os.stat(real.name, dir_fd=parent, follow_symlinks=False).st_mode):
-                os.unlink(real.name, dir_fd=parent)
+            kind = os.stat(real.name, dir_fd=parent, follow_symlinks=False).st_mode
         except FileNotFoundError:
-            pass
+            kind = 0
+        if stat.S_ISLNK(kind) or stat.S_ISDIR(kind):
+            _remove_at(parent, real.name)
         try:
             fd = os.open(real.name, os.O_WRONLY | os.O_CREAT | _FILE_FLAGS, 0o666,
                          dir_fd=parent)
@@ -198,16 +203,17 @@ def restore_file(real: Path, data: bytes, mode: int) -> None:
 
 
 def restore_symlink(real: Path, target: str) -> None:
-    """Make the pinned path ``real`` a symlink to ``target`` (what was a file or a symlink
-    there goes), creating missing parents, never through a symlink (``SymlinkInPathError``)."""
+    """Make the pinned path ``real`` a symlink to ``target`` (what was a file, a symlink or an
+    empty folder there goes), creating missing parents, never through a symlink
+    (``SymlinkInPathError``)."""
     with _parent_of(real, make=True) as parent:
         _remove_at(parent, real.name)
         os.symlink(target, real.name, dir_fd=parent)
 
 
 def remove_entry(real: Path) -> None:
-    """Delete the file or symlink at the pinned path ``real`` (not what a symlink points to);
-    nothing to do if it or a parent is missing; a symlink among its parents is a
+    """Delete the file, symlink or empty folder at the pinned path ``real`` (not what a symlink
+    points to); nothing to do if it or a parent is missing; a symlink among its parents is a
     ``SymlinkInPathError`` (nothing is deleted)."""
     try:
         with _parent_of(real, make=False) as parent:

@@ -5,7 +5,8 @@ LSP framing recovers from bad frames (protocol.md, "Transport"): a bad header bl
 ``BadFrame``, after which everything up to the next ``Content-Length:`` header is skipped; a body
 that does not decode is one ``BadFrame`` too, and reading resumes at a ``Content-Length:``
 header found inside it (a too-long length ran into the next frame) or else at the next one after
-it. Decoding refuses nesting too deep to decode without recursing out of the stack.
+it. Decoding refuses nesting too deep to decode without recursing out of the stack: such a
+message is ``TooDeep``, with the id read from its top level without decoding the rest.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "BadFrame",
     "FramedReader",
     "Framing",
+    "TooDeep",
     "decode",
     "exceeds_depth",
     "frame",
@@ -59,6 +61,16 @@ class BadFrame:
     reason: str
 
 
+@dataclass(frozen=True)
+class TooDeep:
+    """A message nested too deeply to decode. ``msg_id`` is its top-level ``id`` member when
+    that is a string or an integer (None otherwise); ``is_response`` says that its top level has
+    ``result`` or ``error`` and no ``method`` (a response: never answered)."""
+
+    msg_id: str | int | None
+    is_response: bool
+
+
 def frame(body: bytes, framing: Framing | None) -> bytes:
     """``body`` framed for the wire: LSP headers, or one line (NDJSON, also the default)."""
     if framing is Framing.LSP:
@@ -67,11 +79,12 @@ def frame(body: bytes, framing: Framing | None) -> bytes:
 
 
 def decode(body: bytes) -> Any:
-    """``body`` decoded as JSON, or a ``BadFrame`` saying why it cannot be."""
+    """``body`` decoded as JSON, a ``TooDeep`` when it nests too deeply to decode, or a
+    ``BadFrame`` saying why it cannot be."""
     try:
         return json.loads(body)
     except RecursionError:
-        return BadFrame(f"nested too deeply to decode (the limit is {MAX_DEPTH} levels)")
+        return _top_level(body)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         return BadFrame(f"invalid JSON ({exc})")
 
@@ -86,6 +99,72 @@ def exceeds_depth(value: Any, limit: int = MAX_DEPTH) -> bool:
         children = item.values() if isinstance(item, dict) else item
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
     return False
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_SCALAR = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?'
+                     rb"|true|false|null", re.DOTALL)
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]+|[\]}]+', re.DOTALL)
+
+
+def _top_level(body: bytes) -> TooDeep:
+    """What the top-level members of a message too deep to decode say: its id (a string or
+    an integer) and whether it is a response. Reads member by member, skipping nested values
+    by counting brackets outside strings, until it has the id and the method or meets
+    something that is not JSON."""
+    members: dict[str, Any] = {}
+    pos = _space(body, 0)
+    if body[pos:pos + 1] == b"{":
+        pos += 1
+        while (key := _STRING.match(body, _space(body, pos))) is not None:
+            pos = _space(body, key.end())
+            if body[pos:pos + 1] != b":":
+                break
+            pos = _space(body, pos + 1)
+            name = json.loads(key.group())
+            if body[pos:pos + 1] in (b"{", b"["):
+                members.setdefault(name, None)
+                end = _skip_container(body, pos)
+                if end is None:
+                    break
+                pos = end
+            elif (scalar := _SCALAR.match(body, pos)) is not None:
+                members.setdefault(name, json.loads(scalar.group()))
+                pos = scalar.end()
+            else:
+                break
+            pos = _space(body, pos)
+            if ("id" in members and "method" in members) or body[pos:pos + 1] != b",":
+                break
+            pos += 1
+    msg_id = members.get("id")
+    valid = isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool)
+    is_response = "method" not in members and ("result" in members or "error" in members)
+    return TooDeep(msg_id if valid else None, is_response)
+
+
+def _space(body: bytes, pos: int) -> int:
+    """The position of the first byte at or after ``pos`` that is not JSON whitespace."""
+    while body[pos:pos + 1] in (b" ", b"\t", b"\r", b"\n"):
+        pos += 1
+    return pos
+
+
+def _skip_container(body: bytes, pos: int) -> int | None:
+    """The position just past the array or object that opens at ``pos``; None if it never
+    closes."""
+    depth = 0
+    for token in _STRUCTURE.finditer(body, pos):
+        first = token.group()[:1]
+        if first == b'"':
+            continue
+        if first in (b"[", b"{"):
+            depth += len(token.group())
+            continue
+        if len(token.group()) >= depth:
+            return token.start() + depth
+        depth -= len(token.group())
+    return None
 
 
 def _show(data: bytes) -> str:

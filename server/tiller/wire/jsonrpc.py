@@ -15,9 +15,11 @@ are imported on their first call, so a front can answer ``initialize`` before an
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 import logging
+import resource
 import signal
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -34,7 +36,7 @@ from pygls.protocol import JsonRPCProtocol, default_converter
 from pygls.server import JsonRPCServer
 
 from tiller.config import ServerConfig
-from tiller.errors import ConfigError, RequestError
+from tiller.errors import OUT_OF_DESCRIPTORS, ConfigError, RequestError, ResourceLimitError
 from tiller.procs import kill_descendants
 from tiller.wire.framing import Framing
 from tiller.wire.transport import CancelFn, serve_stdio
@@ -48,6 +50,18 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 P_co = TypeVar("P_co", covariant=True)
+
+
+def _out_of_descriptors(exc: OSError) -> ResourceLimitError:
+    """The clear error for a request that found no file descriptor free."""
+    if exc.errno == errno.ENFILE:
+        return ResourceLimitError("the system's table of open files is full (ENFILE): close "
+                                  "programs or raise fs.file-max, then retry")
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return ResourceLimitError(
+        f"the server has reached its limit of {soft} open files (EMFILE): close sessions it "
+        "no longer needs (session/close) or MCP servers, or start it with a higher limit "
+        "(ulimit -n), then retry")
 
 
 class ParamsModel(Protocol[P_co]):
@@ -181,7 +195,13 @@ class Front:
         except ValueError as exc:  # pydantic's ValidationError
             raise _invalid_params(exc) from None
         try:
-            result = await fn(params)
+            try:
+                result = await fn(params)
+            except OSError as exc:
+                if exc.errno not in OUT_OF_DESCRIPTORS:
+                    raise
+                log.warning("%s failed: %s", name, exc)
+                raise _out_of_descriptors(exc) from None
         except RequestError as exc:
             error = self.translate(exc)
             raise JsonRpcServerError(  # type: ignore[no-untyped-call]

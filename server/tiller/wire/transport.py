@@ -34,7 +34,15 @@ from pygls.protocol.json_rpc import (
     JsonRPCResponseMessage,
 )
 
-from tiller.wire.framing import MAX_DEPTH, BadFrame, FramedReader, Framing, exceeds_depth, frame
+from tiller.wire.framing import (
+    MAX_DEPTH,
+    BadFrame,
+    FramedReader,
+    Framing,
+    TooDeep,
+    exceeds_depth,
+    frame,
+)
 
 __all__ = ["FramedWriter", "Selector", "serve_stdio"]
 
@@ -44,6 +52,8 @@ PARSE_ERROR = -32700
 _LINE_SEPARATOR = "\u2028".encode()
 _PARAGRAPH_SEPARATOR = "\u2029".encode()
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+_TOO_DEEP = f"Invalid request: nested more than {MAX_DEPTH} levels deep"
 
 
 CancelFn = Callable[[Any], None]
@@ -105,14 +115,20 @@ class MessageRouter:
         if isinstance(message, BadFrame):
             self.send_error(None, PARSE_ERROR, f"Parse error: {message.reason}")
             return
+        if isinstance(message, TooDeep):  # its id was read from the frame's top level
+            if message.is_response:
+                log.warning("dropped a response nested too deeply to decode (id %r)",
+                            message.msg_id)
+            else:
+                self.send_error(message.msg_id, INVALID_REQUEST, _TOO_DEEP)
+            return
         if isinstance(message, dict) and _is_response(message):
             self.take_response(message)
             return
         readable_id = message.get("id") if isinstance(message, dict) else None
         msg_id = readable_id if _valid_id(readable_id) else None
         if exceeds_depth(message):
-            reason = f"nested more than {MAX_DEPTH} levels deep"
-            self.send_error(msg_id, INVALID_REQUEST, f"Invalid request: {reason}")
+            self.send_error(msg_id, INVALID_REQUEST, _TOO_DEEP)
             return
         if isinstance(message, list):
             self.send_error(None, INVALID_REQUEST, "Invalid request: batches are not supported")
@@ -147,11 +163,7 @@ class MessageRouter:
         method = data.get("method")
         params = data.get("params")
         if method == "$/cancelRequest":
-            if isinstance(params, dict) and "id" in params:
-                self.on_cancel(params["id"])
-            if "id" in data:  # sent as a request: answered once it has acted
-                self.writer.write(json.dumps({"jsonrpc": "2.0", "id": data["id"],
-                                              "result": None}).encode())
+            self.cancel(data)
             return
         message: Any
         if method is not None and "id" in data:
@@ -173,6 +185,29 @@ class MessageRouter:
         else:
             message = JsonRPCResponseMessage(id=data["id"], jsonrpc="2.0", result=data["result"])
         self.protocol.handle_message(message)
+
+
+    def cancel(self, data: dict[str, Any]) -> None:
+        """``$/cancelRequest``: cancel ``params.id``. Sent as a request it is answered exactly
+        once: ``null`` after it has acted, -32602 when ``params.id`` cannot name a request (not
+        a string or an integer). A notification with such an id is logged and dropped."""
+        params = data.get("params")
+        target = params.get("id") if isinstance(params, dict) else None
+        answered = "id" in data
+        try:
+            if _valid_id(target):
+                self.on_cancel(target)
+            elif answered:
+                self.send_error(data["id"], INVALID_PARAMS,
+                                "Invalid params: id: the id of a request, a string or an integer")
+                answered = False
+            else:
+                log.warning("$/cancelRequest without a request id: %s",
+                            json.dumps(params, default=str)[:200])
+        finally:
+            if answered:
+                self.writer.write(json.dumps({"jsonrpc": "2.0", "id": data["id"],
+                                              "result": None}).encode())
 
 
 def _is_response(data: dict[str, Any]) -> bool:

@@ -30,6 +30,7 @@ from acp.schema import (
 )
 
 from support.acp_client import Recorder, spawn_acp, tool_messages
+from support.acp_raw import raw_acp
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -220,3 +221,45 @@ async def test_a_failing_terminal_request_is_the_calls_error_result(
         "the editor failed terminal/wait_for_exit")
     assert client.requests()[-2:] == ["terminal/kill", "terminal/release"]
     assert client.terminals["term-1"].status() == TerminalExitStatus(signal="SIGKILL")
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "said"),
+    [(1.0, "boom\n\nCommand exited with code 1"),
+     ("1", 'the editor\'s terminal/wait_for_exit answer has an exitCode that is not an '
+           'integer: "1"'),
+     (2.5, "the editor's terminal/wait_for_exit answer has an exitCode that is not an "
+           "integer: 2.5"),
+     (True, "the editor's terminal/wait_for_exit answer has an exitCode that is not an "
+            "integer: true")],
+    ids=["float", "string", "fraction", "boolean"],
+)
+async def test_an_exit_code_the_client_mistypes_is_not_success(
+    fake_openai: FakeOpenAI, tmp_path: Path, exit_code: Any, said: str
+) -> None:
+    """Issue 26, 18: a client answering ``exitCode: "1"`` or ``1.0`` (off ACP's schema) said a
+    failure, and Tiller reported success. 1.0 is the number 1 (JSON has one number type); what
+    is no integer ("1", true, 2.5) is no exit status: the call fails saying so."""
+    fake_openai.enqueue(tool_call_reply([("b1", "bash", {"command": "false"})]),
+                        text_reply("noted"))
+
+    async def hostile(method: str, params: dict[str, Any]) -> Any:
+        status = {"exitCode": exit_code, "signal": None}
+        return {"terminal/create": {"terminalId": "t1"},
+                "terminal/wait_for_exit": status,
+                "terminal/output": {"output": "boom\n", "truncated": False,
+                                    "exitStatus": status}}.get(method, {})
+
+    async with raw_acp(fake_openai, tmp_path, "--permission-mode", "auto",
+                       answer=hostile) as client:
+        await client.call("initialize", {"protocolVersion": 1,
+                                         "clientCapabilities": {"terminal": True}})
+        sid = (await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []}))[
+            "sessionId"]
+        await client.call("session/prompt", {"sessionId": sid,
+                                             "prompt": [{"type": "text", "text": "run"}]})
+        final = [u for u in client.updates() if u.get("toolCallId") == "b1"
+                 and u.get("status") in ("completed", "failed")]
+
+    assert [u["status"] for u in final] == ["failed"]
+    assert tool_messages(fake_openai, 1) == [said]

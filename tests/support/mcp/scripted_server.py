@@ -9,10 +9,12 @@ never answers ``initialize``.
 
 ``--wait-fifo PATH`` opens the FIFO at PATH before speaking MCP (so it starts only once
 a test opens the FIFO's other end). ``--prompt-fifo PATH`` adds the prompt ``held``, whose text
-(``use tabs``) comes only once a test opens that FIFO's other end.
+(``use tabs``) comes only once a test opens that FIFO's other end. ``--named A,B,...`` adds a
+tool of each of those names (``a.b``, ``a_b``: names that collide once sanitised), answering
+with its own name.
 
 Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]
-[--prompt-fifo PATH]`` (stdio).
+[--prompt-fifo PATH] [--named A,B,...]`` (stdio).
 """
 
 from __future__ import annotations
@@ -107,7 +109,19 @@ def held() -> str:
     return "use tabs"
 
 
+def named(name: str) -> None:
+    """Add a tool called ``name`` that answers with its name."""
+
+    def answer() -> str:
+        return f"this is {name}"
+
+    server.add_tool(answer, name=name, description=f"The tool {name}.")
+
+
 if __name__ == "__main__":
+    if "--named" in sys.argv:
+        for name in sys.argv[sys.argv.index("--named") + 1].split(","):
+            named(name)
     if "--prompt-fifo" in sys.argv:
         server.add_prompt(Prompt.from_function(held))
     if "--wait-fifo" in sys.argv:

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from tiller.errors import RequestError, ResourceNotFoundError, UnknownSessionError
 from tiller.modes import PermissionMode
-from tiller.types import WireModel
+from tiller.types import PathText, WireModel
 
 
 def acp_error(error: RequestError) -> RequestError:
@@ -27,16 +27,16 @@ class AcpInitializeParams(WireModel):
 
 
 class AcpNewSessionParams(WireModel):
-    cwd: str
+    cwd: PathText
     mcp_servers: list[Any] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[PathText] = Field(default_factory=list)
 
 
 class AcpLoadSessionParams(WireModel):
     session_id: str
-    cwd: str | None = None
+    cwd: PathText | None = None
     mcp_servers: list[Any] = Field(default_factory=list)
-    additional_directories: list[str] = Field(default_factory=list)
+    additional_directories: list[PathText] = Field(default_factory=list)
 
 
 class AcpPromptParams(WireModel):
@@ -86,7 +86,7 @@ class AcpAuthenticateParams(WireModel):
 
 
 class AcpListParams(WireModel):
-    cwd: str | None = None
+    cwd: PathText | None = None
     cursor: str | None = None
 
 
