@@ -404,23 +404,21 @@ function M.model(on_done)
   end)
 end
 
---- :TillerThinking - pick the session's thinking level (agent/setThinkingLevel); the current
---- one is marked ●. A level the model lacks runs at the nearest one it takes: the server's
---- note says so.
-function M.thinking(on_done)
+--- A picker for one session setting: `spec.choices` (from the server's capabilities, else
+--- `spec.fallback`) shown with the current one (`state[spec.state_key]`) marked ●; the pick is
+--- sent as `spec.method` { sessionId, [spec.param] = choice }, and `spec.announce(result,
+--- choice)` tells the user what it became.
+local function pick_setting(spec, on_done)
   on_done = on_done or function() end
-  local function picked(id, level)
-    if not level then
+  local function picked(id, choice)
+    if not choice then
       return on_done(nil, nil)
     end
-    client.request('agent/setThinkingLevel', { sessionId = id, level = level }, function(err, result)
+    client.request(spec.method, { sessionId = id, [spec.param] = choice }, function(err, result)
       if err then
-        notify(':TillerThinking failed: ' .. reason(err), vim.log.levels.ERROR)
+        notify(spec.command .. ' failed: ' .. reason(err), vim.log.levels.ERROR)
       else
-        notify('thinking: ' .. tostring(result.level))
-        if result.note then
-          notify(result.note)
-        end
+        spec.announce(result, choice)
       end
       on_done(err, result)
     end)
@@ -428,54 +426,48 @@ function M.thinking(on_done)
   with_session(function(id)
     with_state(id, function(state)
       local info = client.server_info() or {}
-      local levels = (info.capabilities or {}).thinkingLevels
-        or { 'off', 'low', 'medium', 'high', 'xhigh', 'max' }
-      vim.ui.select(levels, {
-        prompt = 'Tiller thinking level',
-        kind = 'tiller.thinking',
-        format_item = function(level)
-          return marked(level, level == state.thinkingLevel)
+      local choices = (info.capabilities or {})[spec.capability] or spec.fallback
+      vim.ui.select(choices, {
+        prompt = spec.prompt,
+        kind = spec.kind,
+        format_item = function(choice)
+          return marked(choice, choice == state[spec.state_key])
         end,
-      }, function(level)
-        picked(id, level)
+      }, function(choice)
+        picked(id, choice)
       end)
     end)
   end)
 end
 
+--- :TillerThinking - pick the session's thinking level (agent/setThinkingLevel); the current
+--- one is marked ●. A level the model lacks runs at the nearest one it takes: the server's
+--- note says so.
+function M.thinking(on_done)
+  pick_setting({
+    command = ':TillerThinking', method = 'agent/setThinkingLevel', param = 'level',
+    capability = 'thinkingLevels', fallback = { 'off', 'low', 'medium', 'high', 'xhigh', 'max' },
+    prompt = 'Tiller thinking level', kind = 'tiller.thinking', state_key = 'thinkingLevel',
+    announce = function(result)
+      notify('thinking: ' .. tostring(result.level))
+      if result.note then
+        notify(result.note)
+      end
+    end,
+  }, on_done)
+end
+
 --- :TillerMode - pick the session's permission mode (agent/setPermissionMode); the current
 --- one is marked ●.
 function M.mode(on_done)
-  on_done = on_done or function() end
-  local function picked(id, mode)
-    if not mode then
-      return on_done(nil, nil)
-    end
-    client.request('agent/setPermissionMode', { sessionId = id, mode = mode }, function(err, result)
-      if err then
-        notify(':TillerMode failed: ' .. reason(err), vim.log.levels.ERROR)
-      else
-        notify('permission mode: ' .. tostring(result and result.mode or mode))
-      end
-      on_done(err, result)
-    end)
-  end
-  with_session(function(id)
-    with_state(id, function(state)
-      local info = client.server_info() or {}
-      local modes = (info.capabilities or {}).permissionModes
-        or { 'ask', 'acceptEdits', 'auto', 'readonly' }
-      vim.ui.select(modes, {
-        prompt = 'Tiller permission mode',
-        kind = 'tiller.mode',
-        format_item = function(mode)
-          return marked(mode, mode == state.permissionMode)
-        end,
-      }, function(mode)
-        picked(id, mode)
-      end)
-    end)
-  end)
+  pick_setting({
+    command = ':TillerMode', method = 'agent/setPermissionMode', param = 'mode',
+    capability = 'permissionModes', fallback = { 'ask', 'acceptEdits', 'auto', 'readonly' },
+    prompt = 'Tiller permission mode', kind = 'tiller.mode', state_key = 'permissionMode',
+    announce = function(result, mode)
+      notify('permission mode: ' .. tostring(result and result.mode or mode))
+    end,
+  }, on_done)
 end
 
 --- :TillerChanges[!] - the files the last run (with !, the session) changed, in the quickfix
