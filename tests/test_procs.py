@@ -28,7 +28,7 @@ import pytest
 from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env, process_gone, spawn_tiller
+from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
 from support.paths import PACKAGE
 from tiller import procs
 from tiller.client import TillerClient
@@ -96,7 +96,7 @@ async def test_shutdown_kills_daemons_left_by_a_finished_call(
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_daemons"))
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             pids += await start_daemons(tiller, "call_daemons")
             if ending == "eof":
                 exit_code = await tiller.close()
@@ -115,7 +115,7 @@ async def test_session_close_kills_that_sessions_processes_only(
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_a"), *daemon_script("call_b"))
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             session_a = (await tiller.request("session/new"))["sessionId"]
             session_b = (await tiller.request("session/new"))["sessionId"]
             pids_a = await start_daemons(tiller, "call_a", session_a)
@@ -150,7 +150,7 @@ async def test_an_exited_orphan_is_the_servers_and_is_reaped(
         text_reply("next"),
     )
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             await tiller.request("agent/prompt", {"message": "leave an orphan"})
             [orphan] = pids[:] = printed_pids(tiller.events, "call_orphan")
             with anyio.move_on_after(10):  # the orphan exits a second after its shell
@@ -218,7 +218,7 @@ async def test_keys_cannot_be_read_through_proc(fake_openai: FakeOpenAI) -> None
         env = clean_env(OPENAI_API_KEY=key, HOME=str(workspace),
                         XDG_CONFIG_HOME=str(workspace), PYTHONDONTWRITEBYTECODE="1")
         argv = ["--base-url", fake_openai.url, "--cwd", str(workspace), "--no-session",
-                "--permission-mode", "auto"]
+                "--permission-mode", "auto", *UNSANDBOXED]
         command = [*as_nobody(), sys.executable, "-m", "tiller"]
         tiller = await TillerClient.spawn(argv, env=env, cwd=workspace, command=command)
         async with tiller:
@@ -258,7 +258,7 @@ async def test_provider_keys_leave_the_environment_commands_inherit(
     )
     env = clean_env(MINE_KEY=own_key, OPENAI_API_KEY=openai_key, OTHER_TOKEN="for-commands")
     argv = ["--config", str(config), "--provider", "mine", "--cwd", str(tmp_path),
-            "--no-session"]
+            "--no-session", *UNSANDBOXED]
     async with await TillerClient.spawn(argv, env=env, cwd=tmp_path) as tiller:
         result = await tiller.request("agent/prompt", {"message": "env"})
 
@@ -291,7 +291,7 @@ def test_tiller_run_keeps_the_keys_from_the_agents_commands(fake_openai: FakeOpe
                         PYTHONDONTWRITEBYTECODE="1", **python_env)
         argv = [*python, "-m", "tiller", "run", "read the keys", "--json",
                 "--base-url", fake_openai.url, "--cwd", str(workspace),
-                "--session-dir", str(workspace / "sessions")]
+                "--session-dir", str(workspace / "sessions"), *UNSANDBOXED]
         done = subprocess.run(argv, env=env, cwd=workspace, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=60)
         logs = "".join(p.read_text(errors="replace") for p in workspace.rglob("*.jsonl"))

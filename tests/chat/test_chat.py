@@ -28,7 +28,7 @@ from support.fake_openai import (
     text_reply,
     tool_call_reply,
 )
-from support.helpers import clean_env, roles
+from support.helpers import UNSANDBOXED, clean_env, roles
 from support.terminal import (
     DEADLINE,
     Terminal,
@@ -464,12 +464,13 @@ def test_no_at_the_question_rejects_with_a_reason(
         tool_call_reply([("call_b", "bash", {"command": "touch hacked"})]),
         text_reply("Left it alone."),
     )
-    terminal = terminal_factory(fake_openai)
+    terminal = terminal_factory(fake_openai, *UNSANDBOXED)  # sandboxed, it is not asked
     terminal.idle()
     terminal.type("do it\n")
     terminal.expect("? 'bash' runs a command")
     terminal.expect("  $ touch hacked")
     terminal.expect(f"  in {tmp_path.resolve()}")
+    terminal.expect("  unsandboxed: the sandbox is off")
     terminal.expect(ASK_PROMPT)
     terminal.type("maybe\n")  # not an answer: asked again
     terminal.expect("answer y (allow once)")

@@ -47,7 +47,7 @@ from support.fake_openai import (
     text_reply,
     tool_call_reply,
 )
-from support.helpers import clean_env, process_gone, roles
+from support.helpers import UNSANDBOXED, clean_env, process_gone, roles
 from support.paths import EDITORS, SUPPORT
 
 PLUGIN = EDITORS / "neovim"
@@ -331,6 +331,7 @@ def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) 
     (tmp_path / "config.toml").write_text("[retry]\nbase_delay = 0.01\n")
     args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
     args += ["--session-dir", str(tmp_path / "sessions")]
+    args += UNSANDBOXED  # run 5 asks about a command; run 6 reads the command's pid
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
     obs = run_nvim(nvim, "e2e.lua", config, tmp_path)
 
