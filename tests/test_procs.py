@@ -11,12 +11,9 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +26,7 @@ from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
-from support.paths import PACKAGE
+from support.unprivileged import as_nobody, open_workspace, python_as_nobody
 from tiller import procs
 from tiller.client import TillerClient
 
@@ -40,7 +37,6 @@ DAEMONS = (
     "nohup sleep 1000 >/dev/null 2>&1 & echo pid=$!"
 )
 """A daemon in its own session and a ``nohup`` job in the call's group, both left running."""
-NOBODY = 65534
 
 
 def printed_pids(events: list[dict[str, Any]], call_id: str) -> list[int]:
@@ -165,51 +161,6 @@ async def test_an_exited_orphan_is_the_servers_and_is_reaped(
 
 
 # ------------------------------------------------------------------------------ secrets
-
-
-def as_nobody() -> list[str]:
-    """The command prefix that runs the server as an unprivileged user: root reads any process's
-    ``/proc`` entries, so only a non-root server shows what ``PR_SET_DUMPABLE`` protects."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("this test runs as root and needs setpriv (util-linux) to drop to uid "
-                    f"{NOBODY}: install util-linux or run the tests as a non-root user")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-
-
-def python_as_nobody() -> tuple[list[str], dict[str, str]]:
-    """The command that runs this Python as ``as_nobody`` does, and the environment it needs, for
-    a test whose program starts Python again itself (``tiller run`` spawns its server): once the
-    user is dropped, this venv's interpreter may live where that user cannot exec it (a pyenv
-    under /root), so the same version's system interpreter is used with this venv's
-    ``site-packages`` and the server's source on ``PYTHONPATH``."""
-    prefix = as_nobody()
-    if not prefix:
-        return [sys.executable], {}
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    installed = sysconfig.get_paths()
-    paths = [installed["purelib"], installed["platlib"], str(PACKAGE.parent)]
-    for candidate in (sys.executable, *(f"/usr/{where}bin/python{version}"
-                                        for where in ("", "local/"))):
-        runs = subprocess.run([*prefix, "/bin/sh", "-c", 'exec "$0" -c ""', candidate],
-                              capture_output=True, check=False)
-        if runs.returncode == 0:
-            return [*prefix, candidate], {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
-    pytest.fail(f"no Python {version} that uid {NOBODY} may run: run the tests as a non-root "
-                "user, or install the system's python3")
-
-
-@contextlib.contextmanager
-def open_workspace() -> Iterator[Path]:
-    """A workspace any user may use (pytest's tmp_path is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="tiller-procs-"))
-    try:
-        path.chmod(0o777)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 async def test_keys_cannot_be_read_through_proc(fake_openai: FakeOpenAI) -> None:
