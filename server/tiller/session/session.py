@@ -487,6 +487,11 @@ class Session:
         return self.gate.mode
 
     @property
+    def sandbox_mode(self) -> SandboxMode:
+        """The sandbox mode the next command runs in (tiller.sandbox)."""
+        return self.sandbox.settings.mode
+
+    @property
     def context_window(self) -> int | None:
         """The model's context window in tokens, when the catalog knows it."""
         info = self.agent.model_info
