@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tiller.chat.markdown import MarkdownBlocks, diff_style
 from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
+from tiller.protocol.sandbox import describe_use
 
 __all__ = ["OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
 
@@ -205,7 +206,7 @@ class Renderer:
             yield "  " + self.style(f"$ {preview.get('command', '')}", "bold")
             yield self.style(f"  in {preview.get('cwd', '')}", "dim")
             if isinstance(sandbox := preview.get("sandbox"), Mapping):
-                yield self.style(f"  {sandbox_words(sandbox)}", "dim")
+                yield self.style(f"  {describe_use(sandbox)}", "dim")
         elif kind == "path":
             yield f"  {preview.get('path', '')}"
         else:
@@ -449,14 +450,3 @@ def _clip(text: str, width: int) -> str:
 def _columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
-
-def sandbox_words(sandbox: Mapping[str, Any]) -> str:
-    """How a command runs, from protocol.md's ``SandboxUse``: ``sandboxed (workspace-write, no
-    network)``, ``unsandboxed: <reason>``; an escalation says what it asks for and why."""
-    mode, reason = sandbox.get("mode"), sandbox.get("reason")
-    if mode == "off":
-        asked = "asks to run outside the sandbox" if sandbox.get("escalated") else "unsandboxed"
-        return f"{asked}: {reason}" if reason else asked
-    network = "network" if sandbox.get("network") else "no network"
-    asked = f"; asks for network: {reason}" if sandbox.get("escalated") else ""
-    return f"sandboxed ({mode}, {network}{asked})"

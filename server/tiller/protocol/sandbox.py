@@ -4,14 +4,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field
 
 from tiller.modes import Escalation, SandboxMode
 from tiller.types import WireModel
 
-__all__ = ["SandboxParams", "SandboxState", "SandboxUseModel"]
+__all__ = ["SandboxParams", "SandboxState", "SandboxUseModel", "describe_use"]
 
 
 class SandboxParams(WireModel):
@@ -47,3 +48,15 @@ class SandboxState(WireModel):
     kind: str = Field(description="the sandbox used: bubblewrap")
     reason: str | None = Field(default=None, description="why the sandbox is unavailable")
     commands: SandboxUseModel
+
+
+def describe_use(sandbox: Mapping[str, Any]) -> str:
+    """How a command runs, from protocol.md's ``SandboxUse``: ``sandboxed (workspace-write, no
+    network)``, ``unsandboxed: <reason>``; an escalation says what it asks for and why."""
+    mode, reason = sandbox.get("mode"), sandbox.get("reason")
+    if mode == "off":
+        asked = "asks to run outside the sandbox" if sandbox.get("escalated") else "unsandboxed"
+        return f"{asked}: {reason}" if reason else asked
+    network = "network" if sandbox.get("network") else "no network"
+    asked = f"; asks for network: {reason}" if sandbox.get("escalated") else ""
+    return f"sandboxed ({mode}, {network}{asked})"
