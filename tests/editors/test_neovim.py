@@ -666,7 +666,8 @@ def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     assert asked[start + 1] == "    " + obs["command"]  # all 300 characters
     assert len(obs["command"]) == 300
     keys = "  a: allow once · A: always allow · r: reject · R: always reject"
-    assert asked[start + 2] == keys + " · gd: view"
+    assert asked[start + 2] == "    asks to run outside the sandbox: clean the build"
+    assert asked[start + 3] == keys + " · gd: view"
     edit = line_index(asked, f"? edit: change {workdir / 'a.txt'}:")
     assert asked[edit + 1 : edit + 7] == [
         "    --- a/a.txt", "    +++ b/a.txt", "    @@ -2 +2 @@", "    -two (unsaved)",
@@ -695,7 +696,7 @@ def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     replies = [(r["id"], r["result"]["outcome"]) for r in obs["replies"]]
     assert replies == [("edit", "allowAlways"), ("cmd", "allowOnce"), ("new", "rejectOnce")]
     answered = obs["answered"]
-    assert answered[start + 2] == "  → allowed once"
+    assert answered[start + 3] == "  → allowed once"
     assert answered[edit + 6] == "  → always allowed"
     assert answered[outside + 1] == "  → withdrawn: Tiller stopped waiting for this answer"
     assert "tiller: no question is waiting for you" in [n["message"] for n in obs["notes"]]
