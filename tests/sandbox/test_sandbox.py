@@ -111,16 +111,17 @@ def text(end: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in end["result"]["content"])
 
 
-def host_processes_running(marker: str) -> list[int]:
-    """Pids of the machine's processes whose command line holds ``marker``."""
+def host_sleepers(seconds: str) -> list[int]:
+    """Pids of the machine's ``sleep SECONDS`` processes (not the bwrap or shell whose command
+    line holds those words)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                argv = (entry / "cmdline").read_bytes().decode().split("\0")
             except OSError:
                 continue
-            if marker in cmdline:
+            if Path(argv[0]).name == "sleep" and seconds in argv:
                 found.append(int(entry.name))
     return found
 
@@ -159,7 +160,7 @@ async def test_attacks_fail_inside_workspace_write(
         )
         result = await tiller.request("agent/prompt", {"message": "try"})
         state = await tiller.request("agent/getState")
-        survivors = host_processes_running(f"sleep {daemon_marker}")  # the session is open
+        survivors = host_sleepers(daemon_marker)  # the session is open
         assert await tiller.close() == 0
 
     try:
@@ -322,3 +323,38 @@ async def test_without_bwrap_the_sandbox_is_said_unavailable_and_required_refuse
     refused = ends(tiller)["r"]
     assert refused["isError"] is True and "ran" not in text(refused)
     assert "sandbox is required" in text(refused)
+
+
+async def test_read_only_mode_refuses_workspace_writes_and_abort_ends_the_sandbox(
+    fake_openai: FakeOpenAI, tree: Tree, user: str
+) -> None:
+    marker = f"{uuid.uuid4().int % 10_000_000 + 1000}.75"
+    fake_openai.enqueue(
+        tool_call_reply([("write", "bash", {"command": "echo x > inside.txt"})]),
+        text_reply("could not"),
+        tool_call_reply([("long", "bash", {"command": f"echo started; exec sleep {marker}"})]),
+    )
+    async with await spawn(fake_openai, tree, user, "--permission-mode", "auto",
+                           "--sandbox", "read-only") as tiller:
+        await tiller.request("initialize")
+        await tiller.request("agent/prompt", {"message": "write"})
+        await tiller.send({"jsonrpc": "2.0", "id": 50, "method": "agent/prompt",
+                           "params": {"message": "sleep"}})
+
+        def started(message: dict[str, Any]) -> bool:
+            params = message.get("params") or {}
+            output = str((params.get("partialResult") or {}).get("output", ""))
+            return params.get("type") == "tool_execution_update" and "started" in output
+
+        await tiller.wait_for(started)
+        running = host_sleepers(marker)
+        assert await tiller.request("agent/abort") == {}
+        await tiller.wait_event("agent_settled", start=len(tiller.received) - 1)
+        survivors = host_sleepers(marker)
+        assert await tiller.close() == 0
+
+    done = ends(tiller)
+    assert done["write"]["isError"] is True and not (tree.proj / "inside.txt").exists()
+    assert "the sandbox allows writes only in /tmp" in text(done["write"])
+    assert done["write"]["result"]["details"]["sandbox"]["mode"] == "read-only"
+    assert len(running) == 1 and survivors == []  # the sleeper ran, and died with the abort
