@@ -722,7 +722,8 @@ def live_run(
         tool_call_reply([("call_cat", "bash", {"command": "cat notes.txt"})]),
         text_reply("Checked."),
     )
-    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions"),
+            *UNSANDBOXED]  # the command is asked about
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
     return run_nvim(nvim, "live.lua", config, tmp_path), workdir
 
@@ -868,7 +869,8 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
         tool_call_reply([("call_quick", "bash", {"command": "echo quick"})]),
         text_reply("Again done."),
     )
-    args = ["--base-url", fake_openai.url, "--model", "gpt-5.6-terra", "--no-session"]
+    args = ["--base-url", fake_openai.url, "--model", "gpt-5.6-terra", "--no-session",
+            *UNSANDBOXED]  # the status line shows the question a command asks
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
               "pick_model": "openai/gpt-6.1-terra"}
     obs = run_nvim(nvim, "state.lua", config, tmp_path)
