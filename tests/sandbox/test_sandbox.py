@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -205,6 +206,7 @@ async def test_builds_and_tests_still_work_in_the_workspace(
             ("pytest", "bash", {"command": f"{python} -m pytest -q -p no:cacheprovider "
                                            "test_sample.py"}),
             ("git", "bash", {"command": "git status --short"}),
+            ("npm", "bash", {"command": "npm --version"}),
             ("write", "bash", {"command": "mkdir -p build && echo made > build/out.txt && "
                                           "echo tmp > /tmp/scratch && cat /tmp/scratch"}),
         ]),
@@ -220,6 +222,8 @@ async def test_builds_and_tests_still_work_in_the_workspace(
     assert done["pytest"]["isError"] is False, text(done["pytest"])
     assert "1 passed" in text(done["pytest"])
     assert done["git"]["isError"] is False and "?? test_sample.py" in text(done["git"])
+    assert done["npm"]["isError"] is False, text(done["npm"])
+    assert re.search(r"^\d+\.\d+\.\d+", text(done["npm"]), re.MULTILINE), text(done["npm"])
     assert done["write"]["isError"] is False and "tmp" in text(done["write"])
     assert (tree.proj / "build" / "out.txt").read_text() == "made\n"
     assert done["write"]["result"]["details"]["sandbox"]["mode"] == "workspace-write"
