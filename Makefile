@@ -61,6 +61,7 @@ bench: install
 	$(BIN)/python bench/bench_sessions.py
 	$(BIN)/python bench/bench_leak.py
 	$(BIN)/python bench/bench_checkpoints.py
+	$(BIN)/python bench/bench_sandbox.py
 
 # Tiller against pi 1.6.0 (installed once from npm, with node@22, into ~/.cache/tiller/peer).
 bench-peer: install

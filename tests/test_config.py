@@ -97,12 +97,28 @@ def test_default_path_under_xdg_config_home(tmp_path: Path) -> None:
          "providers.x: api must be auto, responses, chat, not 'completions'"),
         ("[providers.x]\ntype = 'anthropic'\napi = 'chat'\n",
          'providers.x: api is for type = "openai" providers only'),
+        ("[sandbox]\nmode = 'docker'\n", "sandbox.mode must be one of workspace-write, read-only"),
+        ("[sandbox]\nnetwrok = true\n", "sandbox: unknown key(s) netwrok"),
+        ("[sandbox]\nhidden = ['relative/secrets']\n", "not an absolute path (or ~/...)"),
     ],
 )
 def test_bad_files_say_where(tmp_path: Path, text: str, fragment: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(["--config", write(tmp_path, text)], {})
     assert fragment in str(caught.value)
+
+
+def test_sandbox_settings_from_file_then_command_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "[sandbox]\nmode = 'read-only'\nnetwork = true\n"
+                           "hidden = ['~/.ssh', '/srv/keys']\nauto_allow = false\n")
+    from_file = load_config(["--config", path], {}).sandbox
+    from_cli = load_config(["--config", path, "--sandbox", "required", "--no-sandbox-network"],
+                           {}).sandbox
+    assert (from_file.mode, from_file.network, from_file.auto_allow) == ("read-only", True, False)
+    assert from_file.hidden == ("~/.ssh", "/srv/keys")
+    assert (from_cli.mode, from_cli.network, from_cli.hidden) == ("required", False,
+                                                                  ("~/.ssh", "/srv/keys"))
+    assert load_config([], {}).sandbox.mode == "workspace-write"
 
 
 def test_missing_explicit_config_is_an_error(tmp_path: Path) -> None:

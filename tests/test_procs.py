@@ -11,12 +11,9 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
-import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,8 +25,8 @@ import pytest
 from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env, process_gone, spawn_tiller
-from support.paths import PACKAGE
+from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
+from support.unprivileged import as_nobody, open_workspace, python_as_nobody
 from tiller import procs
 from tiller.client import TillerClient
 
@@ -40,7 +37,6 @@ DAEMONS = (
     "nohup sleep 1000 >/dev/null 2>&1 & echo pid=$!"
 )
 """A daemon in its own session and a ``nohup`` job in the call's group, both left running."""
-NOBODY = 65534
 
 
 def printed_pids(events: list[dict[str, Any]], call_id: str) -> list[int]:
@@ -96,7 +92,7 @@ async def test_shutdown_kills_daemons_left_by_a_finished_call(
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_daemons"))
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             pids += await start_daemons(tiller, "call_daemons")
             if ending == "eof":
                 exit_code = await tiller.close()
@@ -115,7 +111,7 @@ async def test_session_close_kills_that_sessions_processes_only(
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_a"), *daemon_script("call_b"))
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             session_a = (await tiller.request("session/new"))["sessionId"]
             session_b = (await tiller.request("session/new"))["sessionId"]
             pids_a = await start_daemons(tiller, "call_a", session_a)
@@ -150,7 +146,7 @@ async def test_an_exited_orphan_is_the_servers_and_is_reaped(
         text_reply("next"),
     )
     with killed_afterwards([]) as pids:
-        async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             await tiller.request("agent/prompt", {"message": "leave an orphan"})
             [orphan] = pids[:] = printed_pids(tiller.events, "call_orphan")
             with anyio.move_on_after(10):  # the orphan exits a second after its shell
@@ -167,58 +163,13 @@ async def test_an_exited_orphan_is_the_servers_and_is_reaped(
 # ------------------------------------------------------------------------------ secrets
 
 
-def as_nobody() -> list[str]:
-    """The command prefix that runs the server as an unprivileged user: root reads any process's
-    ``/proc`` entries, so only a non-root server shows what ``PR_SET_DUMPABLE`` protects."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.fail("this test runs as root and needs setpriv (util-linux) to drop to uid "
-                    f"{NOBODY}: install util-linux or run the tests as a non-root user")
-    return [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-
-
-def python_as_nobody() -> tuple[list[str], dict[str, str]]:
-    """The command that runs this Python as ``as_nobody`` does, and the environment it needs, for
-    a test whose program starts Python again itself (``tiller run`` spawns its server): once the
-    user is dropped, this venv's interpreter may live where that user cannot exec it (a pyenv
-    under /root), so the same version's system interpreter is used with this venv's
-    ``site-packages`` and the server's source on ``PYTHONPATH``."""
-    prefix = as_nobody()
-    if not prefix:
-        return [sys.executable], {}
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    installed = sysconfig.get_paths()
-    paths = [installed["purelib"], installed["platlib"], str(PACKAGE.parent)]
-    for candidate in (sys.executable, *(f"/usr/{where}bin/python{version}"
-                                        for where in ("", "local/"))):
-        runs = subprocess.run([*prefix, "/bin/sh", "-c", 'exec "$0" -c ""', candidate],
-                              capture_output=True, check=False)
-        if runs.returncode == 0:
-            return [*prefix, candidate], {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
-    pytest.fail(f"no Python {version} that uid {NOBODY} may run: run the tests as a non-root "
-                "user, or install the system's python3")
-
-
-@contextlib.contextmanager
-def open_workspace() -> Iterator[Path]:
-    """A workspace any user may use (pytest's tmp_path is private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="tiller-procs-"))
-    try:
-        path.chmod(0o777)
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
 async def test_keys_cannot_be_read_through_proc(fake_openai: FakeOpenAI) -> None:
     key = f"sk-proc-{uuid.uuid4().hex}"
     with open_workspace() as workspace:
         env = clean_env(OPENAI_API_KEY=key, HOME=str(workspace),
                         XDG_CONFIG_HOME=str(workspace), PYTHONDONTWRITEBYTECODE="1")
         argv = ["--base-url", fake_openai.url, "--cwd", str(workspace), "--no-session",
-                "--permission-mode", "auto"]
+                "--permission-mode", "auto", *UNSANDBOXED]
         command = [*as_nobody(), sys.executable, "-m", "tiller"]
         tiller = await TillerClient.spawn(argv, env=env, cwd=workspace, command=command)
         async with tiller:
@@ -258,7 +209,7 @@ async def test_provider_keys_leave_the_environment_commands_inherit(
     )
     env = clean_env(MINE_KEY=own_key, OPENAI_API_KEY=openai_key, OTHER_TOKEN="for-commands")
     argv = ["--config", str(config), "--provider", "mine", "--cwd", str(tmp_path),
-            "--no-session"]
+            "--no-session", *UNSANDBOXED]
     async with await TillerClient.spawn(argv, env=env, cwd=tmp_path) as tiller:
         result = await tiller.request("agent/prompt", {"message": "env"})
 
@@ -291,7 +242,7 @@ def test_tiller_run_keeps_the_keys_from_the_agents_commands(fake_openai: FakeOpe
                         PYTHONDONTWRITEBYTECODE="1", **python_env)
         argv = [*python, "-m", "tiller", "run", "read the keys", "--json",
                 "--base-url", fake_openai.url, "--cwd", str(workspace),
-                "--session-dir", str(workspace / "sessions")]
+                "--session-dir", str(workspace / "sessions"), *UNSANDBOXED]
         done = subprocess.run(argv, env=env, cwd=workspace, stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=60)
         logs = "".join(p.read_text(errors="replace") for p in workspace.rglob("*.jsonl"))

@@ -50,6 +50,9 @@ def serve(argv: Sequence[str]) -> int:
         return 2
     procs.scrub_environ(config.key_variables())  # config.env keeps them for the providers
     setup_logging(config)
+    from tiller.sandbox import probe
+
+    probe.start()  # in a thread: initialize says whether commands can be sandboxed here
     from tiller.wire.jsonrpc import serve as serve_front
 
     if config.acp:  # --acp: the Agent Client Protocol from the first message on

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import random
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -22,8 +23,10 @@ from tiller.errors import ConfigError
 from tiller.mcp.config import McpServerConfig, parse_server_table
 from tiller.modes import (
     PERMISSION_MODES,
+    SANDBOX_MODES,
     THINKING_LEVELS,
     PermissionMode,
+    SandboxMode,
     ThinkingLevel,
     Verdict,
 )
@@ -34,6 +37,7 @@ from tiller.providers.registry import (
     OPENAI_APIS,
     ProviderSettings,
 )
+from tiller.sandbox.settings import SandboxSettings
 
 __all__ = [
     "CompactionSettings",
@@ -49,6 +53,7 @@ __all__ = [
     "default_system_prompt",
     "load_config",
     "provider_help",
+    "sandbox_mode",
 ]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
@@ -126,6 +131,8 @@ class ServerConfig:
     permission_rules: list[PermissionRule] = field(default_factory=list)
     sanitize_env: bool = True
     """Keep secrets (API keys, tokens, passwords) out of the environment of bash commands."""
+    sandbox: SandboxSettings = field(default_factory=SandboxSettings)
+    """Where commands run (``[sandbox]``, ``--sandbox``, ``--sandbox-network``)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     providers: dict[str, ProviderSettings] = field(default_factory=lambda: dict(BUILTIN_PROVIDERS))
     models: list[ModelInfo] = field(default_factory=lambda: list(BUILTIN_MODELS))
@@ -209,6 +216,11 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         help="thinking level (default: off); a model that lacks it runs at the nearest")
     add("--permission-mode", choices=PERMISSION_MODES,
         help="ask, acceptEdits, auto or readonly (default: ask if the client can answer)")
+    add("--sandbox", choices=SANDBOX_MODES,
+        help="where commands run: workspace-write (default), read-only, off, or required "
+        "(workspace-write, never unsandboxed)")
+    add("--sandbox-network", action=argparse.BooleanOptionalAction, default=None,
+        help="sandboxed commands keep the network (default: no network)")
     add("--max-turns", type=int, help="per-run limit on model calls (default 50)")
     add("--max-run-tokens", type=int, help="per-run limit on tokens (default 10,000,000)")
     add("--max-retries", type=int, help="retries of a transient provider failure (default 3)")
@@ -262,8 +274,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
-             "compaction", "permissions", "tools", "providers", "models", "mcp_servers",
-             "cache_ttl"}
+             "compaction", "permissions", "tools", "sandbox", "providers", "models",
+             "mcp_servers", "cache_ttl"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -296,6 +308,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
             raise ConfigError(f"{where}: unknown tools key(s) {', '.join(unknown)}")
         if "sanitize_env" in tools:
             updates["sanitize_env"] = _typed(tools, "sanitize_env", bool, f"{where}: tools")
+    if "sandbox" in data:
+        updates["sandbox"] = _sandbox(config.sandbox, data["sandbox"], f"{where}: sandbox")
     providers = dict(config.providers)
     for name, table in _typed(data, "providers", dict, where, default={}).items():
         providers[name] = _provider(name, table, providers.get(name), where)
@@ -356,6 +370,12 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
         updates["session_dir"] = Path(args.session_dir).expanduser().resolve()
     if args.no_session:
         updates["session_dir"] = None
+    sandbox = config.sandbox
+    if args.sandbox is not None:
+        sandbox = replace(sandbox, mode=args.sandbox)
+    if args.sandbox_network is not None:
+        sandbox = replace(sandbox, network=args.sandbox_network)
+    updates["sandbox"] = sandbox
     if args.checkpoint_max_bytes is not None:
         updates["checkpoint_max_bytes"] = _positive(args.checkpoint_max_bytes,
                                                     "--checkpoint-max-bytes")
@@ -464,6 +484,38 @@ def _permissions(table: Any, where: str) -> dict[str, Any]:
                                     rule.get("command")))
     updates["permission_rules"] = rules
     return updates
+
+
+SANDBOX_KEYS = ("mode", "network", "auto_allow", "auto_escalate", "hidden", "writable")
+
+
+def _sandbox(base: SandboxSettings, table: Any, where: str) -> SandboxSettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    _known_keys(table, SANDBOX_KEYS, where)
+    values: dict[str, Any] = {}
+    if "mode" in table:
+        values["mode"] = sandbox_mode(table["mode"], f"{where}.mode")
+    for key in ("network", "auto_allow", "auto_escalate"):
+        if key in table:
+            values[key] = _typed(table, key, bool, where)
+    for key in ("hidden", "writable"):
+        if key in table:
+            paths = _typed(table, key, list, where)
+            if not all(isinstance(p, str) and p for p in paths):
+                raise ConfigError(f"{where}: {key} must be a list of paths")
+            if bad := [p for p in paths if not os.path.isabs(os.path.expanduser(p))]:
+                raise ConfigError(f"{where}: {key}: not an absolute path (or ~/...): {bad[0]!r}")
+            values[key] = tuple(paths)
+    return replace(base, **values)
+
+
+def sandbox_mode(value: Any, name: str) -> SandboxMode:
+    """``value`` as a sandbox mode; ConfigError naming ``name`` otherwise."""
+    if value not in SANDBOX_MODES:
+        raise ConfigError(f"{name} must be one of {', '.join(SANDBOX_MODES)}, not {value!r}")
+    mode: SandboxMode = value
+    return mode
 
 
 def _permission_mode(value: Any, name: str) -> PermissionMode:

@@ -156,7 +156,12 @@ class ResourceNotFoundError(AcpRequestError):
 
 
 class ToolError(TillerError):
-    """Raised inside a tool to fail the call with this message as the error result."""
+    """Raised inside a tool to fail the call with this message as the error result;
+    ``details`` (optional) become the result's ``details``."""
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 class SymlinkInPathError(ToolError):

@@ -13,12 +13,16 @@ import time
 from typing import Literal, get_args
 
 __all__ = [
+    "ESCALATIONS",
     "PERMISSION_MODES",
     "QUEUE_MODES",
+    "SANDBOX_MODES",
     "SUMMARY_PREFIX",
     "THINKING_LEVELS",
+    "Escalation",
     "PermissionMode",
     "QueueMode",
+    "SandboxMode",
     "ThinkingLevel",
     "ToolKind",
     "Verdict",
@@ -33,6 +37,15 @@ THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
 PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
 """A session's permission policy (protocol.md, "Permissions"; ``tiller.gate.permissions``)."""
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+
+SandboxMode = Literal["workspace-write", "read-only", "off", "required"]
+"""Where a session's commands run (protocol.md, "Sandbox"; ``tiller.sandbox``): writes in the
+workspace only, no writes at all, unsandboxed, or the workspace-write sandbox or nothing."""
+SANDBOX_MODES: tuple[SandboxMode, ...] = get_args(SandboxMode)
+
+Escalation = Literal["network", "unsandboxed"]
+"""What a command asks for beyond its session's sandbox (``bash``'s ``escalate``)."""
+ESCALATIONS: tuple[Escalation, ...] = get_args(Escalation)
 
 QueueMode = Literal["one-at-a-time", "all"]
 """How a steering or follow-up queue is polled: one message per poll, or drained."""

@@ -15,6 +15,7 @@ import pytest
 
 from support.fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
 from support.helpers import (
+    UNSANDBOXED,
     event_types,
     process_gone,
     roles,
@@ -243,7 +244,8 @@ async def test_abort_kills_a_running_command(fake_openai: FakeOpenAI, tmp_path: 
     fake_openai.enqueue(
         tool_call_reply([("call_sleep", "bash", {"command": "sleep 60 & echo pid=$!; wait"})])
     )
-    async with spawn_tiller(fake_openai, tmp_path) as tiller, anyio.create_task_group() as tg:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller, \
+            anyio.create_task_group() as tg:
         results = []
 
         async def prompt() -> None:
@@ -302,7 +304,7 @@ async def test_eof_or_sigterm_exits_cleanly_and_kills_children(
     fake_openai.enqueue(
         tool_call_reply([("call_sleep", "bash", {"command": "sleep 60 & echo pid=$!; wait"})])
     )
-    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
         await tiller.send({"jsonrpc": "2.0", "id": 1, "method": "agent/prompt",
                            "params": {"message": "sleep"}})
         pid = await wait_for_pid(tiller)

@@ -28,7 +28,7 @@ from support.fake_openai import (
     text_reply,
     tool_call_reply,
 )
-from support.helpers import clean_env, roles
+from support.helpers import UNSANDBOXED, clean_env, roles
 from support.terminal import (
     DEADLINE,
     Terminal,
@@ -45,8 +45,8 @@ def terminal_factory(tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
     """Starts ``tiller chat`` on a pseudo-terminal; kills what is left at teardown."""
     terminals: list[Terminal] = []
 
-    def start(fake: FakeOpenAI, *args: str) -> Terminal:
-        terminals.append(Terminal(chat_argv(fake, tmp_path, *args), tmp_path))
+    def start(fake: FakeOpenAI, *args: str, **env: str) -> Terminal:
+        terminals.append(Terminal(chat_argv(fake, tmp_path, *args), tmp_path, **env))
         return terminals[-1]
 
     yield start
@@ -457,6 +457,27 @@ def test_yes_at_the_question_lets_the_write_run(
 
 
 @pytest.mark.process
+def test_the_start_line_says_once_that_commands_run_unsandboxed(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    fake_openai.enqueue(tool_call_reply([("call_b", "bash", {"command": "echo hi"})]),
+                        text_reply("Ran it."))
+    terminal = terminal_factory(fake_openai, TILLER_BWRAP=str(tmp_path / "no-bwrap"))
+    terminal.expect("Commands run unsandboxed: bubblewrap (bwrap) is not installed")
+    terminal.idle()
+    terminal.type("go\n")
+    terminal.expect("? 'bash' runs a command, unsandboxed (no sandbox here: bubblewrap")
+    terminal.expect(ASK_PROMPT)
+    terminal.type("y\n")
+    terminal.expect("Ran it.")
+    terminal.idle()
+    terminal.type("/quit\n")
+
+    assert terminal.wait() == 0
+    assert terminal.output.count("is not installed: install it") == 3  # start line, reason, preview
+
+
+@pytest.mark.process
 def test_no_at_the_question_rejects_with_a_reason(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:
@@ -464,12 +485,13 @@ def test_no_at_the_question_rejects_with_a_reason(
         tool_call_reply([("call_b", "bash", {"command": "touch hacked"})]),
         text_reply("Left it alone."),
     )
-    terminal = terminal_factory(fake_openai)
+    terminal = terminal_factory(fake_openai, *UNSANDBOXED)  # sandboxed, it is not asked
     terminal.idle()
     terminal.type("do it\n")
     terminal.expect("? 'bash' runs a command")
     terminal.expect("  $ touch hacked")
     terminal.expect(f"  in {tmp_path.resolve()}")
+    terminal.expect("  unsandboxed: the sandbox is off")
     terminal.expect(ASK_PROMPT)
     terminal.type("maybe\n")  # not an answer: asked again
     terminal.expect("answer y (allow once)")

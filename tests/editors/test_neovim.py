@@ -47,7 +47,7 @@ from support.fake_openai import (
     text_reply,
     tool_call_reply,
 )
-from support.helpers import clean_env, process_gone, roles
+from support.helpers import UNSANDBOXED, clean_env, process_gone, roles
 from support.paths import EDITORS, SUPPORT
 
 PLUGIN = EDITORS / "neovim"
@@ -331,6 +331,7 @@ def test_chat_end_to_end(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) 
     (tmp_path / "config.toml").write_text("[retry]\nbase_delay = 0.01\n")
     args = ["--base-url", fake_openai.url, "--config", str(tmp_path / "config.toml")]
     args += ["--session-dir", str(tmp_path / "sessions")]
+    args += UNSANDBOXED  # run 5 asks about a command; run 6 reads the command's pid
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
     obs = run_nvim(nvim, "e2e.lua", config, tmp_path)
 
@@ -665,7 +666,8 @@ def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     assert asked[start + 1] == "    " + obs["command"]  # all 300 characters
     assert len(obs["command"]) == 300
     keys = "  a: allow once · A: always allow · r: reject · R: always reject"
-    assert asked[start + 2] == keys + " · gd: view"
+    assert asked[start + 2] == "    asks to run outside the sandbox: clean the build"
+    assert asked[start + 3] == keys + " · gd: view"
     edit = line_index(asked, f"? edit: change {workdir / 'a.txt'}:")
     assert asked[edit + 1 : edit + 7] == [
         "    --- a/a.txt", "    +++ b/a.txt", "    @@ -2 +2 @@", "    -two (unsaved)",
@@ -694,7 +696,7 @@ def test_permission_questions_inline(nvim: Neovim, tmp_path: Path) -> None:
     replies = [(r["id"], r["result"]["outcome"]) for r in obs["replies"]]
     assert replies == [("edit", "allowAlways"), ("cmd", "allowOnce"), ("new", "rejectOnce")]
     answered = obs["answered"]
-    assert answered[start + 2] == "  → allowed once"
+    assert answered[start + 3] == "  → allowed once"
     assert answered[edit + 6] == "  → always allowed"
     assert answered[outside + 1] == "  → withdrawn: Tiller stopped waiting for this answer"
     assert "tiller: no question is waiting for you" in [n["message"] for n in obs["notes"]]
@@ -720,7 +722,8 @@ def live_run(
         tool_call_reply([("call_cat", "bash", {"command": "cat notes.txt"})]),
         text_reply("Checked."),
     )
-    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions")]
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions"),
+            *UNSANDBOXED]  # the command is asked about
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir), "setup": setup}
     return run_nvim(nvim, "live.lua", config, tmp_path), workdir
 
@@ -866,7 +869,8 @@ def test_visible_state(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path) ->
         tool_call_reply([("call_quick", "bash", {"command": "echo quick"})]),
         text_reply("Again done."),
     )
-    args = ["--base-url", fake_openai.url, "--model", "gpt-5.6-terra", "--no-session"]
+    args = ["--base-url", fake_openai.url, "--model", "gpt-5.6-terra", "--no-session",
+            *UNSANDBOXED]  # the status line shows the question a command asks
     config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
               "pick_model": "openai/gpt-6.1-terra"}
     obs = run_nvim(nvim, "state.lua", config, tmp_path)

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env, roles
+from support.helpers import UNSANDBOXED, clean_env, roles
 from support.paths import EDITORS
 from tiller.tools.files import unified_diff
 
@@ -196,7 +196,7 @@ def test_node_suite_against_the_real_server(
         "diffs": _diff_cases(),
     }
     env = clean_env(
-        TILLER_CMD=json.dumps([sys.executable, "-m", "tiller"]),
+        TILLER_CMD=json.dumps([sys.executable, "-m", "tiller", *UNSANDBOXED]),
         TILLER_SCENARIOS=json.dumps(scenarios),
         TILLER_WORKDIR=str(workdir),
         TILLER_E2E="required",

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env
+from support.helpers import UNSANDBOXED, clean_env
 from support.paths import EDITORS
 
 EXTENSION = EDITORS / "vscode"
@@ -184,7 +184,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         "tiller.provider": "openai",
         "tiller.baseUrl": fake.url,
         "tiller.model": "fake-model",
-        "tiller.extraArgs": ["--session-dir", str(root / "sessions")],
+        # the review and withdraw steps answer the question a command asks: unsandboxed
+        "tiller.extraArgs": ["--session-dir", str(root / "sessions"), *UNSANDBOXED],
     }
     fake.enqueue(
         text_reply(STREAM, chunk_size=3),

@@ -1,5 +1,6 @@
 """End to end: an "always" answer for a command does not let a chained command, a substitution,
-a redirection, an environment prefix or a glob whose files pass for options through."""
+a redirection, an environment prefix or a glob whose files pass for options through. The
+servers here run commands unsandboxed (``UNSANDBOXED``): sandboxed, they run without a question."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import spawn_tiller
+from support.helpers import UNSANDBOXED, spawn_tiller
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -34,7 +35,7 @@ async def test_allow_always_for_a_command_does_not_cover_a_chained_command(
             return {"outcome": "allowAlways"}
         return {"outcome": "rejectOnce", "reason": "not that"}
 
-    async with spawn_tiller(fake_openai, workspace) as tiller:
+    async with spawn_tiller(fake_openai, workspace, *UNSANDBOXED) as tiller:
         tiller.on_request("client/requestPermission", answer)
         await tiller.request("initialize", {"capabilities": {"permissions": True}})
         result = await tiller.request("agent/prompt", {"message": "check git"})
@@ -83,7 +84,8 @@ async def test_a_remembered_glob_cannot_be_turned_into_options_by_file_names(
             return {"outcome": "allowAlways"}
         return {"outcome": "rejectOnce", "reason": "not again"}
 
-    async with spawn_tiller(fake_openai, workspace, "--permission-mode", "acceptEdits") as tiller:
+    async with spawn_tiller(fake_openai, workspace, *UNSANDBOXED,
+                            "--permission-mode", "acceptEdits") as tiller:
         tiller.on_request("client/requestPermission", answer)
         await tiller.request("initialize", {"capabilities": {"permissions": True}})
         result = await tiller.request("agent/prompt", {"message": "archive it"})
@@ -117,7 +119,8 @@ async def test_a_glob_that_starts_with_a_path_is_remembered_and_stays_harmless(
         asked.append(params["args"]["command"])
         return {"outcome": "allowAlways" if len(asked) == 1 else "allowOnce"}
 
-    async with spawn_tiller(fake_openai, workspace, "--permission-mode", "acceptEdits") as tiller:
+    async with spawn_tiller(fake_openai, workspace, *UNSANDBOXED,
+                            "--permission-mode", "acceptEdits") as tiller:
         tiller.on_request("client/requestPermission", answer)
         await tiller.request("initialize", {"capabilities": {"permissions": True}})
         result = await tiller.request("agent/prompt", {"message": "archive it"})
@@ -197,7 +200,7 @@ async def test_what_a_remembered_command_does_not_cover_is_asked(
             return {"outcome": "allowAlways"}
         return {"outcome": "rejectOnce"}
 
-    async with spawn_tiller(fake_openai, workspace) as tiller:
+    async with spawn_tiller(fake_openai, workspace, *UNSANDBOXED) as tiller:
         tiller.on_request("client/requestPermission", answer)
         await tiller.request("initialize", {"capabilities": {"permissions": True}})
         result = await tiller.request("agent/prompt", {"message": "try everything"})

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import spawn_tiller
+from support.helpers import UNSANDBOXED, spawn_tiller
 from tiller.client import TillerClient
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -93,10 +93,12 @@ async def test_rejection_becomes_an_error_result_and_the_run_goes_on(
 
     async def reject(params: dict[str, Any]) -> dict[str, Any]:
         assert params["preview"] == {"kind": "command", "command": "touch hacked",
-                                     "cwd": str(tmp_path.resolve())}
+                                     "cwd": str(tmp_path.resolve()),
+                                     "sandbox": {"mode": "off", "network": True,
+                                                 "reason": "the sandbox is off"}}
         return {"outcome": "rejectOnce", "reason": "not in my repo"}
 
-    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
         tiller.on_request("client/requestPermission", reject)
         await init(tiller)
         result = await tiller.request("agent/prompt", {"message": "do it"})
@@ -121,7 +123,7 @@ async def test_allow_always_is_remembered(fake_openai: FakeOpenAI, tmp_path: Pat
         return {"outcome": "allowAlways" if params["args"]["command"] == "echo one"
                 else "rejectAlways"}
 
-    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
         tiller.on_request("client/requestPermission", answer)
         await init(tiller)
         await tiller.request("agent/prompt", {"message": "go"})
@@ -144,7 +146,7 @@ async def test_no_answer_in_time_is_a_rejection_and_is_cancelled(
         await never.wait()
         return {"outcome": "allowOnce"}
 
-    async with spawn_tiller(fake_openai, tmp_path, "--config", str(config)) as tiller:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED, "--config", str(config)) as tiller:
         tiller.on_request("client/requestPermission", ignore)
         await init(tiller)
         await tiller.request("agent/prompt", {"message": "go"})
@@ -166,7 +168,8 @@ async def test_abort_while_asking_cancels_the_request(
         await never.wait()
         return {"outcome": "allowOnce"}
 
-    async with spawn_tiller(fake_openai, tmp_path) as tiller, anyio.create_task_group() as tg:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller, \
+            anyio.create_task_group() as tg:
         tiller.on_request("client/requestPermission", ignore)
         await init(tiller)
         results = []
@@ -200,7 +203,7 @@ async def test_readonly_and_accept_edits_modes(fake_openai: FakeOpenAI, tmp_path
         asked.append(params["toolName"])
         return {"outcome": "rejectOnce"}
 
-    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
         tiller.on_request("client/requestPermission", answer)
         await init(tiller)
         session = (await tiller.request("session/new", {"permissionMode": "readonly"}))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env, spawn_tiller
+from support.helpers import UNSANDBOXED, clean_env, spawn_tiller
 from tiller.config import PermissionRule
 from tiller.gate.permissions import Outcome, PermissionGate, PermissionRequest
 from tiller.gate.protected import ProtectedPaths
@@ -77,7 +77,8 @@ async def test_accept_edits_and_a_remembered_git_status_cannot_run_a_planted_fsm
         text_reply("clean"),
     )
     answers = Answers("git status")
-    async with spawn_tiller(fake_openai, workspace, "--permission-mode", "acceptEdits") as tiller:
+    async with spawn_tiller(fake_openai, workspace, *UNSANDBOXED,
+                            "--permission-mode", "acceptEdits") as tiller:
         tiller.on_request("client/requestPermission", answers)
         await tiller.request("initialize", ASKING)
         result = await tiller.request("agent/prompt", {"message": "check the repo"})

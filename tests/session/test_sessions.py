@@ -11,7 +11,14 @@ import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import process_gone, roles, spawn_tiller, wait_for_pid, wait_requests
+from support.helpers import (
+    UNSANDBOXED,
+    process_gone,
+    roles,
+    spawn_tiller,
+    wait_for_pid,
+    wait_requests,
+)
 from tiller.client import RpcError
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
@@ -53,7 +60,7 @@ async def test_kill_9_mid_tool_then_load_and_continue(
         tool_call_reply([("call_long", "bash", {"command": "sleep 60 & echo pid=$!; wait"})]),
         text_reply("I see the restart."),
     )
-    async with spawn_tiller(fake_openai, tmp_path) as doomed:
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as doomed:
         session_id = (await doomed.request("session/new"))["sessionId"]
         await doomed.send({"jsonrpc": "2.0", "id": 99, "method": "agent/prompt",
                            "params": {"sessionId": session_id, "message": "run it"}})

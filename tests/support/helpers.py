@@ -21,6 +21,12 @@ prompts, skills) never reaches a test that does not ask for one."""
 TEST_DATA_HOME = tempfile.mkdtemp(prefix="tiller-tests-data-")
 """The XDG data home of the servers this test process spawns (not the machine's own)."""
 
+UNSANDBOXED = ("--sandbox", "off")
+"""Server arguments for a test about commands run as before the sandbox (issue 27): one that
+reads a command's pids (a sandboxed command sees its own pid namespace: the numbers it prints
+name other processes outside, and killing them would hit those), or one about the permission
+question a command asks in ``ask`` (a sandboxed command runs without one)."""
+
 
 def clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without provider settings that would leak into a test, with

@@ -63,9 +63,9 @@ class Terminal:
     also drives a screen emulator (``screen``, ``expect_screen``: what a person sees; it
     answers the program's cursor position requests as a terminal does)."""
 
-    def __init__(self, argv: list[str], cwd: Path) -> None:
+    def __init__(self, argv: list[str], cwd: Path, **env_extra: str) -> None:
         self.master, slave = pty.openpty()
-        env = clean_env(NO_COLOR="1", TERM="xterm")
+        env = clean_env(NO_COLOR="1", TERM="xterm", **env_extra)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.process = subprocess.Popen(
             [sys.executable, "-c", CONTROLLING_TERMINAL, *argv], stdin=slave, stdout=slave,

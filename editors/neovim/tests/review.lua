@@ -41,7 +41,10 @@ harness.run(function(config, obs)
   ask('cmd', {
     toolName = 'bash',
     args = { command = command },
-    preview = { kind = 'command', command = command, cwd = config.workdir },
+    preview = {
+      kind = 'command', command = command, cwd = config.workdir,
+      sandbox = { mode = 'off', network = true, escalated = 'unsandboxed', reason = 'clean the build' },
+    },
   })
   obs.focus_kept = vim.api.nvim_get_current_win() == a_win
   obs.chat_shown = chat.window() ~= nil

@@ -5,7 +5,7 @@
 
 import type { CancellationToken } from 'vscode-jsonrpc/node';
 
-import type { PermissionOutcome, RequestPermissionParams } from './protocol';
+import type { PermissionOutcome, RequestPermissionParams, SandboxUseModel } from './protocol';
 
 /** The buttons offered, in order; `rejectAlways` is left to the config file's rules. */
 const BUTTONS: ReadonlyArray<{ option: PermissionOutcome; label: string }> = [
@@ -38,6 +38,17 @@ interface Pending {
   shown: boolean;
 }
 
+/** How a command would run, from the preview's `sandbox` (protocol.md, "Sandbox"). */
+export function sandboxWords(sandbox: SandboxUseModel): string {
+  if (sandbox.mode === 'off') {
+    const asked = sandbox.escalated ? 'asks to run outside the sandbox' : 'unsandboxed';
+    return sandbox.reason ? `${asked}: ${sandbox.reason}` : asked;
+  }
+  const network = sandbox.network ? 'network' : 'no network';
+  const asked = sandbox.escalated ? `; asks for network: ${sandbox.reason ?? ''}` : '';
+  return `sandboxed (${sandbox.mode}, ${network}${asked})`;
+}
+
 /** The words for a request: its title, detail and what "always" would remember. */
 export function describeRequest(
   params: RequestPermissionParams,
@@ -56,6 +67,9 @@ export function describeRequest(
     case 'command':
       title = `run ${preview.command.split('\n')[0] ?? ''}`;
       detail = `${preview.command}\nin ${preview.cwd}`;
+      if (preview.sandbox) {
+        detail += `\n${sandboxWords(preview.sandbox)}`;
+      }
       always = 'Always allow: this exact command (word for word), for the rest of this session.';
       break;
     case 'path':

@@ -257,6 +257,8 @@ export interface CommandPreview {
   kind: 'command';
   command: string;
   cwd: string;
+  /** how the command runs if allowed (absent: no sandbox in this server) */
+  sandbox?: SandboxUseModel;
 }
 
 /**
@@ -384,6 +386,7 @@ export interface GetStateResult {
   refusedFiles: RefusedFileEntry[];
   checkpoints?: CheckpointsInfo;
   plan: PlanItem[];
+  sandbox?: SandboxState;
 }
 
 export type Id = number | string;
@@ -662,6 +665,45 @@ export interface RunResultModel {
   usage: Usage;
 }
 
+/**
+ * A session's sandbox, as `session/new` asks for it (each field: the server's default
+ * when absent).
+ */
+export interface SandboxParams {
+  mode?: 'workspace-write' | 'read-only' | 'off' | 'required';
+  /** sandboxed commands keep the network */
+  network?: boolean;
+}
+
+/**
+ * A session's sandbox settings, whether this machine has the sandbox, and how a command
+ * (without `escalate`) runs now.
+ */
+export interface SandboxState {
+  mode: 'workspace-write' | 'read-only' | 'off' | 'required';
+  network: boolean;
+  /**
+   * in ask and acceptEdits, a command that runs sandboxed without network runs without a question
+   */
+  autoAllow: boolean;
+  available: boolean;
+  /** the sandbox used: bubblewrap */
+  kind: string;
+  /** why the sandbox is unavailable */
+  reason?: string;
+  commands: SandboxUseModel;
+}
+
+/** How one command runs: `mode` `off` is unsandboxed. */
+export interface SandboxUseModel {
+  mode: 'workspace-write' | 'read-only' | 'off';
+  network: boolean;
+  /** what the command asked for beyond the session's sandbox */
+  escalated?: 'network' | 'unsandboxed';
+  /** the model's reason for the escalation, or why there is no sandbox */
+  reason?: string;
+}
+
 export interface ServerInfo {
   name: string;
   version: string;
@@ -729,6 +771,7 @@ export interface SessionNewParams {
   contextFiles?: boolean;
   permissionMode?: PermissionMode;
   mcpServers?: Array<Record<string, unknown>>;
+  sandbox?: SandboxParams;
 }
 
 export interface SessionNewResult {

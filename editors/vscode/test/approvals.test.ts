@@ -87,4 +87,13 @@ test('"always" says what it covers', () => {
   assert.match(words.always, /write on src\/a\.py, for the rest of this session/);
   assert.match(words.detail, /^'write' changes/);
   assert.match(describeRequest(request('c', 'git status'), (f) => f).always, /exact command/);
+  const escalated = request('e', 'npm install');
+  escalated.preview = { kind: 'command', command: 'npm install', cwd: '/w',
+    sandbox: { mode: 'off', network: true, escalated: 'unsandboxed', reason: 'fetch packages' } };
+  assert.match(describeRequest(escalated, (f) => f).detail,
+    /npm install\nin \/w\nasks to run outside the sandbox: fetch packages$/);
+  const boxed = request('b', 'make');
+  boxed.preview = { kind: 'command', command: 'make', cwd: '/w',
+    sandbox: { mode: 'workspace-write', network: true } };
+  assert.match(describeRequest(boxed, (f) => f).detail, /sandboxed \(workspace-write, network\)$/);
 });

@@ -150,7 +150,10 @@ test('a bash tool round emits tool_execution_start and tool_execution_end', opti
     assert.equal(asked.toolCallId, id);
     assert.equal(asked.toolName, 'bash');
     assert.deepEqual(asked.args, { command: str(s, 'command') });
-    assert.deepEqual(asked.preview, { kind: 'command', command: str(s, 'command'), cwd: fs.realpathSync(workdir()) });
+    assert.deepEqual(asked.preview, {
+      kind: 'command', command: str(s, 'command'), cwd: fs.realpathSync(workdir()),
+      sandbox: { mode: 'off', network: true, reason: 'the sandbox is off' }, // TILLER_CMD: --sandbox off
+    });
     assert.deepEqual(asked.options, ['allowOnce', 'allowAlways', 'rejectOnce', 'rejectAlways']);
     assert.equal(typeof asked.reason, 'string');
     const waiting = log.ofType('tool_execution_update').filter((e) => e.toolCallId === id);

@@ -82,7 +82,7 @@ class ModelSpec:
             messages=model_context(context),
             system_prompt=self.system_prompt,
             tools=[
-                ToolSpec(tool.name, tool.description, tool.parameters_schema())
+                ToolSpec(tool.name, tool.model_description(), tool.parameters_schema())
                 for tool in self.tools
             ],
             thinking=self.thinking,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from tiller.agent.abort import AbortSignal
 from tiller.errors import ToolError
+from tiller.sandbox.use import SandboxUse
 from tiller.tools.base import EditorFiles, Terminal, Tool, ToolContext, ToolResult, describe
 from tiller.tools.truncate import printable
 from tiller.types import (
@@ -57,11 +58,13 @@ ABORTED_MESSAGE = "Tool call aborted: the user stopped the run before it finishe
 class BeforeToolCallResult:
     """``block=True`` fails the call with ``reason`` instead of running it. An allowed call's
     ``resolved_path`` is the real path its ``path`` argument was judged on; the tool gets it
-    as ``ToolContext.resolved_path`` and acts on that path, not on a new resolution."""
+    as ``ToolContext.resolved_path`` and acts on that path, not on a new resolution. Likewise
+    ``sandbox``: how a command was judged to run (``ToolContext.sandbox``)."""
 
     block: bool = False
     reason: str | None = None
     resolved_path: Path | None = None
+    sandbox: SandboxUse | None = None
 
 
 @dataclass
@@ -172,6 +175,7 @@ class _Prepared:
     tool: Tool[Any]
     params: BaseModel
     resolved_path: Path | None = None
+    sandbox: SandboxUse | None = None
 
 
 class _BatchRunner:
@@ -238,7 +242,8 @@ class _BatchRunner:
                 self.finish(index, _error_result(call, f"Tool call blocked: {reason}"))
                 return None
             if verdict is not None:
-                return _Prepared(index, call, tool, params, verdict.resolved_path)
+                return _Prepared(index, call, tool, params, verdict.resolved_path,
+                                 verdict.sandbox)
         return _Prepared(index, call, tool, params)
 
     async def run(self, prepared: _Prepared) -> None:
@@ -252,13 +257,14 @@ class _BatchRunner:
         ctx = ToolContext(
             cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files,
             resolved_path=prepared.resolved_path, terminal=self.terminal,
+            sandbox=prepared.sandbox,
         )
         outcome: ToolResult | None = None
         try:
             with anyio.move_on_after(math.inf if self.timeout is None else self.timeout):
                 outcome = await prepared.tool.execute(prepared.params, ctx)
         except ToolError as exc:
-            outcome = ToolResult.text(str(exc), is_error=True)
+            outcome = ToolResult.text(str(exc), is_error=True, details=exc.details)
         except Exception as exc:
             log.exception("tool %s raised", call.name)
             outcome = ToolResult.text(

@@ -38,7 +38,7 @@ import io
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -313,6 +313,8 @@ async def _interactive(
     )
     if loaded is not None:
         renderer.resumed(loaded)
+    if notice := sandbox_notice(connection.initialized):
+        renderer.notice(notice)
     await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     names.set_from((await connection.call("commands/list"))["commands"])
     renderer.status.set_models((await connection.call("models/list"))["models"])
@@ -367,3 +369,14 @@ def main(argv: Sequence[str] | None = None, *, run: bool = False) -> int:
         return anyio.run(converse, options, prompt)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+
+
+def sandbox_notice(initialized: Mapping[str, Any]) -> str | None:
+    """The start line saying commands cannot be sandboxed here (None when they can, or the
+    sandbox is off)."""
+    sandbox = (initialized.get("capabilities") or {}).get("sandbox") or {}
+    if sandbox.get("available", True) or sandbox.get("mode") == "off":
+        return None
+    if sandbox.get("mode") == "required":
+        return f"Commands are refused: the sandbox is required, and {sandbox.get('reason')}"
+    return f"Commands run unsandboxed: {sandbox.get('reason')}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tiller.config import default_session_dir, provider_help
-from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
+from tiller.modes import PERMISSION_MODES, SANDBOX_MODES, THINKING_LEVELS
 
 __all__ = [
     "build_parser", "history_file", "log_file", "one_shot_prompt", "server_args", "workspace",
@@ -69,6 +69,8 @@ def build_parser(run: bool = False) -> argparse.ArgumentParser:
     server("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
     server("--permission-mode", choices=PERMISSION_MODES,
            help="default: ask when interactive, auto with -p or piped stdin")
+    server("--sandbox", choices=SANDBOX_MODES,
+           help="where commands run: workspace-write (default), read-only, off, required")
     server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
     server("--session-dir", help="session logs (default: $XDG_DATA_HOME/tiller/sessions)")
     server("--no-session", action="store_true", help="keep sessions in memory only")
@@ -92,7 +94,7 @@ def log_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
 
 
 SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",
-                  "permission_mode", "max_turns", "session_dir")
+                  "permission_mode", "sandbox", "max_turns", "session_dir")
 
 
 def server_args(options: argparse.Namespace) -> list[str]:

@@ -52,6 +52,8 @@ class Connection:
         self.log = log
         self.log_start = _size(log)
         self.session_id: str | None = None
+        self.initialized: dict[str, Any] = {}
+        """What ``initialize`` answered (empty before ``start_session``)."""
         self.handled = 0  # how many of client.received were handed on
         self.closed = anyio.Event()
         self._progress = anyio.Event()
@@ -102,7 +104,7 @@ class Connection:
         params: dict[str, Any] = {"clientInfo": {"name": "tiller-chat", "version": __version__}}
         if ask:
             params["capabilities"] = {"permissions": True}
-        await self.call("initialize", params)
+        self.initialized = await self.call("initialize", params)
         if resume is None:
             self.session_id = (await self.call("session/new", {}))["sessionId"]
             return None

@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 
 from tiller.chat.markdown import MarkdownBlocks, diff_style
 from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
+from tiller.protocol.sandbox import describe_use
 
 __all__ = ["OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
 
@@ -204,6 +205,8 @@ class Renderer:
         elif kind == "command":
             yield "  " + self.style(f"$ {preview.get('command', '')}", "bold")
             yield self.style(f"  in {preview.get('cwd', '')}", "dim")
+            if isinstance(sandbox := preview.get("sandbox"), Mapping):
+                yield self.style(f"  {describe_use(sandbox)}", "dim")
         elif kind == "path":
             yield f"  {preview.get('path', '')}"
         else:
@@ -446,3 +449,4 @@ def _clip(text: str, width: int) -> str:
 
 def _columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
+

@@ -26,6 +26,14 @@ of the command line, parsed as shell (tiller.gate.shell): an answer never covers
 than the command the user saw, and a command the parser cannot vouch for is never allowed by
 them.
 
+With the session's command sandbox (``sandbox``, tiller.sandbox.command) a command is judged
+by how it would run (``SandboxUse``), decided once and handed to the tool with the verdict
+(``BeforeToolCallResult.sandbox``): one the sandbox must refuse is denied first; in ``ask``
+and ``acceptEdits`` one that runs sandboxed without network runs without a question
+(``auto_allow``); one that asks to leave the sandbox (``escalate``) asks, saying why, and is
+denied in ``auto`` unless ``auto_escalate``. A remembered "always" covers the level it was
+given at and those below (sandboxed, with network, unsandboxed: ``CommandMemory``).
+
 "Outside" means the real path (symlinks followed) is not under a workspace root. The real path
 is resolved once per call; the verdict, the preview the user sees and the path the tool then
 acts on (``BeforeToolCallResult.resolved_path``) are all that one path. Asking goes
@@ -49,8 +57,10 @@ from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
 from tiller.gate.protected import ProtectedPaths
-from tiller.gate.shell import CommandMemory, decide_command
+from tiller.gate.shell import UNSANDBOXED, CommandMemory, decide_command
 from tiller.modes import PermissionMode, Verdict
+from tiller.sandbox.command import CommandSandbox
+from tiller.sandbox.use import SandboxUse
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe, find_tool
 from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
@@ -64,7 +74,8 @@ OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlway
 
 @dataclass(frozen=True)
 class PermissionRequest:
-    """What the user is asked about; ``preview`` is what the editor shows."""
+    """What the user is asked about; ``preview`` is what the editor shows (for a command,
+    with how it would run: ``sandbox``)."""
 
     tool_call_id: str
     tool_name: str
@@ -93,14 +104,16 @@ class PermissionGate:
     remembered: dict[tuple[str, str], bool] = field(default_factory=dict)
     commands: CommandMemory = field(default_factory=CommandMemory)
     protected: ProtectedPaths = field(default_factory=ProtectedPaths)
+    sandbox: CommandSandbox | None = None
 
     async def __call__(
         self, call: ToolCall, args: dict[str, Any]
     ) -> BeforeToolCallResult | None:
         path = self._path_of(call.name, args)
-        verdict, reason, key = self.decide(call.name, args, path)
+        use = self._plan(call.name, args)
+        verdict, reason, key = self.decide(call.name, args, path, use)
         if verdict == "allow":
-            return self._allowed(path)
+            return self._allowed(path, use)
         if verdict == "deny":
             return BeforeToolCallResult(block=True, reason=reason)
         if self.ask is None:
@@ -109,22 +122,38 @@ class PermissionGate:
                 reason=f"{reason}, but the client cannot be asked (it did not declare the "
                 "permissions capability); change the permission mode to allow it",
             )
-        return await self._ask_user(call, args, reason, key, path)
+        return await self._ask_user(call, args, reason, key, path, use)
+
+    def may_escalate(self) -> bool:
+        """A command asking to leave the sandbox can be allowed now: the mode asks the user
+        (and the client can answer), or it is ``auto`` with ``auto_escalate``."""
+        if self.mode in ("ask", "acceptEdits"):
+            return self.ask is not None
+        return self.mode == "auto" and self.sandbox is not None and \
+            self.sandbox.settings.auto_escalate
+
+    def _plan(self, tool: str, args: dict[str, Any]) -> SandboxUse | None:
+        """How a command tool's call would run in the session's sandbox (None: not a command
+        tool, or no sandbox)."""
+        info = describe(self.tools, tool)
+        if self.sandbox is None or info.command_arg is None:
+            return None
+        escalate, why = args.get("escalate"), args.get("reason")
+        return self.sandbox.plan(escalate if escalate in ("network", "unsandboxed") else None,
+                                 why if isinstance(why, str) else None)
 
     def decide(
-        self, tool: str, args: dict[str, Any], path: Path | None = None
+        self, tool: str, args: dict[str, Any], path: Path | None = None,
+        use: SandboxUse | None = None,
     ) -> tuple[Verdict, str, str]:
         """The verdict for a call, a sentence saying why, and the key a remembered answer for
         it is stored under (the resolved path; the command for a command tool). ``path`` is
-        the call's real path when the caller resolved it already (else it is resolved here)."""
+        the call's real path when the caller resolved it already (else it is resolved here);
+        ``use``: how a command would run (None: unsandboxed, as without a sandbox)."""
         info = describe(self.tools, tool)
         command = info.command(args)
         if command is not None:
-            verdict, reason = decide_command(command, tool, self.rules, self.commands)
-            if verdict is None:
-                verdict, by_mode = self._by_mode(tool, info, False, None)
-                reason = f"{by_mode} ({reason})" if verdict == "ask" and reason else by_mode
-            return verdict, reason, command
+            return (*self._decide_command(tool, info, command, use), command)
         path = path if path is not None else self._path_of(tool, args)
         key = str(path or "")
         protected = self._protected(info, path)
@@ -139,6 +168,37 @@ class PermissionGate:
         if protected and self.mode != "auto" and verdict != "deny":
             return "ask", f"'{tool}' changes {path}, which is protected ({protected})", key
         return verdict, reason, key
+
+    def _decide_command(
+        self, tool: str, info: ToolInfo, command: str, use: SandboxUse | None
+    ) -> tuple[Verdict, str]:
+        """A command's verdict and why: refused by the sandbox, then rules and remembered
+        answers (at the command's level), then the sandbox's auto-allow and escalation, then
+        the mode."""
+        if use is not None and use.refused:
+            return "deny", use.refused
+        level = use.level if use is not None else UNSANDBOXED
+        verdict, reason = decide_command(command, tool, self.rules, self.commands, level)
+        if verdict is not None:
+            return verdict, reason
+        sandbox = self.sandbox
+        if use is not None and sandbox is not None and self.mode in ("ask", "acceptEdits"):
+            if use.sandboxed and not use.network and sandbox.settings.auto_allow:
+                return "allow", "it runs in the sandbox"
+        if use is not None and use.escalated and self.mode == "auto" and not self.may_escalate():
+            return "deny", (
+                f"'{tool}' asks to {_wants(use)} ({use.reason}), but in the auto permission "
+                "mode commands never leave the sandbox: do it within the sandbox, or tell the "
+                "user (they can allow it: [sandbox] auto_escalate = true or network = true, "
+                "or the ask mode)")
+        verdict, by_mode = self._by_mode(tool, info, False, None)
+        if verdict == "ask" and use is not None and use.escalated:
+            by_mode = f"'{tool}' asks to {_wants(use)}: {use.reason}"
+        elif verdict == "ask" and use is not None and not use.sandboxed:
+            by_mode = f"{by_mode}, unsandboxed ({use.reason})"
+        elif verdict == "ask" and use is not None and use.network:
+            by_mode = f"{by_mode} in the sandbox, with network access"
+        return verdict, f"{by_mode} ({reason})" if verdict == "ask" and reason else by_mode
 
     def _protected(self, info: ToolInfo, path: Path | None) -> str | None:
         """Why a call that changes ``path`` touches a protected path (None if it does not)."""
@@ -182,9 +242,11 @@ class PermissionGate:
         return pin(resolve_path(raw, self.roots[0]))
 
     @staticmethod
-    def _allowed(path: Path | None) -> BeforeToolCallResult | None:
-        """Allow the call, pinning it to the real path it was judged on."""
-        return None if path is None else BeforeToolCallResult(resolved_path=path)
+    def _allowed(path: Path | None, use: SandboxUse | None = None) -> BeforeToolCallResult | None:
+        """Allow the call, pinning it to the real path (and the sandbox) it was judged on."""
+        if path is None and use is None:
+            return None
+        return BeforeToolCallResult(resolved_path=path, sandbox=use)
 
     def _inside(self, path: Path) -> bool:
         return any(path.is_relative_to(os.path.realpath(root)) for root in self.roots)
@@ -202,12 +264,14 @@ class PermissionGate:
         return True
 
     async def _ask_user(
-        self, call: ToolCall, args: dict[str, Any], reason: str, key: str, path: Path | None
+        self, call: ToolCall, args: dict[str, Any], reason: str, key: str, path: Path | None,
+        use: SandboxUse | None,
     ) -> BeforeToolCallResult | None:
         assert self.ask is not None
-        request = PermissionRequest(
-            call.id, call.name, args, await self._preview(call.name, args, path), reason
-        )
+        preview = await self._preview(call.name, args, path)
+        if use is not None and preview.get("kind") == "command":
+            preview["sandbox"] = use.wire()
+        request = PermissionRequest(call.id, call.name, args, preview, reason)
         self.waiting(call)
         try:
             outcome, user_reason = await self.ask(request)
@@ -215,12 +279,13 @@ class PermissionGate:
             return BeforeToolCallResult(block=True, reason=f"permission not granted: {exc}")
         info = describe(self.tools, call.name)
         if outcome in ("allowAlways", "rejectAlways") and info.command_arg is not None:
-            self.commands.remember(key, outcome == "allowAlways")
+            level = use.level if use is not None else UNSANDBOXED
+            self.commands.remember(key, outcome == "allowAlways", level)
         elif outcome == "rejectAlways" or outcome == "allowAlways" and not self._protected(
                 info, path):  # "always" on a protected path allows it once
             self.remembered[(call.name, key)] = outcome == "allowAlways"
         if outcome in ("allowOnce", "allowAlways"):
-            return self._allowed(path)
+            return self._allowed(path, use)
         because = f": {user_reason}" if user_reason else ""
         return BeforeToolCallResult(block=True, reason=f"the user rejected this call{because}")
 
@@ -262,3 +327,9 @@ class PermissionGate:
             return None
         except OSError:
             return ""
+
+
+def _wants(use: SandboxUse) -> str:
+    """What an escalated command asks for, in words."""
+    return "run outside the sandbox" if use.escalated == "unsandboxed" else (
+        "run with network access")

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the parser loads on the first command judged, not with the 
     import tree_sitter
 
 __all__ = [
+    "UNSANDBOXED",
     "CommandMemory",
     "CommandRule",
     "ShellCommand",
@@ -127,20 +128,32 @@ class CommandRule(Protocol):
     def command(self) -> str | None: ...
 
 
+UNSANDBOXED = 2
+"""The level of a command that runs outside the sandbox (``tiller.sandbox.use.SandboxUse``)."""
+
+
 @dataclass
 class CommandMemory:
-    """A session's remembered ``allowAlways``/``rejectAlways`` answers for commands."""
+    """A session's remembered ``allowAlways``/``rejectAlways`` answers for commands. An allow
+    is remembered with the level it was given at (0 sandboxed without network, 1 sandboxed
+    with network, 2 unsandboxed: ``SandboxUse.level``) and covers that level and those below;
+    a rejection covers every level."""
 
-    allowed: set[Signature] = field(default_factory=set)
+    allowed: dict[Signature, int] = field(default_factory=dict)
     rejected: set[Signature] = field(default_factory=set)
 
-    def remember(self, command: str, allowed: bool) -> None:
+    def remember(self, command: str, allowed: bool, level: int = UNSANDBOXED) -> None:
         """Remember an answer for each part of ``command``; an allow only if it is plain."""
         parsed = parse_command(command)
         if allowed and parsed.doubt is None:
-            self.allowed.update(parsed.parts)
+            for part in parsed.parts:
+                self.allowed[part] = max(level, self.allowed.get(part, -1))
         elif not allowed:
             self.rejected.update(parsed.parts)
+
+    def allows(self, part: Signature, level: int) -> bool:
+        """An "always" answer covers ``part`` at ``level``."""
+        return self.allowed.get(part, -1) >= level
 
 
 def parse_command(command: str) -> ShellCommand:
@@ -171,11 +184,13 @@ def _program_doubt(parts: tuple[Signature, ...]) -> str | None:
 
 
 def decide_command(
-    command: str, tool: str, rules: Sequence[CommandRule], memory: CommandMemory
+    command: str, tool: str, rules: Sequence[CommandRule], memory: CommandMemory,
+    level: int = UNSANDBOXED,
 ) -> tuple[Verdict | None, str]:
     """The verdict of the config rules and remembered answers for running ``command`` with
-    ``tool``, and why; the verdict is None when they leave it to the permission mode (the
-    reason then says why no "always" answer can cover the command, or is empty)."""
+    ``tool`` at ``level`` (``CommandMemory``), and why; the verdict is None when they leave it
+    to the permission mode (the reason then says why no "always" answer can cover the
+    command, or is empty)."""
     parsed = parse_command(command)
     ruled = [_first_rule(rules, tool, part) for part in parsed.parts or ((),)]
     actions = [rule.action if rule else None for rule in ruled]
@@ -188,7 +203,7 @@ def decide_command(
         return "ask", "a permission rule says ask"
     if all(rule is not None and rule.command is None for rule in ruled):
         return "allow", "a permission rule says allow"
-    if parsed.doubt is None and all(part in memory.allowed for part in undecided):
+    if parsed.doubt is None and all(memory.allows(part, level) for part in undecided):
         return "allow", "the user allowed this earlier" if undecided else "rules allow every part"
     return None, f"no 'always' answer can cover it: {parsed.doubt}" if parsed.doubt else ""
 

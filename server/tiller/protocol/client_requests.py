@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from tiller.protocol.sandbox import SandboxUseModel
 from tiller.types import WireModel
 
 __all__ = [
@@ -37,6 +38,9 @@ class CommandPreview(WireModel):
     kind: Literal["command"] = "command"
     command: str
     cwd: str
+    sandbox: SandboxUseModel | None = Field(
+        default=None, description="how the command runs if allowed (absent: no sandbox "
+        "in this server)")
 
 
 class PathPreview(WireModel):

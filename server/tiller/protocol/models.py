@@ -14,6 +14,7 @@ from pydantic import Field
 
 from tiller.modes import PermissionMode, QueueMode, ThinkingLevel, ToolKind
 from tiller.protocol.checkpoints import CheckpointsInfo, RevertResult
+from tiller.protocol.sandbox import SandboxParams, SandboxState
 from tiller.types import (
     CommandEntry,
     McpServerState,
@@ -134,6 +135,7 @@ class SessionNewParams(WireModel):
     permission_mode: PermissionMode | None = None
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     """MCP servers for this session only, in ACP's shape (checked by tiller.mcp.config)."""
+    sandbox: SandboxParams | None = None
 
 
 class SessionNewResult(WireModel):
@@ -202,6 +204,7 @@ class GetStateResult(WireModel):
     refused_files: list[RefusedFileEntry] = Field(default_factory=list)
     checkpoints: CheckpointsInfo | None = None
     plan: list[PlanItem] = Field(default_factory=list)
+    sandbox: SandboxState | None = None
 
 
 class McpListResult(WireModel):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,9 @@ from tiller.config import ServerConfig, config_dir, default_system_prompt
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
-from tiller.modes import PermissionMode, ThinkingLevel
+from tiller.modes import PermissionMode, SandboxMode, ThinkingLevel
 from tiller.protocol.checkpoints import RevertResult
+from tiller.sandbox.settings import SandboxSettings
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.store.log import SessionLog, read_session_file
 from tiller.store.replay import Replay, validated
@@ -57,6 +58,8 @@ class SessionSpec:
     permission_mode: PermissionMode | None = None
     mcp_servers: Sequence[Mapping[str, Any]] = ()
     source: str = "session/new"
+    sandbox_mode: SandboxMode | None = None
+    sandbox_network: bool | None = None
 
 
 class SessionRegistry:
@@ -137,8 +140,14 @@ class SessionRegistry:
         header = {"id": session_id, "cwd": str(cwd), "provider": provider, "model": model,
                   **prompt.header()}
         session_log = SessionLog.create(log_path(self.config.session_dir, cwd, session_id), header)
+        sandbox = config.sandbox
+        if params.sandbox_mode is not None:
+            sandbox = replace(sandbox, mode=params.sandbox_mode)
+        if params.sandbox_network is not None:
+            sandbox = replace(sandbox, network=params.sandbox_network)
         session = self._start(session_log, session_id, cwd, provider, model, prompt,
-                              params.permission_mode, mcp_servers, model_default=chosen is None)
+                              params.permission_mode, mcp_servers, model_default=chosen is None,
+                              sandbox=sandbox)
         if params.thinking_level is not None:
             session.set_thinking(params.thinking_level)
         return session
@@ -147,13 +156,14 @@ class SessionRegistry:
         self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
         prompt: PromptSettings, mode: PermissionMode | None = None,
         mcp_servers: list[McpServerConfig] | None = None, *, model_default: bool = False,
+        sandbox: SandboxSettings | None = None,
     ) -> Session:
         context = ProjectContext(cwd, config_dir(self.config), prompt)
         session = Session(
             self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
             model=model, context=context, client=self.client, mode=mode,
             providers=self.providers, mcp_servers=mcp_servers or [],
-            model_default=model_default,
+            model_default=model_default, sandbox=sandbox,
         )
         self._live[session_id] = session
         self.on_start(session)

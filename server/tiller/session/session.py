@@ -38,13 +38,23 @@ from tiller.gate.protected import ProtectedPaths
 from tiller.mcp.client import McpServers
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.mcp.prompts import McpPromptSource
-from tiller.modes import SUMMARY_PREFIX, THINKING_LEVELS, PermissionMode, QueueMode, ThinkingLevel
+from tiller.modes import (
+    SUMMARY_PREFIX,
+    THINKING_LEVELS,
+    PermissionMode,
+    QueueMode,
+    SandboxMode,
+    ThinkingLevel,
+)
 from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import ChangesResult, RevertResult
 from tiller.providers.base import ModelInfo, Provider
 from tiller.providers.directory import ModelDirectory
 from tiller.providers.levels import EffectiveLevel
 from tiller.providers.registry import create_provider
+from tiller.sandbox.command import CommandSandbox
+from tiller.sandbox.settings import SandboxSettings
+from tiller.sandbox.use import SandboxUse
 from tiller.session.model_guard import ModelWatch
 from tiller.session.plan import PlanTracker
 from tiller.store.log import SessionLog, shown_tool_calls
@@ -127,6 +137,10 @@ class SessionState:
     """Why checkpoints are off (None when they are on)."""
     plan_items: list[PlanItem]
     """The agent's plan: its last ``todo`` call's items."""
+    sandbox: SandboxSettings
+    """The session's sandbox settings."""
+    sandbox_use: SandboxUse
+    """How a command without ``escalate`` would run now (tiller.sandbox.use)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +196,7 @@ class Session:
         providers: ProviderFactory = provider_factory,
         mcp_servers: Sequence[McpServerConfig] = (),
         model_default: bool = False,
+        sandbox: SandboxSettings | None = None,
     ) -> None:
         self.config = config
         self.providers = providers
@@ -197,7 +212,10 @@ class Session:
         self._cleared_hooks: list[ClearedHook] = []
         self.processes = ProcessScope()
         """What the session's commands started; killed when the session closes."""
-        tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes)
+        self.sandbox = self._command_sandbox(sandbox or config.sandbox)
+        """Where the session's commands run (tiller.sandbox.command)."""
+        tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
+                              sandbox=self.sandbox)
         self.mcp = McpServers(
             [*config.mcp_servers, *mcp_servers], tools=tools, cwd=cwd, scope=self.processes,
             publish=self.publish, on_prompts=self._mcp_prompts_changed,
@@ -241,6 +259,23 @@ class Session:
         """Workspace roots besides ``cwd`` (ACP's ``additionalDirectories``)."""
         self.gate: PermissionGate
         self.connect_editor(client, mode)
+
+    def _command_sandbox(self, settings: SandboxSettings) -> CommandSandbox:
+        """The session's command sandbox: its roots, the gate's protected paths, Tiller's
+        folders (the config dir read-only, the data and session dirs hidden), whether commands
+        go to the editor's terminal, and whether the gate can let one escalate."""
+        config = self.config
+        hidden = [default_session_dir(config.env).parent]
+        if config.session_dir is not None:
+            hidden.append(config.session_dir)
+        return CommandSandbox(
+            settings, roots=lambda: [self.cwd, *self.extra_roots],
+            protected=lambda path: self.gate.protected.why(
+                path, [self.cwd, *self.extra_roots]) is not None,
+            read_only_dirs=[config_dir(config)], hidden_dirs=hidden,
+            terminal=lambda: self.agent.settings.terminal is not None,
+            may_escalate=lambda: self.gate.may_escalate(),
+        )
 
     @property
     def log(self) -> SessionLog:
@@ -324,9 +359,18 @@ class Session:
             chosen, [self.cwd, *self.extra_roots], tools=self.tools,
             rules=self.config.permission_rules,
             ask=asker, files=files, waiting=waiting, protected=protected_paths(self.config),
+            sandbox=self.sandbox,
         )
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
+
+    def set_sandbox(self, mode: SandboxMode | None = None, network: bool | None = None) -> None:
+        """Run the next commands in another sandbox mode, or with(out) network (None:
+        unchanged)."""
+        settings = self.sandbox.settings
+        self.sandbox.settings = replace(
+            settings, mode=settings.mode if mode is None else mode,
+            network=settings.network if network is None else network)
 
     def set_extra_roots(self, roots: Sequence[Path]) -> None:
         """Treat ``roots`` as part of the workspace too (permissions: "inside")."""
@@ -443,6 +487,11 @@ class Session:
         return self.gate.mode
 
     @property
+    def sandbox_mode(self) -> SandboxMode:
+        """The sandbox mode the next command runs in (tiller.sandbox)."""
+        return self.sandbox.settings.mode
+
+    @property
     def context_window(self) -> int | None:
         """The model's context window in tokens, when the catalog knows it."""
         info = self.agent.model_info
@@ -467,6 +516,7 @@ class Session:
             context_files=list(self.context.files), refused_files=list(self.context.refused),
             checkpoints_enabled=self.checkpoints.enabled,
             checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
+            sandbox=self.sandbox.settings, sandbox_use=self.sandbox.plan(),
         )
 
     # ------------------------------------------------------------------ what methods change

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from pydantic import BaseModel
 
 from tiller.modes import ToolKind
+from tiller.sandbox.use import SandboxUse
 from tiller.types import ImageContent, TextContent
 
 __all__ = [
@@ -206,7 +207,9 @@ class ToolContext:
     is the editor's file access, or None to use the disk only. ``resolved_path`` is the real
     path of the call's ``path`` argument as the permission gate decided on it (and showed the
     user): a file tool acts on exactly that path on disk. None when no gate resolved one; the
-    tool then resolves the path itself, once (``tiller.tools.safefs``)."""
+    tool then resolves the path itself, once (``tiller.tools.safefs``). ``sandbox``: how the
+    gate judged a command would run (sandboxed or not); the command tool runs it exactly so
+    (None: no gate decided, the tool plans it itself)."""
 
     cwd: Path
     tool_call_id: str
@@ -214,6 +217,7 @@ class ToolContext:
     files: EditorFiles | None = None
     resolved_path: Path | None = None
     terminal: Terminal | None = None
+    sandbox: SandboxUse | None = None
 
 
 class Tool(ABC, Generic[P]):
@@ -229,6 +233,11 @@ class Tool(ABC, Generic[P]):
     Params: ClassVar[type[BaseModel]]
     info: ClassVar[ToolInfo] = ToolInfo()
     sequential: ClassVar[bool] = False
+
+    def model_description(self) -> str:
+        """The description the model reads, at each model call (default: ``description``; a
+        tool whose behaviour depends on the session's settings says so here)."""
+        return self.description
 
     def parameters_schema(self) -> dict[str, Any]:
         """The JSON schema of ``Params``, as sent to the model."""

@@ -18,6 +18,14 @@ period and it gets SIGPIPE if it writes again.
 Processes left running belong to the tool's ``ProcessScope`` (``tiller.procs``): the command's
 environment carries the scope's tag, its group is recorded, and they are killed when the
 session closes or the server shuts down.
+
+Sandbox. With a ``CommandSandbox`` (``tiller.sandbox.command``) the command runs as the
+permission gate judged it would (``ToolContext.sandbox``, else the sandbox's own plan): in
+bubblewrap (the same shell inside ``bwrap``; its processes end with it), or unsandboxed when
+the call escalated to ``unsandboxed``, the sandbox is off or unavailable. Every update and the
+result's ``details`` carry ``sandbox`` (how it ran); a failure the sandbox caused (a read-only
+file system, no network) gets a note telling the model how to ask for more. With the editor's
+terminals (ACP's ``terminal/*``) an unsandboxed command runs there, as before.
 """
 
 from __future__ import annotations
@@ -35,11 +43,15 @@ from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from tiller.errors import ToolError
+from tiller.modes import Escalation
 from tiller.procs import ProcessScope, reap_orphans
-from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
+from tiller.sandbox.command import CommandSandbox
+from tiller.sandbox.probe import shell as _shell
+from tiller.sandbox.use import SandboxUse, failure_note
+from tiller.tools.base import Terminal, Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.bash_terminal import run_in_terminal
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
@@ -69,6 +81,22 @@ class BashParams(BaseModel):
         description="Timeout in seconds; the command and its children are killed when it "
         "expires. No timeout by default.",
     )
+    escalate: Escalation | None = Field(
+        default=None,
+        description='Only when the command cannot work in the sandbox: "network" to run it '
+        'sandboxed with network access, "unsandboxed" to run it outside the sandbox. The '
+        "user may be asked; give the reason.",
+    )
+    reason: str | None = Field(
+        default=None, description="Why the command needs what escalate asks for (shown to the "
+        "user)",
+    )
+
+    @model_validator(mode="after")
+    def _reason_with_escalate(self) -> BashParams:
+        if self.escalate is not None and not (self.reason or "").strip():
+            raise ValueError("escalate needs a reason: say why the command needs it")
+        return self
 
 
 class _Output:
@@ -178,10 +206,6 @@ class _Output:
         return f"{body}\n\n{notice}", True
 
 
-def _shell() -> str:
-    return "/bin/bash" if os.path.exists("/bin/bash") else "sh"
-
-
 def _kill_group(process: Process) -> None:
     """SIGKILL the process group led by ``process``; quiet if it is already gone."""
     try:
@@ -252,6 +276,15 @@ def command_env(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in environ.items() if not _SECRET_NAME.search(name)}
 
 
+SANDBOXED = (
+    " Commands run in a sandbox: {where}, the rest of the disk is read-only, secrets folders "
+    "are hidden, {network}, and every process a command starts ends with it. Only if a "
+    "command cannot work so (installing packages, fetching, writing outside the workspace, a "
+    "server that must keep running), run it again with escalate \"network\" or "
+    "\"unsandboxed\" and a reason{asked}."
+)
+
+
 class BashTool(Tool[BashParams]):
     name = "bash"
     info = ToolInfo(kind="execute", command_arg="command")
@@ -267,28 +300,67 @@ class BashTool(Tool[BashParams]):
     sequential = False
 
     def __init__(
-        self, *, sanitize_env: bool = True, processes: ProcessScope | None = None
+        self, *, sanitize_env: bool = True, processes: ProcessScope | None = None,
+        sandbox: CommandSandbox | None = None,
     ) -> None:
         """``sanitize_env`` drops secrets (API keys, tokens, passwords) from the environment
         the command sees, so the model cannot read them with ``env``. ``processes`` (a new
-        scope when None) is where the commands' processes are recorded."""
+        scope when None) is where the commands' processes are recorded. ``sandbox``: the
+        session's command sandbox (None: commands run unsandboxed, and say nothing of it)."""
         self.sanitize_env = sanitize_env
         self.processes = processes or ProcessScope()
+        self.sandbox = sandbox
+
+    def model_description(self) -> str:
+        """The description, with what the sandbox lets a command do when commands run in it."""
+        if self.sandbox is None:
+            return self.description
+        use = self.sandbox.plan()
+        if not use.sandboxed:
+            return self.description
+        where = ("the workspace and /tmp (private to the command) are writable"
+                 if use.runs_in == "workspace-write" else "only /tmp (private) is writable")
+        network = "there is network access" if use.network else "there is no network"
+        asked = " (the user may be asked to allow it)" if self.sandbox.may_escalate() else (
+            " (this session refuses that: work within the sandbox)")
+        return self.description + SANDBOXED.format(where=where, network=network, asked=asked)
+
+    def _use(self, params: BashParams, ctx: ToolContext) -> SandboxUse | None:
+        """How this call runs: as the gate judged it, else as the sandbox plans it now."""
+        if ctx.sandbox is not None:
+            return ctx.sandbox
+        if self.sandbox is None:
+            return None
+        return self.sandbox.plan(params.escalate, params.reason)
 
     async def execute(self, params: BashParams, ctx: ToolContext) -> ToolResult:
         """Run the command; ToolError (with the output) on nonzero exit or timeout.
 
         Cancellation kills the process group and propagates. With the editor's terminals
-        (``ctx.terminal``) the command runs there instead (tiller.tools.bash_terminal).
+        (``ctx.terminal``) an unsandboxed command runs there instead
+        (tiller.tools.bash_terminal). A command the sandbox must refuse (``refused``) fails.
         """
-        if ctx.terminal is not None:
-            return await run_in_terminal(ctx.terminal, params.command, params.timeout, ctx)
-        output = _Output(ctx.update)
+        use = self._use(params, ctx)
+        if use is not None and use.refused:
+            raise ToolError(f"Command not run: {use.refused}", details={"sandbox": use.wire()})
+        if ctx.terminal is not None and (use is None or not use.sandboxed):
+            return await self._in_terminal(ctx.terminal, params, ctx, use)
+        shown = {"sandbox": use.wire()} if use is not None else {}
+        update = ctx.update
+        output = _Output((lambda partial: update({**partial, **shown})) if shown else update)
         env = command_env(os.environ) if self.sanitize_env else dict(os.environ)
+        argv = [_shell(), "-c", params.command]
+        if use is not None and use.sandboxed:
+            if self.sandbox is None:
+                raise ToolError("Command not run: it was judged to run in a sandbox this tool "
+                                "does not have")
+            argv = self.sandbox.wrap(argv, ctx.cwd, use, env)
+        if shown:
+            update({"output": "", **shown})
         try:
             with self.processes.spawning() as started:
                 process = await anyio.open_process(
-                    [_shell(), "-c", params.command],
+                    argv,
                     env=self.processes.environ(env),
                     cwd=ctx.cwd,
                     stdin=subprocess.DEVNULL,
@@ -321,14 +393,41 @@ class BashTool(Tool[BashParams]):
                     self.processes.collected(process.pid)
                 await reap_orphans()
         text, truncated = output.render()
+        details: dict[str, Any] = {"truncated": truncated, **shown}
+        if output.full_output_path is not None:
+            details["fullOutputPath"] = output.full_output_path
         if exit_code is None or deadline.cancelled_caught:
-            raise ToolError(with_note(text, f"Command timed out after {params.timeout:g} seconds"))
-        return self._result(text, truncated, exit_code, killed_background, output)
+            raise ToolError(with_note(text, f"Command timed out after {params.timeout:g} seconds"),
+                            details=details if shown else None)
+        details = {"exitCode": exit_code, **details}
+        note = None
+        if exit_code != 0 and use is not None and self.sandbox is not None:
+            note = failure_note(text, use, self.sandbox.may_escalate())
+        return self._result(text, exit_code, killed_background, details, note)
+
+    @staticmethod
+    async def _in_terminal(
+        terminal: Terminal, params: BashParams, ctx: ToolContext, use: SandboxUse | None
+    ) -> ToolResult:
+        """Run the command in the editor's terminal, unsandboxed; the result says so when the
+        session has a sandbox (``use``)."""
+        try:
+            result = await run_in_terminal(terminal, params.command, params.timeout, ctx)
+        except ToolError as exc:
+            if use is not None:
+                exc.details = {"sandbox": use.wire()}
+            raise
+        if use is not None and isinstance(result.details, dict):
+            result.details["sandbox"] = use.wire()
+        return result
 
     def _result(
-        self, text: str, truncated: bool, exit_code: int, killed: bool, output: _Output
+        self, text: str, exit_code: int, killed: bool, details: dict[str, Any],
+        note: str | None,
     ) -> ToolResult:
-        """The success result, or ToolError with the output for a nonzero exit."""
+        """The success result, or ToolError with the output for a nonzero exit (``note``
+        last: why the sandbox stopped it). A failure carries the details when they say how
+        the command was sandboxed."""
         if killed:
             text = with_note(
                 text,
@@ -336,15 +435,13 @@ class BashTool(Tool[BashParams]):
                 "group was killed and reading stopped. Redirect their output (cmd > log 2>&1 &) "
                 "to keep them running.]",
             )
+        failed = details if "sandbox" in details else None
         if exit_code < 0:
-            raise ToolError(
-                with_note(text, f"Command was killed by signal {_signal_name(-exit_code)}")
-            )
+            text = with_note(text, f"Command was killed by signal {_signal_name(-exit_code)}")
+        elif exit_code != 0:
+            text = with_note(text, f"Command exited with code {exit_code}")
         if exit_code != 0:
-            raise ToolError(with_note(text, f"Command exited with code {exit_code}"))
-        details: dict[str, Any] = {"exitCode": exit_code, "truncated": truncated}
-        if output.full_output_path is not None:
-            details["fullOutputPath"] = output.full_output_path
+            raise ToolError(with_note(text, note) if note else text, details=failed)
         return ToolResult.text(text or "(no output)", details=details)
 
 

@@ -12,17 +12,20 @@ from tiller.tools.base import Tool
 
 if TYPE_CHECKING:
     from tiller.procs import ProcessScope
+    from tiller.sandbox.command import CommandSandbox
 
 __all__ = ["default_tools"]
 
 
 def default_tools(
-    *, sanitize_env: bool = True, processes: ProcessScope | None = None
+    *, sanitize_env: bool = True, processes: ProcessScope | None = None,
+    sandbox: CommandSandbox | None = None,
 ) -> list[Tool[Any]]:
     """Fresh instances of the core coding tools: read, write, edit, bash, grep, find, ls, and
     todo (the plan).
     ``sanitize_env`` keeps secrets out of the environment of bash commands; ``processes``
-    collects what they start (a new scope when None)."""
+    collects what they start (a new scope when None); ``sandbox``: where they run (None:
+    unsandboxed)."""
     from tiller.tools.bash import BashTool
     from tiller.tools.edit import EditTool
     from tiller.tools.find import FindTool
@@ -34,6 +37,6 @@ def default_tools(
 
     return [
         ReadTool(), WriteTool(), EditTool(),
-        BashTool(sanitize_env=sanitize_env, processes=processes),
+        BashTool(sanitize_env=sanitize_env, processes=processes, sandbox=sandbox),
         GrepTool(), FindTool(), LsTool(), TodoTool(),
     ]

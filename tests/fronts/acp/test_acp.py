@@ -17,7 +17,7 @@ from acp import (
 
 from support.acp_client import Recorder, spawn_acp, start, tool_messages, user_texts
 from support.fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
-from support.helpers import process_gone, wait_requests
+from support.helpers import UNSANDBOXED, process_gone, wait_requests
 from tiller.fronts.acp.diff import apply_hunks, diff_contents, parse_hunks
 from tiller.fronts.acp.editor import permission_options, tiller_outcome
 from tiller.fronts.acp.updates import UpdateMapper, user_content
@@ -49,7 +49,7 @@ async def test_a_prompt_with_a_tool_call_streams_its_updates(
         text_reply("done"),
     )
     recorder = Recorder()
-    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+    async with spawn_acp(recorder, fake_openai, tmp_path, *UNSANDBOXED) as conn:
         init = await conn.initialize(protocol_version=1)
         session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
         result = await conn.prompt(session_id=session.session_id,
@@ -95,7 +95,7 @@ async def test_a_rejected_call_fails_and_the_turn_goes_on(
         text_reply("ok, I won't"),
     )
     recorder = Recorder([answer])
-    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+    async with spawn_acp(recorder, fake_openai, tmp_path, *UNSANDBOXED) as conn:
         session_id = await start(conn, tmp_path)
         result = await conn.prompt(session_id=session_id, prompt=[text_block("do it")])
 
@@ -169,7 +169,7 @@ async def test_cancel_mid_tool_kills_the_process(
         update = (message.get("params") or {}).get("update") or {}
         return "pid=" in str(update.get("content", ""))
 
-    async with spawn_acp(recorder, fake_openai, tmp_path) as conn:
+    async with spawn_acp(recorder, fake_openai, tmp_path, *UNSANDBOXED) as conn:
         session_id = await start(conn, tmp_path, mode="auto")
         results = []
         async with anyio.create_task_group() as tg:

@@ -1,6 +1,7 @@
 """ACP session config options end to end: ``configOptions`` (model, thought level, permission
-mode) in the results of session/new, load and resume; ``session/set_config_option`` round trips;
-``config_option_update`` after every change, also one made with ``session/set_mode``."""
+mode, sandbox) in the results of session/new, load and resume; ``session/set_config_option``
+round trips; ``config_option_update`` after every change, also one made with
+``session/set_mode``."""
 
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ async def test_config_options_round_trip_and_announce_every_change(
                                                value="high")
         mode = await conn.set_config_option(config_id="mode", session_id=sid, value="auto")
         await conn.set_session_mode(session_id=sid, mode_id="readonly")
+        sandbox = await conn.set_config_option(config_id="sandbox", session_id=sid,
+                                               value="read-only")
         errors = []
         for config_id, value in [("model", "openai/nope"), ("thought_level", "extreme"),
-                                 ("colour", "red")]:
+                                 ("sandbox", "none"), ("colour", "red")]:
             with pytest.raises(RequestError) as refused:
                 await conn.set_config_option(config_id=config_id, session_id=sid, value=value)
             errors.append(refused.value.code)
@@ -60,10 +63,14 @@ async def test_config_options_round_trip_and_announce_every_change(
 
     options = [o.model_dump(by_alias=True) for o in session.config_options or []]
     options = [o.get("root", o) for o in options]
-    assert [o["id"] for o in options] == ["model", "thought_level", "mode"]
-    assert [o["category"] for o in options] == ["model", "thought_level", "mode"]
+    assert [o["id"] for o in options] == ["model", "thought_level", "mode", "sandbox"]
+    assert [o["category"] for o in options][:3] == ["model", "thought_level", "mode"]
     assert current(options) == {"model": "openai/fake-model", "thought_level": "off",
-                                "mode": "ask"}  # the model the --base-url server serves
+                                "mode": "ask", "sandbox": "workspace-write"}  # the model the
+    # --base-url server serves
+    assert [c["value"] for c in options[3]["options"]] == ["workspace-write", "read-only", "off",
+                                                          "required"]
+    assert current(sandbox.config_options)["sandbox"] == "read-only"
     assert "openai/gpt-6.2-sol" in [choice["value"] for choice in options[0]["options"]]
     assert [c["value"] for c in options[1]["options"]] == ["off", "low", "medium", "high",
                                                           "xhigh", "max"]
@@ -78,18 +85,22 @@ async def test_config_options_round_trip_and_announce_every_change(
     # fake-model, the session's own; so no update comes of it, whenever it arrives)
     assert [u["sessionUpdate"] for u in updates] == [
         "config_option_update", "config_option_update", "config_option_update",
-        "current_mode_update", "config_option_update"]
+        "current_mode_update", "config_option_update", "config_option_update"]
+    assert current(updates[5]["configOptions"])["sandbox"] == "read-only"
+    assert [o["category"] for o in updates[5]["configOptions"]] == [  # on the wire: the SDK's
+        "model", "thought_level", "mode", "_sandbox"]  # model drops a custom category
     assert current(updates[2]["configOptions"])["mode"] == "auto"
     assert updates[3]["currentModeId"] == "auto"
     assert current(updates[4]["configOptions"])["mode"] == "readonly"
-    assert errors == [-32602, -32602, -32602]
+    assert errors == [-32602, -32602, -32602, -32602]
     # The catalog's reasoning model gets the level; on this Chat-Completions-only server OpenAI's
     # rule (no tools with reasoning there) refuses it, and the one corrected retry sends none.
     assert [(r["model"], r["reasoning_effort"]) for r in fake_openai.requests] == [
         ("gpt-5.6-terra", "high"), ("gpt-5.6-terra", "none")] * 2
     assert [status for _, status, _ in fake_openai.refusals] == [400, 400]
     assert current(loaded.config_options or []) == {  # the mode is not saved with a session
-        "model": "openai/gpt-5.6-terra", "thought_level": "high", "mode": "ask"}
+        "model": "openai/gpt-5.6-terra", "thought_level": "high", "mode": "ask",
+        "sandbox": "workspace-write"}  # nor is the sandbox
 
 
 def test_model_choices_are_the_usable_providers_models() -> None:

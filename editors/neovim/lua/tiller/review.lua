@@ -70,6 +70,21 @@ local function split(text)
   return lines
 end
 
+--- How a command would run, from the preview's `sandbox` (protocol.md, "Sandbox"), or nil.
+function M.sandbox_words(sandbox)
+  if type(sandbox) ~= 'table' then
+    return nil
+  end
+  local reason = type(sandbox.reason) == 'string' and sandbox.reason or nil
+  if sandbox.mode == 'off' then
+    local asked = sandbox.escalated and 'asks to run outside the sandbox' or 'unsandboxed'
+    return reason and (asked .. ': ' .. reason) or asked
+  end
+  local network = sandbox.network and 'network' or 'no network'
+  local asked = sandbox.escalated and ('; asks for network: ' .. tostring(reason)) or ''
+  return string.format('sandboxed (%s, %s%s)', tostring(sandbox.mode), network, asked)
+end
+
 --- The lines showing what question `params` asks (without the keys line).
 function M.question_lines(params)
   local preview = type(params.preview) == 'table' and params.preview or {}
@@ -79,6 +94,10 @@ function M.question_lines(params)
     local where = preview.cwd and (' in ' .. tostring(preview.cwd)) or ''
     local lines = { string.format('? %s: run%s:', tool, where) }
     vim.list_extend(lines, indent(split(preview.command), '    '))
+    local sandbox = M.sandbox_words(preview.sandbox)
+    if sandbox then
+      table.insert(lines, '    ' .. sandbox)
+    end
     return lines
   elseif preview.kind == 'diff' and type(preview.diff) == 'string' then
     local lines = { string.format('? %s: change %s:', tool, tostring(preview.path)) }

@@ -27,7 +27,7 @@ it can read files, else the disk), for the diffs of tiller.fronts.acp.diff.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ import anyio
 from tiller.errors import ToolError
 from tiller.fronts.acp.diff import diff_contents
 from tiller.fronts.acp.updates import tool_call_fields
+from tiller.protocol.sandbox import describe_use
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe
 
 __all__ = [
@@ -171,6 +172,8 @@ class AcpEditorBridge:
         if kind == "command":
             command = str(preview.get("command", ""))
             text = f"```sh\n{command}\n```\nin {preview.get('cwd', '')}"
+            if isinstance(sandbox := preview.get("sandbox"), Mapping):
+                text += f"\n{describe_use(sandbox)}"
             return [{"type": "content", "content": {"type": "text", "text": text}}]
         reason = params.get("reason")
         if isinstance(reason, str) and reason:

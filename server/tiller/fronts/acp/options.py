@@ -1,5 +1,5 @@
-"""ACP session config options: the model, the thought level and the permission mode of a
-session as ACP ``configOptions`` (``select`` options), and setting one.
+"""ACP session config options: the model, the thought level, the permission mode and the
+command sandbox of a session as ACP ``configOptions`` (``select`` options), and setting one.
 
 =================  ================  ======================================================
 ``id``             ``category``      values
@@ -11,6 +11,8 @@ session as ACP ``configOptions`` (``select`` options), and setting one.
 ``thought_level``  ``thought_level`` ``off``, ``low``, ``medium``, ``high``, ``xhigh``,
                                      ``max``; the model runs a level it lacks at the nearest
 ``mode``           ``mode``          the permission modes (the same as ACP's session modes)
+``sandbox``        ``_sandbox``      the sandbox modes: ``workspace-write``, ``read-only``,
+                                     ``off``, ``required`` (protocol.md, "Sandbox")
 =================  ================  ======================================================
 """
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiller.config import ServerConfig
-from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
+from tiller.modes import PERMISSION_MODES, SANDBOX_MODES, THINKING_LEVELS
 from tiller.session.session import Session
 
 __all__ = [
@@ -45,6 +47,16 @@ MODES: list[dict[str, str]] = [
 
 THOUGHT_NAMES = {"off": "Off", "low": "Low", "medium": "Medium", "high": "High",
                  "xhigh": "Extra high", "max": "Max"}
+SANDBOXES: list[dict[str, str]] = [
+    {"value": "workspace-write", "name": "Workspace write",
+     "description": "Commands run sandboxed: writes only in the workspace, no network"},
+    {"value": "read-only", "name": "Read-only",
+     "description": "Commands run sandboxed: no writes but a private /tmp, no network"},
+    {"value": "off", "name": "Off", "description": "Commands run unsandboxed, as the user"},
+    {"value": "required", "name": "Required",
+     "description": "Workspace write, and a command that cannot be sandboxed is refused"},
+]
+"""The ``sandbox`` option's values (tiller.modes.SANDBOX_MODES)."""
 
 
 class OptionError(ValueError):
@@ -107,6 +119,8 @@ def config_options(config: ServerConfig, session: Session) -> list[dict[str, Any
                 "How hard a reasoning model thinks (ignored by other models)"),
         _select("mode", "Permissions", session.permission_mode, modes,
                 "What tools may do without asking"),
+        {**_select("sandbox", "Sandbox", session.sandbox_mode, SANDBOXES,
+                   "Where commands run (from the next command on)"), "category": "_sandbox"},
     ]
 
 
@@ -128,5 +142,9 @@ async def set_option(config: ServerConfig, session: Session, option_id: str, val
         if value not in PERMISSION_MODES:
             raise OptionError(f"value: unknown mode {value!r}")
         session.set_permission_mode(value)
+    elif option_id == "sandbox":
+        if value not in SANDBOX_MODES:
+            raise OptionError(f"value: unknown sandbox mode {value!r}")
+        session.set_sandbox(value)
     else:
         raise OptionError(f"configId: unknown config option {option_id!r}")

@@ -27,7 +27,7 @@ from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
-from tiller.session.capabilities import checkpoints_off_reason
+from tiller.session.capabilities import checkpoints_off_reason, sandbox_info
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
@@ -276,6 +276,7 @@ class TillerFront:
                     "persistent": self.config.session_dir is not None,
                 },
                 "checkpoints": self._checkpoints_info(),
+                "sandbox": sandbox_info(self.config),
                 "methods": [*METHODS, *NOTIFICATIONS],
                 "serverRequests": list(SERVER_REQUESTS),
                 "events": list(EVENT_TYPES),

@@ -64,20 +64,35 @@ from tiller.protocol.models import (
     SetThinkingLevelResult,
     ToolCallShown,
 )
+from tiller.protocol.sandbox import SandboxState, SandboxUseModel
+from tiller.sandbox.probe import availability
 from tiller.types import RunResult, UserContent
 from tiller.wire.jsonrpc import Front, Method
 
 if TYPE_CHECKING:
+    from tiller.sandbox.settings import SandboxSettings
+    from tiller.sandbox.use import SandboxUse
     from tiller.session.registry import SessionRegistry
     from tiller.session.session import Session
 
-__all__ = ["Methods", "handler_name"]
+__all__ = ["Methods", "handler_name", "sandbox_state"]
 
 
 def handler_name(method: str) -> str:
     """The ``Methods`` attribute that serves wire method ``method``: ``session/new`` ->
     ``session_new``, ``agent/followUp`` -> ``agent_follow_up``."""
     return re.sub(r"(?<=[a-z])([A-Z])", r"_\1", method).lower().replace("/", "_")
+
+
+def sandbox_state(settings: SandboxSettings, use: SandboxUse) -> SandboxState:
+    """``agent/getState``'s ``sandbox``: the settings, this machine's sandbox, and how a
+    command runs now."""
+    found = availability()
+    return SandboxState(
+        mode=settings.mode, network=settings.network, auto_allow=settings.auto_allow,
+        available=found.ok, kind=found.kind, reason=found.reason,
+        commands=SandboxUseModel.model_validate(use.wire()),
+    )
 
 
 class Methods:
@@ -109,6 +124,8 @@ class Methods:
             append_system_prompt=params.append_system_prompt, context_files=params.context_files,
             permission_mode=params.permission_mode,
             mcp_servers=params.mcp_servers,
+            sandbox_mode=params.sandbox.mode if params.sandbox else None,
+            sandbox_network=params.sandbox.network if params.sandbox else None,
         )
         return SessionNewResult(session_id=self.sessions.create(spec).id)
 
@@ -180,6 +197,7 @@ class Methods:
                 enabled=state.checkpoints_enabled, reason=state.checkpoints_reason
             ),
             plan=state.plan_items,
+            sandbox=sandbox_state(state.sandbox, state.sandbox_use),
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
