@@ -1,9 +1,8 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
-``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
-``notifications/tools/list_changed``, ``grow_prompt`` adds the prompt ``later`` and sends
-``notifications/prompts/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
-notifications. ``--exit-at-start``
+``slow`` outlasts any tool timeout, ``grow`` adds a tool and says the tool list changed,
+``grow_prompt`` adds the prompt ``later`` and says the prompt list changed, ``flood`` returns
+a huge text, ``chatter`` floods notifications. ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
@@ -61,6 +60,18 @@ def slow(seconds: float = 30.0) -> str:
     return "done sleeping"
 
 
+async def changed(ctx: Context, what: str) -> None:
+    """Say the ``what`` list changed in both eras: on a ``subscriptions/listen`` stream
+    (2026-07-28) and as ``notifications/<what>/list_changed`` (the handshake era); the SDK
+    drops the one that does not fit the connection."""
+    if what == "tools":
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+    else:
+        await ctx.notify_prompts_changed()
+        await ctx.session.send_prompt_list_changed()
+
+
 def extra() -> str:
     """A tool that exists only after grow."""
     return "extra here"
@@ -68,9 +79,9 @@ def extra() -> str:
 
 @server.tool()
 async def grow(ctx: Context) -> str:
-    """Add the tool ``extra`` and say so with notifications/tools/list_changed."""
+    """Add the tool ``extra`` and say so (see ``changed``)."""
     server.add_tool(extra)
-    await ctx.session.send_tool_list_changed()
+    await changed(ctx, "tools")
     return "grown"
 
 
@@ -81,9 +92,9 @@ def later(topic: str) -> str:
 
 @server.tool()
 async def grow_prompt(ctx: Context) -> str:
-    """Add the prompt ``later`` and say so with notifications/prompts/list_changed."""
+    """Add the prompt ``later`` and say so (see ``changed``)."""
     server.add_prompt(Prompt.from_function(later))
-    await ctx.session.send_prompt_list_changed()
+    await changed(ctx, "prompts")
     return "prompt added"
 
 
@@ -92,7 +103,7 @@ async def chatter(ctx: Context, count: int = 1000) -> str:
     """Send ``count`` log messages and ``count`` tools/list_changed, then answer."""
     for n in range(count):
         await ctx.info(f"note {n}")
-        await ctx.session.send_tool_list_changed()
+        await changed(ctx, "tools")
     return f"said {count} things"
 
 
