@@ -305,6 +305,9 @@ async def revoke(store: TokenFile, endpoint: str | None) -> None:
     if endpoint and tokens:
         import httpx2
 
+        client_id, secret = client.get("client_id"), client.get("client_secret")
+        basic = (isinstance(client_id, str) and isinstance(secret, str)
+                 and client.get("token_endpoint_auth_method") == "client_secret_basic")
         try:
             async with httpx2.AsyncClient(timeout=10) as http:
                 for hint in ("refresh_token", "access_token"):
@@ -312,9 +315,13 @@ async def revoke(store: TokenFile, endpoint: str | None) -> None:
                     if not isinstance(token, str):
                         continue
                     form = {"token": token, "token_type_hint": hint}
-                    if isinstance(client.get("client_id"), str):
-                        form["client_id"] = client["client_id"]
-                    response = await http.post(endpoint, data=form)
+                    if isinstance(client_id, str):
+                        form["client_id"] = client_id
+                    if isinstance(secret, str) and not basic:  # a confidential client's
+                        form["client_secret"] = secret
+                    response = await http.post(
+                        endpoint, data=form,
+                        auth=(client_id, secret) if basic else None)  # type: ignore[arg-type]
                     if response.status_code != 200:
                         log.info("revoking the %s of %s: HTTP %s", hint, store.server_url,
                                  response.status_code)
