@@ -10,6 +10,7 @@ The model is the loopback OpenAI fake: its recorded requests show the tool resul
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import spawn_tiller
-from support.mcp_servers import everything_argv, write_config
+from support.mcp_servers import SCRIPTED, everything_argv, write_config
 from support.schema_check import WireLog
 from tiller.client import TillerClient
 
@@ -158,3 +159,37 @@ async def test_a_client_without_the_form_capability_is_never_asked(
     declared = "url" if capabilities else "none"
     assert ("Tiller's client cannot show MCP elicitation requests in form mode (it declared: "
             f"{declared}): the user was not asked") in done["text"]
+
+
+async def test_a_2026_07_28_server_asks_through_an_input_request(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    config = write_config(tmp_path, {"s": {"command": sys.executable, "args": [str(SCRIPTED)],
+                                           "startup_timeout": 30}})
+    fake_openai.enqueue(tool_call_reply([("a1", "mcp__s__ask", {})]),
+                        tool_call_reply([("a2", "mcp__s__ask", {})]), text_reply("done"))
+    asked: list[dict[str, Any]] = []
+
+    async def answer(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        if params["toolCallId"] == "a1":
+            return {"action": "accept", "content": {"name": "Ada"}}
+        return {"action": "decline"}
+
+    async with spawn_tiller(fake_openai, tmp_path, "--config", str(config),
+                            "--permission-mode", "auto") as tiller:
+        sent = record_sent(tiller)
+        tiller.on_request("client/elicit", answer)
+        await tiller.request("initialize", {"capabilities": {"elicitation": {"form": True}}})
+        [server] = (await tiller.request("mcp/list", timeout=60))["servers"]
+        await tiller.request("agent/prompt", {"message": "ask me"}, timeout=90)
+        received = list(tiller.received)
+
+    assert server["protocolVersion"] == "2026-07-28"
+    assert [(p["toolCallId"], p["server"], p["mode"], p["message"]) for p in asked] == [
+        ("a1", "s", "form", "Your name?"), ("a2", "s", "form", "Your name?")]
+    assert asked[0]["requestedSchema"]["properties"]["name"]["type"] == "string"
+    done = results(tiller)
+    assert done["a1"] == {"isError": False, "text": "accept: Ada"}
+    assert done["a2"] == {"isError": False, "text": "decline: -"}
+    assert WireLog(sent, received).problems == []

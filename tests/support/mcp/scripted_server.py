@@ -2,7 +2,8 @@
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
 ``slow`` outlasts any tool timeout, ``grow`` adds a tool and says the tool list changed,
 ``grow_prompt`` adds the prompt ``later`` and says the prompt list changed, ``flood`` returns
-a huge text, ``chatter`` floods notifications. ``--exit-at-start``
+a huge text, ``chatter`` floods notifications, ``client`` tells the MCP revision and the
+client's capabilities, ``ask`` asks the user's name (a form). ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
@@ -18,9 +19,11 @@ Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from typing import Annotated
 
 # The start-up failures come before the SDK's import (about a second on a loaded machine), so
 # what they write reaches stderr well within a short start-up timeout.
@@ -32,9 +35,10 @@ if __name__ == "__main__" and "--hang" in sys.argv:
     sys.stderr.flush()
     time.sleep(3600)
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts import Prompt
+from pydantic import BaseModel
 
 server = MCPServer("scripted")
 
@@ -105,6 +109,32 @@ async def chatter(ctx: Context, count: int = 1000) -> str:
         await ctx.info(f"note {n}")
         await changed(ctx, "tools")
     return f"said {count} things"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
+
+
+@server.tool()
+def ask(name: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
+    """Ask the user's name (a form elicitation: in a 2026-07-28 call an input request, else a
+    request mid-call), answer what came back."""
+    return f"{name.action}: {name.data.name if name.action == 'accept' else '-'}"
+
+
+@server.tool()
+def client(ctx: Context) -> str:
+    """The MCP revision of this request and the capabilities the client declared, as JSON."""
+    capabilities = ctx.client_capabilities
+    return json.dumps({
+        "protocolVersion": ctx.protocol_version,
+        "capabilities": capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if capabilities is not None else None,
+    })
 
 
 @server.tool()
