@@ -411,7 +411,7 @@ class PlanChanged(WireModel):
     items: list[PlanItem]
 
 
-McpStatusName = Literal["starting", "ready", "failed", "stopped"]
+McpStatusName = Literal["starting", "ready", "needsAuth", "failed", "stopped"]
 
 
 class McpRenamedTool(WireModel):
@@ -425,8 +425,10 @@ class McpRenamedTool(WireModel):
 
 class McpServerState(WireModel):
     """One MCP server of a session: ``transport`` ``stdio``, ``http`` or ``sse``; ``error``
-    (with the tail of its stderr) when ``failed``; ``tools``: the names the model sees;
-    ``renamed``: those of its tools whose name another tool had first."""
+    (with the tail of its stderr) when ``failed``, why when ``needsAuth``; ``tools``: the
+    names the model sees; ``renamed``: those of its tools whose name another tool had first;
+    ``authUrl`` while a login waits for the browser; ``protocolVersion`` the MCP revision
+    spoken, when ready."""
 
     name: str
     transport: str
@@ -434,6 +436,8 @@ class McpServerState(WireModel):
     error: str | None = None
     tools: list[str] = Field(default_factory=list)
     renamed: list[McpRenamedTool] | None = None
+    auth_url: str | None = None
+    protocol_version: str | None = None
 
 
 class McpStatus(WireModel):

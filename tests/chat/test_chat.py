@@ -685,6 +685,21 @@ def test_a_reply_is_rendered_as_markdown_only_on_a_color_terminal(
     assert "two" in shown_before_the_end  # not end blocks; finished blocks show as they come
 
 
+def test_an_mcp_server_that_needs_a_sign_in_says_how() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = Renderer(out, err, {})
+    server = {"name": "linear", "transport": "http", "status": "needsAuth", "tools": []}
+    renderer.handle({"type": "mcp_status", "server": server})
+    renderer.handle({"type": "mcp_status", "server": {
+        **server, "authUrl": "https://auth.example/authorize?x=1"}})
+
+    assert out.getvalue() == ""  # notices go where errors do: the screen, not the answer
+    assert err.getvalue().splitlines() == [
+        "MCP server linear needs a sign-in: /login linear",
+        "MCP server linear: open this URL to sign in: https://auth.example/authorize?x=1",
+    ]
+
+
 def test_a_failing_tool_and_the_usage_line() -> None:
     out, err = io.StringIO(), io.StringIO()
     renderer = Renderer(out, err, {})

@@ -510,6 +510,19 @@ def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     assert obs["dispatch_read"]["result"] == {"content": "b1\n"}
     assert obs["dispatch_unknown"]["code"] == -32601
 
+    # An MCP server's form: the required field first, then by name; a bad integer is asked
+    # again; an empty optional field is left out; dismissing cancels; URL mode opens the page.
+    assert obs["form"]["result"] == {"action": "accept", "content": {
+        "env": "production", "count": 3, "dryRun": False, "hero": "h1"}}
+    assert obs["form_prompts"] == [
+        "deploy asks: Which environment?", "env *: ", "count: |2", "count: |2",
+        "Dry run: ", "hero: ", "note (why): |nil"]
+    assert obs["form_dismissed"]["result"] == {"action": "cancel"}
+    assert obs["form_declined"]["result"] == {"action": "decline"}
+    assert obs["url"]["result"] == {"action": "accept"}
+    assert obs["open_url"]["result"] == {}
+    assert obs["opened"] == ["https://bank.example/link", "https://auth.example/authorize?x=1"]
+
 
 def test_help_file(nvim: Neovim, tmp_path: Path) -> None:
     root = tmp_path / "tiller.nvim"

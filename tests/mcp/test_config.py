@@ -82,6 +82,39 @@ def test_the_readme_example_loads(tmp_path: Path) -> None:
     readme = README.read_text()
     blocks = [b.split("```", 1)[0] for b in readme.split("```toml\n")[1:]]
     [example] = [block for block in blocks if "[mcp_servers." in block]
-    git, docs = load(tmp_path, example)
+    git, docs, linear = load(tmp_path, example)
     assert git.name == "git" and git.disabled_tools == ("git_reset",)
     assert docs.transport == "http" and docs.bearer_token_env == "DOCS_TOKEN"
+    assert not docs.uses_oauth  # it sends its own Authorization
+    assert linear.transport == "http" and linear.uses_oauth
+
+
+def test_oauth_keys(tmp_path: Path) -> None:
+    fixed, off, headed = load(tmp_path, """
+[mcp_servers.fixed]
+url = "https://example.com/mcp"
+oauth_callback_port = 33418
+oauth_client_metadata_url = "https://example.com/tiller.json"
+
+[mcp_servers.off]
+url = "https://example.com/mcp"
+oauth = false
+
+[mcp_servers.headed]
+url = "https://example.com/mcp"
+headers = { authorization = "Token x" }
+""")
+    assert fixed.uses_oauth and fixed.oauth_callback_port == 33418
+    assert fixed.oauth_client_metadata_url == "https://example.com/tiller.json"
+    assert not off.uses_oauth and not headed.uses_oauth
+    [stdio] = load(tmp_path, '[mcp_servers.s]\ncommand = "x"\n')
+    assert not stdio.uses_oauth
+    for bad, says in [("oauth_callback_port = 0", "must be a port number"),
+                      ("oauth_callback_port = true", "must be a port number"),
+                      ('oauth_client_metadata_url = "http://example.com/c.json"',
+                       "must be an https URL with a path"),
+                      ('oauth_client_metadata_url = "https://example.com"',
+                       "must be an https URL with a path"),
+                      ('oauth = "yes"', "oauth")]:
+        with pytest.raises(ConfigError, match=says):
+            load(tmp_path, f'[mcp_servers.w]\nurl = "https://example.com/mcp"\n{bad}\n')

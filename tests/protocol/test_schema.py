@@ -48,6 +48,8 @@ PROTOCOL_MD = PROTOCOL_MD
 ACP_METHODS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
     "initialize": (acp.schema.InitializeRequest, acp.schema.InitializeResponse),
     "authenticate": (acp.schema.AuthenticateRequest, acp.schema.AuthenticateResponse),
+    "elicitation/create": (acp.schema.CreateFormSessionElicitationRequest,
+                           acp.schema.AcceptElicitationResponse),
 }
 """ACP methods whose examples protocol.md shows: (params model, result model) of the ACP SDK."""
 
@@ -159,7 +161,7 @@ def test_protocol_md_has_the_examples_this_test_expects() -> None:
     assert len(ALL_EXAMPLES) >= 30
     acp_examples = [e for e in ALL_EXAMPLES if e.headings[0] == "ACP"]
     assert [e.value.get("method", "result") for e in acp_examples] == [
-        "initialize", "result", "authenticate", "result"]
+        "initialize", "result", "authenticate", "result", "elicitation/create", "result"]
 
 
 @pytest.mark.parametrize("example", ALL_EXAMPLES, ids=lambda example: f"line{example.line}")

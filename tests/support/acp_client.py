@@ -22,23 +22,27 @@ from acp.connection import StreamDirection, StreamEvent
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateElicitationResponse,
     DeniedOutcome,
     FileSystemCapabilities,
     PermissionOption,
     ToolCallUpdate,
 )
+from pydantic import TypeAdapter
 
 from support.acp_schema import AcpWireCheck
 from support.fake_openai import FakeOpenAI
 from support.helpers import clean_env
 
 Message = dict[str, Any]
+_ELICIT_ANSWER: TypeAdapter[CreateElicitationResponse] = TypeAdapter(CreateElicitationResponse)
 
 
 class Recorder:
     """The client side: records every message from the agent in order (a stream observer) and
-    answers permission questions (``answers``, in order; default allow once) and, when offered,
-    file requests from in-memory ``buffers``. ``wire`` checks every message from the agent
+    answers permission questions (``answers``, in order; default allow once), elicitations
+    (``elicit_answers``, in order; default decline) and, when offered, file requests from
+    in-memory ``buffers``. ``wire`` checks every message from the agent
     against ACP's JSON schema (tests/support/acp_schema.py): ``spawn_acp`` fails the test on one
     that does not conform."""
 
@@ -49,6 +53,7 @@ class Recorder:
         self.answers = list(answers or [])
         self.buffers: dict[str, str] = {}
         self.writes: dict[str, str] = {}
+        self.elicit_answers: list[dict[str, Any]] = []
         self._changed = anyio.Event()
         self.wire = AcpWireCheck()
 
@@ -81,6 +86,10 @@ class Recorder:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(outcome=AllowedOutcome(option_id=answer,
                                                                 outcome="selected"))
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        answer = self.elicit_answers.pop(0) if self.elicit_answers else {"action": "decline"}
+        return _ELICIT_ANSWER.validate_python(answer)
 
     async def read_text_file(
         self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
@@ -139,15 +148,18 @@ class Recorder:
 @asynccontextmanager
 async def spawn_acp(
     recorder: Recorder, fake: FakeOpenAI, cwd: Path, *args: str, flag: bool = True,
-    env: dict[str, str] | None = None,
+    env: dict[str, str] | None = None, unstable: bool = False,
 ) -> AsyncIterator[ClientSideConnection]:
     """A running ``tiller`` (``--acp`` unless ``flag`` is False) with sessions under
-    ``cwd/.sessions`` (``env``: default ``clean_env()``); stdin is closed on exit."""
+    ``cwd/.sessions`` (``env``: default ``clean_env()``); stdin is closed on exit.
+    ``unstable``: the SDK answers what it still counts as unstable (``elicitation/create``:
+    stable in the npm schema, not yet in the Python SDK)."""
     argv = ["-m", "tiller", *(["--acp"] if flag else []), "--base-url", fake.url,
             "--cwd", str(cwd), "--session-dir", str(cwd / ".sessions"), *args]
     async with spawn_agent_process(
         recorder, sys.executable, *argv, env=env or clean_env(), cwd=cwd,
         transport_kwargs={"stderr": None}, observers=[recorder.observe],
+        use_unstable_protocol=unstable,
     ) as (conn, _process):
         yield conn
     assert not recorder.wire.problems, "\n".join(recorder.wire.problems)

@@ -60,4 +60,55 @@ harness.run(function(config, obs)
   end
   obs.dispatch_read = dispatch('client/readTextFile', { path = 'b.txt', limit = 1 })
   obs.dispatch_unknown = dispatch('client/unknown', {})
+
+  -- An MCP server's form and sign-in page (tiller.mcp_ask), the user played by scripted
+  -- vim.ui answers (a select answer is the shown text of the item to pick; nil dismisses).
+  local answers, prompts, opened = {}, {}, {}
+  vim.ui.select = function(items, opts, on_choice)
+    prompts[#prompts + 1] = opts.prompt
+    local want = table.remove(answers, 1)
+    for _, item in ipairs(items) do
+      if (opts.format_item and opts.format_item(item) or item) == want then
+        return on_choice(item)
+      end
+    end
+    on_choice(nil)
+  end
+  vim.ui.input = function(opts, on_confirm)
+    prompts[#prompts + 1] = opts.prompt .. '|' .. tostring(opts.default)
+    on_confirm(table.remove(answers, 1))
+  end
+  require('tiller.mcp_ask').open = function(url)
+    opened[#opened + 1] = url
+    return true
+  end
+  local form = {
+    sessionId = 's1', server = 'deploy', mode = 'form', message = 'Which environment?',
+    requestedSchema = {
+      type = 'object', required = { 'env' },
+      properties = {
+        env = { type = 'string', enum = { 'staging', 'production' } },
+        dryRun = { type = 'boolean', title = 'Dry run' },
+        count = { type = 'integer', default = 2 },
+        hero = { type = 'string', oneOf = { { const = 'h1', title = 'Superman' } } },
+        note = { type = 'string', description = 'why' },
+      },
+    },
+  }
+  answers = { 'Fill in', 'production', 'x', '3', 'false', 'Superman', '' }
+  obs.form = dispatch('client/elicit', form)
+  obs.form_prompts = prompts
+  prompts = {}
+  answers = { 'Fill in', 'staging', nil }
+  obs.form_dismissed = dispatch('client/elicit', form)
+  answers = { 'Decline' }
+  obs.form_declined = dispatch('client/elicit', form)
+  answers = { 'Open' }
+  obs.url = dispatch('client/elicit', {
+    sessionId = 's1', server = 'bank', mode = 'url', message = 'Link it', url = 'https://bank.example/link',
+  })
+  obs.open_url = dispatch('client/openUrl', {
+    sessionId = 's1', server = 'linear', url = 'https://auth.example/authorize?x=1', reason = 'Sign in to MCP server linear',
+  })
+  obs.opened = opened
 end)

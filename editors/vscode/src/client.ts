@@ -23,11 +23,14 @@ import {
   PermissionOutcome,
   type AgentEvent,
   type ClientCapabilities,
+  type ElicitParams,
+  type ElicitResult,
   type EmptyResult,
   type GetMessagesResult,
   type GetStateResult,
   type InitializeResult,
   type Methods,
+  type OpenUrlParams,
   type PromptParams,
   type QueueParams,
   type QueueResult,
@@ -61,6 +64,8 @@ export const RESOURCE_NOT_FOUND = -32002;
 export const CLIENT_CAPABILITIES: ClientCapabilities = {
   permissions: true,
   fs: { readTextFile: true, writeTextFile: true },
+  elicitation: { form: true, url: true },
+  openUrl: true,
 };
 
 /**
@@ -77,6 +82,10 @@ export interface ClientHandlers {
   ): Promise<RequestPermissionResult>;
   readTextFile(params: ReadTextFileParams, token: CancellationToken): Promise<ReadTextFileResult>;
   writeTextFile(params: WriteTextFileParams, token: CancellationToken): Promise<EmptyResult>;
+  /** An MCP server's question (a form, or a page to open). */
+  elicit(params: ElicitParams, token: CancellationToken): Promise<ElicitResult>;
+  /** Open an MCP server's sign-in page in the browser. */
+  openUrl(params: OpenUrlParams, token: CancellationToken): Promise<EmptyResult>;
 }
 
 /** CLIENT_CAPABILITIES, plus `fs.keepsUnsaved` when written files may stay unsaved. */
@@ -527,6 +536,30 @@ export function parseWriteParams(params: unknown): WriteTextFileParams {
   });
 }
 
+export function parseElicitParams(params: unknown): ElicitParams {
+  const parsed = validate('client/elicit', params, {
+    sessionId: isString,
+    server: isString,
+    mode: (value) => value === 'form' || value === 'url',
+    message: isString,
+  }, { toolCallId: isString, requestedSchema: isObject, url: isString, elicitationId: isString });
+  if (parsed.mode === 'url' && typeof parsed.url !== 'string') {
+    throw invalid('client/elicit', ['url: Field required']);
+  }
+  return parsed;
+}
+
+export function parseOpenUrlParams(params: unknown): OpenUrlParams {
+  return validate('client/openUrl', params, {
+    sessionId: isString,
+    server: isString,
+    url: isString,
+    reason: isString,
+  });
+}
+
+const ELICIT_ACTIONS: readonly string[] = ['accept', 'decline', 'cancel'];
+
 /** The answer when the user dismisses a permission prompt: the mildest rejection offered. */
 export function dismissedOutcome(options: readonly PermissionOutcome[]): PermissionOutcome {
   if (options.includes('rejectOnce')) {
@@ -558,7 +591,7 @@ function toResponseError(method: string, error: unknown): ResponseError<unknown>
   return new ResponseError(ErrorCode.InternalError, `${method}: ${message}`);
 }
 
-/** Register the validated, error-mapped handlers of the three server -> client requests. */
+/** Register the validated, error-mapped handlers of the server -> client requests. */
 export function registerHandlers(connection: MessageConnection, handlers: ClientHandlers): Disposable[] {
   function on<M extends keyof ServerRequests>(
     method: M,
@@ -593,6 +626,19 @@ export function registerHandlers(connection: MessageConnection, handlers: Client
     }),
     on('client/writeTextFile', parseWriteParams, async (params, token) => {
       await handlers.writeTextFile(params, token);
+      return {};
+    }),
+    on('client/elicit', parseElicitParams, async (params, token) => {
+      const result = await handlers.elicit(params, token);
+      if (!ELICIT_ACTIONS.includes(result.action)) {
+        throw new ResponseError(ErrorCode.InternalError, `client/elicit: unknown action ${JSON.stringify(result.action)}`);
+      }
+      return result.action === 'accept' && params.mode === 'form'
+        ? { action: 'accept', content: result.content ?? {} }
+        : { action: result.action };
+    }),
+    on('client/openUrl', parseOpenUrlParams, async (params, token) => {
+      await handlers.openUrl(params, token);
       return {};
     }),
   ];

@@ -76,6 +76,8 @@ export interface Methods {
   'agent/setThinkingLevel': { params: SetThinkingLevelParams; result: SetThinkingLevelResult };
   'commands/list': { params: SessionParams; result: CommandsListResult };
   'mcp/list': { params: SessionParams; result: McpListResult };
+  'mcp/login': { params: McpLoginParams; result: McpServerResult };
+  'mcp/logout': { params: McpLoginParams; result: McpServerResult };
 }
 
 /** Client -> server notifications. */
@@ -88,6 +90,8 @@ export interface ServerRequests {
   'client/requestPermission': { params: RequestPermissionParams; result: RequestPermissionResult };
   'client/readTextFile': { params: ReadTextFileParams; result: ReadTextFileResult };
   'client/writeTextFile': { params: WriteTextFileParams; result: EmptyResult | null };
+  'client/elicit': { params: ElicitParams; result: ElicitResult };
+  'client/openUrl': { params: OpenUrlParams; result: EmptyResult | null };
 }
 
 /** Server -> client notifications. */
@@ -102,7 +106,10 @@ export interface ServerNotifications {
 export const CompactionReason = ['threshold', 'overflow', 'manual'] as const;
 export type CompactionReason = (typeof CompactionReason)[number];
 
-export const McpStatusName = ['starting', 'ready', 'failed', 'stopped'] as const;
+export const ElicitAction = ['accept', 'decline', 'cancel'] as const;
+export type ElicitAction = (typeof ElicitAction)[number];
+
+export const McpStatusName = ['starting', 'ready', 'needsAuth', 'failed', 'stopped'] as const;
 export type McpStatusName = (typeof McpStatusName)[number];
 
 export const PermissionMode = ['ask', 'acceptEdits', 'auto', 'readonly'] as const;
@@ -235,6 +242,8 @@ export interface CheckpointsInfo {
 export interface ClientCapabilities {
   permissions?: boolean;
   fs?: FsCapabilities;
+  elicitation?: ElicitationCapabilities;
+  openUrl?: boolean;
 }
 
 export interface ClientInfo {
@@ -332,6 +341,38 @@ export interface DiffPreview {
   diff: string;
 }
 
+/**
+ * An MCP server's `elicitation/create`: in `form` mode `requestedSchema` says the
+ * fields to fill, in `url` mode `url` the page to open.
+ */
+export interface ElicitParams {
+  sessionId: string;
+  /** the MCP server that asks */
+  server: string;
+  /** the tool call it asks during */
+  toolCallId?: string;
+  mode: 'form' | 'url';
+  message: string;
+  /** form mode: a flat JSON Schema object of the fields (MCP's subset) */
+  requestedSchema?: Record<string, unknown>;
+  /** url mode: the page to open */
+  url?: string;
+  /** url mode: the server's id */
+  elicitationId?: string;
+}
+
+export interface ElicitResult {
+  action: ElicitAction;
+  /** the form's values (accept, form mode only) */
+  content?: Record<string, string | number | number | boolean | string[]>;
+}
+
+/** Which `client/elicit` modes the client shows: a form, a URL to open. */
+export interface ElicitationCapabilities {
+  form?: boolean;
+  url?: boolean;
+}
+
 /** The `{}` result of a method that only acknowledges. */
 export type EmptyResult = Record<string, never>;
 
@@ -420,6 +461,12 @@ export interface McpListResult {
   servers: McpServerState[];
 }
 
+export interface McpLoginParams {
+  sessionId?: string;
+  /** the name of one of the session's MCP servers */
+  server: string;
+}
+
 /**
  * A tool of an MCP server offered under another name than `mcp__<server>__<tool>`
  * because that name, once sanitised, was another tool's: `tool` is the server's name for
@@ -430,10 +477,16 @@ export interface McpRenamedTool {
   name: string;
 }
 
+export interface McpServerResult {
+  server: McpServerState;
+}
+
 /**
  * One MCP server of a session: `transport` `stdio`, `http` or `sse`; `error`
- * (with the tail of its stderr) when `failed`; `tools`: the names the model sees;
- * `renamed`: those of its tools whose name another tool had first.
+ * (with the tail of its stderr) when `failed`, why when `needsAuth`; `tools`: the
+ * names the model sees; `renamed`: those of its tools whose name another tool had first;
+ * `authUrl` while a login waits for the browser; `protocolVersion` the MCP revision
+ * spoken, when ready.
  */
 export interface McpServerState {
   name: string;
@@ -442,6 +495,8 @@ export interface McpServerState {
   error?: string;
   tools: string[];
   renamed?: McpRenamedTool[];
+  authUrl?: string;
+  protocolVersion?: string;
 }
 
 /** An MCP server of the session changed its status or its tools (tiller.mcp). */
@@ -538,6 +593,15 @@ export interface Notice {
   type: 'notice';
   level: 'info' | 'warning';
   message: string;
+}
+
+export interface OpenUrlParams {
+  sessionId: string;
+  /** the MCP server the URL signs in to */
+  server: string;
+  url: string;
+  /** what opening it is for, to show the user */
+  reason: string;
 }
 
 export interface PathPreview {

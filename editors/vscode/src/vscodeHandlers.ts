@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import { describeRequest, type ApprovalQueue } from './approvals';
+import { elicit, type AskUi } from './mcpAsk';
 import { dismissedOutcome, sliceLines, type ClientHandlers } from './client';
 import { proposedContent } from './preview';
 import type { RequestPermissionParams } from './protocol';
@@ -139,7 +140,31 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
     return isNew ? [left, right] : [right];
   }
 
+  const ui: AskUi = {
+    async pick(items, title) {
+      return vscode.window.showQuickPick(items, { title, ignoreFocusOut: true });
+    },
+    async input(title, value, check) {
+      return vscode.window.showInputBox({ title, value, ignoreFocusOut: true, validateInput: check });
+    },
+    async open(url) {
+      return vscode.env.openExternal(vscode.Uri.parse(url, true));
+    },
+  };
+
   return {
+    async elicit(params) {
+      return elicit(ui, params);
+    },
+
+    async openUrl(params) {
+      const opened = await ui.open(params.url);
+      if (!opened) {
+        void vscode.window.showWarningMessage(`Tiller: ${params.reason}: open ${params.url}`);
+      }
+      return {};
+    },
+
     async requestPermission(params, token) {
       const { preview } = params;
       const words = describeRequest(params, (file) => vscode.workspace.asRelativePath(file));

@@ -33,6 +33,9 @@ import {
 import {
   ErrorCode,
   type AgentEvent,
+  type ElicitParams,
+  type ElicitResult,
+  type OpenUrlParams,
   type ReadTextFileParams,
   type RequestPermissionParams,
   type WriteTextFileParams,
@@ -43,6 +46,8 @@ interface Calls {
   permission: RequestPermissionParams[];
   read: ReadTextFileParams[];
   write: WriteTextFileParams[];
+  elicit: ElicitParams[];
+  opened: OpenUrlParams[];
   tokens: CancellationToken[];
 }
 
@@ -52,10 +57,19 @@ let calls: Calls;
 let files: Map<string, string>;
 let answer: RequestPermissionParams['options'][number];
 let failWith: unknown;
+let elicitAnswer: ElicitResult;
 
 /** Fakes of the handlers the extension implements with VS Code: an in-memory file system. */
 function fakeHandlers(): ClientHandlers {
   return {
+    async elicit(params) {
+      calls.elicit.push(params);
+      return elicitAnswer;
+    },
+    async openUrl(params) {
+      calls.opened.push(params);
+      return {};
+    },
     async requestPermission(params, token) {
       calls.permission.push(params);
       calls.tokens.push(token);
@@ -83,7 +97,8 @@ function fakeHandlers(): ClientHandlers {
 }
 
 beforeEach(() => {
-  calls = { permission: [], read: [], write: [], tokens: [] };
+  calls = { permission: [], read: [], write: [], elicit: [], opened: [], tokens: [] };
+  elicitAnswer = { action: 'decline' };
   files = new Map([['/w/a.txt', 'one\ntwo\nthree\nfour\n']]);
   answer = 'allowOnce';
   failWith = undefined;
@@ -127,11 +142,14 @@ test('initialize advertises permissions and fs capabilities', async () => {
   });
   const result = await client.initialize();
   assert.equal(result.protocolVersion, 1);
-  assert.deepEqual(received, {
-    clientInfo: { name: 'tiller-vscode' },
-    capabilities: { permissions: true, fs: { readTextFile: true, writeTextFile: true } },
-  });
-  assert.deepEqual(CLIENT_CAPABILITIES, { permissions: true, fs: { readTextFile: true, writeTextFile: true } });
+  const declared = {
+    permissions: true,
+    fs: { readTextFile: true, writeTextFile: true },
+    elicitation: { form: true, url: true },
+    openUrl: true,
+  };
+  assert.deepEqual(received, { clientInfo: { name: 'tiller-vscode' }, capabilities: declared });
+  assert.deepEqual(CLIENT_CAPABILITIES, declared);
 });
 
 test('initialize says fs.keepsUnsaved when written files may stay unsaved (tiller.saveEdits off)', async () => {
@@ -153,6 +171,8 @@ test('initialize says fs.keepsUnsaved when written files may stay unsaved (tille
     assert.deepEqual((received as { capabilities: unknown }).capabilities, {
       permissions: true,
       fs: { readTextFile: true, writeTextFile: true, keepsUnsaved: true },
+      elicitation: { form: true, url: true },
+      openUrl: true,
     });
     assert.equal(clientCapabilities({ keepsUnsaved: false }), CLIENT_CAPABILITIES);
   } finally {
@@ -305,6 +325,28 @@ test('client/writeTextFile: the handler gets {sessionId, path, content}; {} goes
     ErrorCode.InvalidParams,
     /content: Field required/,
   );
+});
+
+test('client/elicit: the handler gets the question; accept keeps the content of a form only', async () => {
+  const form = {
+    sessionId: 's1', server: 'deploy', toolCallId: 'c1', mode: 'form', message: 'Which environment?',
+    requestedSchema: { type: 'object', properties: { env: { type: 'string' } } },
+  };
+  elicitAnswer = { action: 'accept', content: { env: 'staging' } };
+  assert.deepEqual(await server.sendRequest('client/elicit', form), { action: 'accept', content: { env: 'staging' } });
+  const url = { sessionId: 's1', server: 'bank', mode: 'url', message: 'Link', url: 'https://bank.example/x' };
+  assert.deepEqual(await server.sendRequest('client/elicit', url), { action: 'accept' });
+  elicitAnswer = { action: 'cancel' };
+  assert.deepEqual(await server.sendRequest('client/elicit', form), { action: 'cancel' });
+  assert.deepEqual(calls.elicit.map((p) => p.server), ['deploy', 'bank', 'deploy']);
+  await assert.rejects(server.sendRequest('client/elicit', { ...url, url: undefined }), (error: unknown) =>
+    isRpcError(error, ErrorCode.InvalidParams) && /url: Field required/.test((error as Error).message));
+});
+
+test('client/openUrl: the handler gets the URL; {} goes back', async () => {
+  const params = { sessionId: 's1', server: 'linear', url: 'https://auth.example/a', reason: 'Sign in to MCP server linear' };
+  assert.deepEqual(await server.sendRequest('client/openUrl', params), {});
+  assert.deepEqual(calls.opened, [params]);
 });
 
 test('an unknown server request is -32601', async () => {

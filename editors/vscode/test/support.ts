@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { TillerClient, serverArgs, sliceLines, type ClientHandlers } from '../src/client';
 import type {
   AgentEvent,
+  ElicitResult,
   EmptyResult,
   ReadTextFileParams,
   ReadTextFileResult,
@@ -117,6 +118,14 @@ export class FakeEditor implements ClientHandlers {
   async writeTextFile(params: WriteTextFileParams): Promise<EmptyResult> {
     this.writes.push(params);
     this.buffers.set(path.resolve(params.path), params.content);
+    return {};
+  }
+
+  async elicit(): Promise<ElicitResult> {
+    return { action: 'decline' };
+  }
+
+  async openUrl(): Promise<EmptyResult> {
     return {};
   }
 }

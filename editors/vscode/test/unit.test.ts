@@ -9,6 +9,7 @@ import { attachedPath, findMentions, withFiles } from '../src/mentions';
 import { compactCount, statusText } from '../src/statusText';
 import { dismissedOutcome, serverArgs, sliceLines } from '../src/client';
 import { escapeHtml, renderInline, renderMarkdown } from '../src/markdown';
+import { elicit, formFields, type AskUi } from '../src/mcpAsk';
 import { applyUnifiedDiff, proposedContent } from '../src/preview';
 import type { AgentEvent, RequestPermissionParams } from '../src/protocol';
 
@@ -423,4 +424,73 @@ test('a notice event (a deprecated or replaced model, a level it lacks) becomes 
   assert.deepEqual(warning, [{ op: 'notice', level: 'info', text: '⚠ claude-opus-4-5 is deprecated' }]);
   const info = model.apply(ev({ type: 'notice', level: 'info', message: 'using claude-sonnet-5-5' }));
   assert.deepEqual(info, [{ op: 'notice', level: 'info', text: 'using claude-sonnet-5-5' }]);
+});
+
+// ---------------------------------------------------------------------------------------------
+// An MCP server's questions (mcpAsk)
+
+function scriptedUi(answers: (string | undefined)[]): AskUi & { asked: string[]; opened: string[]; refused: string[] } {
+  const asked: string[] = [];
+  const opened: string[] = [];
+  const refused: string[] = [];
+  return {
+    asked,
+    opened,
+    refused,
+    async pick(items, title) {
+      asked.push(`${title} {${items.join('|')}}`);
+      return answers.shift();
+    },
+    async input(title, value, check) {
+      asked.push(`${title} [${value ?? ''}]`);
+      let answer = answers.shift();
+      while (answer !== undefined && check(answer) !== undefined) {
+        refused.push(`${answer}: ${check(answer)}`);
+        answer = answers.shift();
+      }
+      return answer;
+    },
+    async open(url) {
+      opened.push(url);
+      return true;
+    },
+  };
+}
+
+const FORM = {
+  sessionId: 's1', server: 'deploy', mode: 'form' as const, message: 'Which environment?',
+  requestedSchema: {
+    type: 'object', required: ['env'],
+    properties: {
+      env: { type: 'string', enum: ['staging', 'production'] },
+      dryRun: { type: 'boolean', title: 'Dry run' },
+      count: { type: 'integer', default: 2 },
+      hero: { type: 'string', oneOf: [{ const: 'h1', title: 'Superman' }] },
+      note: { type: 'string', description: 'why' },
+    },
+  },
+};
+
+test('mcpAsk: a form asks required fields first, then by name, and types the answers', async () => {
+  assert.deepEqual(formFields(FORM.requestedSchema).map((f) => f.name), ['env', 'count', 'dryRun', 'hero', 'note']);
+  const ui = scriptedUi(['Fill in', 'production', 'x', '3', 'false', 'Superman', '']);
+  assert.deepEqual(await elicit(ui, FORM), {
+    action: 'accept', content: { env: 'production', count: 3, dryRun: false, hero: 'h1' },
+  });
+  assert.deepEqual(ui.asked, [
+    'deploy asks: Which environment? {Fill in|Decline}', 'env * {staging|production}', 'count [2]',
+    'Dry run {true|false}', 'hero {Superman}', 'note (why) []',
+  ]);
+  assert.deepEqual(ui.refused, ['x: an integer']);
+});
+
+test('mcpAsk: declining, dismissing, and a page to open', async () => {
+  assert.deepEqual(await elicit(scriptedUi(['Decline']), FORM), { action: 'decline' });
+  assert.deepEqual(await elicit(scriptedUi(['Fill in', 'staging', undefined]), FORM), { action: 'cancel' });
+  assert.deepEqual(await elicit(scriptedUi([undefined]), FORM), { action: 'cancel' });
+  const ui = scriptedUi(['Open']);
+  const url = { sessionId: 's1', server: 'bank', mode: 'url' as const, message: 'Link it', url: 'https://bank.example/l' };
+  assert.deepEqual(await elicit(ui, url), { action: 'accept' });
+  assert.deepEqual(ui.opened, ['https://bank.example/l']);
+  assert.deepEqual(await elicit(scriptedUi(['Decline']), url), { action: 'decline' });
 });

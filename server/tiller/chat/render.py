@@ -272,6 +272,11 @@ class Renderer:
             self.notice(f"MCP server {server['name']}: ready, {len(server['tools'])} tools")
         elif server["status"] == "failed":
             self.error(f"MCP server {server['name']} failed: {server.get('error', '')}")
+        elif server["status"] == "needsAuth" and server.get("authUrl"):
+            self.notice(f"MCP server {server['name']}: open this URL to sign in: "
+                        f"{server['authUrl']}")
+        elif server["status"] == "needsAuth":
+            self.notice(f"MCP server {server['name']} needs a sign-in: /login {server['name']}")
 
     def _on_agent_end(self, event: Event) -> None:
         reason, message = str(event.get("stopReason")), event.get("errorMessage")

@@ -1,5 +1,6 @@
 """``tiller chat``'s own slash commands: ``/help``, ``/model``, ``/mode``, ``/thinking``,
-``/compact``, ``/new``, ``/sessions`` and ``/continue``, each one or two requests to the server.
+``/compact``, ``/new``, ``/sessions``, ``/continue``, ``/login`` and ``/logout``, each one or two
+requests to the server.
 
 ``SlashCommands.handle`` takes a typed line when it is one of them (the server's own commands,
 ``/name`` templates and skills, are sent as prompts by the chat, and ``/changes``, ``/undo`` are
@@ -29,13 +30,16 @@ LOCAL_COMMANDS: Mapping[str, str] = {
     "new": "start a new session",
     "sessions": "the saved sessions of this workspace",
     "continue": "[ID]: go on after an error or abort; with ID, switch to that saved session",
+    "login": "SERVER: sign in to an OAuth MCP server (open the URL it prints)",
+    "logout": "SERVER: sign out of an OAuth MCP server (its tokens are revoked)",
     "changes": "the files the agent changed in this session",
     "undo": "put back what the last run changed (asks first)",
     "quit": "leave (Ctrl-D too)",
 }
 """The chat's own commands and what they do, as ``/help`` lists them."""
 HANDLED_HERE = frozenset(
-    {"help", "model", "mode", "thinking", "compact", "new", "sessions", "continue"}
+    {"help", "model", "mode", "thinking", "compact", "new", "sessions", "continue", "login",
+     "logout"}
 )
 
 
@@ -126,6 +130,19 @@ class SlashCommands:
         result = await self.connection.call("agent/compact", params)
         if not result.get("compacted"):
             self.renderer.notice("nothing to compact")
+
+    async def _login(self, argument: str) -> None:
+        """The sign-in URL comes as an ``mcp_status`` event (the renderer prints it)."""
+        result = await self.connection.call("mcp/login", {"server": argument})
+        self._report_server(result["server"])
+
+    async def _logout(self, argument: str) -> None:
+        result = await self.connection.call("mcp/logout", {"server": argument})
+        self._report_server(result["server"])
+
+    def _report_server(self, server: Mapping[str, Any]) -> None:
+        why = f" ({server['error']})" if server.get("error") else ""
+        self.renderer.notice(f"MCP server {server['name']}: {server['status']}{why}")
 
     async def _new(self, _argument: str) -> None:
         created = await self._switch("session/new", {"cwd": self.cwd})

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from tiller.errors import ConfigError
 
@@ -21,6 +22,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _TABLE_KEYS = {
     "type", "command", "args", "env", "cwd", "url", "headers", "bearer_token_env", "enabled",
     "startup_timeout", "tool_timeout", "enabled_tools", "disabled_tools", "read_only",
+    "oauth", "oauth_client_metadata_url", "oauth_callback_port",
 }
 
 
@@ -31,7 +33,13 @@ class McpServerConfig:
     to ``url`` with ``headers`` and, when ``bearer_token_env`` names a set variable,
     ``Authorization: Bearer <its value>``. ``enabled_tools`` (None: all) and ``disabled_tools``
     choose which tools the model sees; ``read_only`` promises no tool of it changes anything.
-    Timeouts are in seconds."""
+    Timeouts are in seconds.
+
+    OAuth (``http``/``sse`` only, tiller.mcp.oauth): on unless ``oauth`` is False or the entry
+    sends its own ``Authorization`` (a header, ``bearer_token_env``). ``oauth_client_metadata_url``
+    is an HTTPS URL of a client ID metadata document (CIMD) to use as the client id where the
+    authorization server takes one (else Tiller registers itself, RFC 7591);
+    ``oauth_callback_port`` fixes the loopback port of the redirect URI (None: any free one)."""
 
     name: str
     transport: McpTransport = "stdio"
@@ -48,6 +56,16 @@ class McpServerConfig:
     enabled_tools: tuple[str, ...] | None = None
     disabled_tools: tuple[str, ...] = ()
     read_only: bool = False
+    oauth: bool = True
+    oauth_client_metadata_url: str | None = None
+    oauth_callback_port: int | None = None
+
+    @property
+    def uses_oauth(self) -> bool:
+        """Whether a 401 from this server starts OAuth (see the class docstring)."""
+        static = self.bearer_token_env is not None or any(
+            name.lower() == "authorization" for name in self.headers)
+        return self.transport != "stdio" and self.oauth and not static
 
     def offers(self, tool: str) -> bool:
         """Whether the model sees the server's tool called ``tool``."""
@@ -98,6 +116,25 @@ def _seconds(table: Mapping[str, Any], key: str, where: str, default: float) -> 
     return float(value)
 
 
+def _port(table: Mapping[str, Any], key: str, where: str) -> int | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise _fail(where, key, f"must be a port number (1-65535), not {value!r}")
+    return value
+
+
+def _https_url(table: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = _str(table, key, where)
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme != "https" or not parts.netloc or parts.path in ("", "/"):
+        raise _fail(where, key, f"must be an https URL with a path, not {value!r}")
+    return value
+
+
 def _bool(table: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
     value = table.get(key, default)
     if not isinstance(value, bool):
@@ -134,6 +171,9 @@ def parse_server_table(name: str, table: Any, where: str) -> McpServerConfig:
         enabled_tools=_strings(table, "enabled_tools", where),
         disabled_tools=_strings(table, "disabled_tools", where) or (),
         read_only=_bool(table, "read_only", where, False),
+        oauth=_bool(table, "oauth", where, True),
+        oauth_client_metadata_url=_https_url(table, "oauth_client_metadata_url", where),
+        oauth_callback_port=_port(table, "oauth_callback_port", where),
     )
 
 

@@ -40,9 +40,10 @@ class McpCaller(Protocol):
 
     name: str
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """Call ``tool``; raises ``ToolError`` naming the server when the call cannot finish
-        (timeout, the server gone)."""
+    async def call(self, tool: str, arguments: dict[str, Any],
+                   call_id: str | None = None) -> mcp_types.CallToolResult:
+        """Call ``tool`` for the tool call ``call_id``; raises ``ToolError`` naming the server
+        when the call cannot finish (timeout, the server gone)."""
         ...
 
 
@@ -93,7 +94,7 @@ class McpTool(Tool[McpArguments]):
         return dict(self.input_schema)
 
     async def execute(self, params: McpArguments, ctx: ToolContext) -> ToolResult:
-        result = await self.caller.call(self.remote_name, params.model_dump())
+        result = await self.caller.call(self.remote_name, params.model_dump(), ctx.tool_call_id)
         return map_result(self.caller.name, result)
 
 

@@ -1,5 +1,6 @@
 """The server-to-client requests of the protocol (protocol.md, "Requests (server → client)"):
-``client/requestPermission`` and the editor's files; re-exported by tiller.protocol.models."""
+``client/requestPermission``, the editor's files, an MCP server's questions (``client/elicit``)
+and a URL to open (``client/openUrl``); re-exported by tiller.protocol.models."""
 
 from __future__ import annotations
 
@@ -13,7 +14,11 @@ from tiller.types import WireModel
 __all__ = [
     "CommandPreview",
     "DiffPreview",
+    "ElicitAction",
+    "ElicitParams",
+    "ElicitResult",
     "NoPreview",
+    "OpenUrlParams",
     "PathPreview",
     "PermissionOutcome",
     "PermissionPreview",
@@ -87,3 +92,35 @@ class WriteTextFileParams(WireModel):
     session_id: str
     path: str
     content: str
+
+
+ElicitAction = Literal["accept", "decline", "cancel"]
+
+
+class ElicitParams(WireModel):
+    """An MCP server's ``elicitation/create``: in ``form`` mode ``requestedSchema`` says the
+    fields to fill, in ``url`` mode ``url`` the page to open."""
+
+    session_id: str
+    server: str = Field(description="the MCP server that asks")
+    tool_call_id: str | None = Field(default=None, description="the tool call it asks during")
+    mode: Literal["form", "url"]
+    message: str
+    requested_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="form mode: a flat JSON Schema object of the fields (MCP's subset)")
+    url: str | None = Field(default=None, description="url mode: the page to open")
+    elicitation_id: str | None = Field(default=None, description="url mode: the server's id")
+
+
+class ElicitResult(WireModel):
+    action: ElicitAction
+    content: dict[str, str | int | float | bool | list[str]] | None = Field(
+        default=None, description="the form's values (accept, form mode only)")
+
+
+class OpenUrlParams(WireModel):
+    session_id: str
+    server: str = Field(description="the MCP server the URL signs in to")
+    url: str
+    reason: str = Field(description="what opening it is for, to show the user")

@@ -14,6 +14,9 @@ from typing import NamedTuple
 
 from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
 from tiller.protocol.client_requests import (
+    ElicitParams,
+    ElicitResult,
+    OpenUrlParams,
     ReadTextFileParams,
     ReadTextFileResult,
     RequestPermissionParams,
@@ -31,6 +34,8 @@ from tiller.protocol.models import (
     InitializeParams,
     InitializeResult,
     McpListResult,
+    McpLoginParams,
+    McpServerResult,
     ModelsListResult,
     NoParams,
     PromptParams,
@@ -91,6 +96,8 @@ METHODS: dict[str, Row] = {
     "agent/setThinkingLevel": Row(SetThinkingLevelParams, SetThinkingLevelResult),
     "commands/list": Row(SessionParams, CommandsListResult),
     "mcp/list": Row(SessionParams, McpListResult),
+    "mcp/login": Row(McpLoginParams, McpServerResult),
+    "mcp/logout": Row(McpLoginParams, McpServerResult),
 }
 """Client-to-server requests."""
 
@@ -101,6 +108,8 @@ SERVER_REQUESTS: dict[str, tuple[type[WireModel], type[WireModel] | None]] = {
     "client/requestPermission": (RequestPermissionParams, RequestPermissionResult),
     "client/readTextFile": (ReadTextFileParams, ReadTextFileResult),
     "client/writeTextFile": (WriteTextFileParams, None),
+    "client/elicit": (ElicitParams, ElicitResult),
+    "client/openUrl": (OpenUrlParams, None),
 }
 """Server-to-client requests: method -> (params, the client's answer); None: the answer is
 ignored, ``{}`` or null."""

@@ -35,6 +35,7 @@ __all__ = [
     "CompactParams",
     "CompactResult",
     "ContextFileEntry",
+    "ElicitationCapabilities",
     "EmptyResult",
     "FsCapabilities",
     "GetMessagesResult",
@@ -42,6 +43,8 @@ __all__ = [
     "InitializeParams",
     "InitializeResult",
     "McpListResult",
+    "McpLoginParams",
+    "McpServerResult",
     "ModelCostModel",
     "ModelEntry",
     "ModelsListResult",
@@ -90,11 +93,20 @@ class FsCapabilities(WireModel):
     keeps_unsaved: bool | None = None
 
 
+class ElicitationCapabilities(WireModel):
+    """Which ``client/elicit`` modes the client shows: a form, a URL to open."""
+
+    form: bool | None = None
+    url: bool | None = None
+
+
 class ClientCapabilities(WireModel):
     """The server-to-client requests the client answers (see ``initialize``)."""
 
     permissions: bool | None = None
     fs: FsCapabilities | None = None
+    elicitation: ElicitationCapabilities | None = None
+    open_url: bool | None = None
 
 
 class InitializeParams(WireModel):
@@ -275,6 +287,14 @@ class ModelEntry(WireModel):
 class ModelsListResult(WireModel):
     providers: list[ProviderEntry]
     models: list[ModelEntry]
+
+
+class McpLoginParams(SessionParams):
+    server: str = Field(description="the name of one of the session's MCP servers")
+
+
+class McpServerResult(WireModel):
+    server: McpServerState
 
 
 class SetModelParams(WireModel):

@@ -23,13 +23,15 @@ METHODS = (
     "agent/continue", "agent/steer", "agent/followUp", "agent/abort", "agent/getState",
     "agent/getMessages", "agent/setQueueModes", "agent/compact", "agent/setPermissionMode",
     "models/list", "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
+    "mcp/login", "mcp/logout",
 )
 """Client-to-server requests ("Methods (client → server)")."""
 
 NOTIFICATIONS = ("$/cancelRequest",)
 """Client-to-server notifications (that section's last)."""
 
-SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile")
+SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile",
+                   "client/elicit", "client/openUrl")
 """Server-to-client requests ("Requests (server → client)"), each sent only if the client
 declared it can answer."""
 

@@ -31,13 +31,15 @@ from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_session_dir
 from tiller.context.confined import RefusedFile
 from tiller.context.project import ContextFile, ProjectContext
-from tiller.errors import AgentBusyError
+from tiller.errors import AgentBusyError, ConfigError, ToolError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
-from tiller.mcp.client import McpServers
+from tiller.mcp.client import McpHost, McpServer, McpServers
 from tiller.mcp.config import McpServerConfig, parse_server_list
+from tiller.mcp.elicit import NoUser
 from tiller.mcp.prompts import McpPromptSource
+from tiller.mcp.resources import expand_mentions
 from tiller.modes import (
     SUMMARY_PREFIX,
     THINKING_LEVELS,
@@ -55,6 +57,7 @@ from tiller.providers.registry import create_provider
 from tiller.sandbox.command import CommandSandbox
 from tiller.sandbox.settings import SandboxSettings
 from tiller.sandbox.use import SandboxUse
+from tiller.session.mcp_user import ClientUser
 from tiller.session.model_guard import ModelWatch
 from tiller.session.plan import PlanTracker
 from tiller.store.log import SessionLog, shown_tool_calls
@@ -102,7 +105,7 @@ ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
 class EditorClient:
     """The client as the sessions' editor: how to send it a request, and the capabilities it
     declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``fs.keepsUnsaved``,
-    ``permissions``)."""
+    ``permissions``, ``elicitation.form``, ``elicitation.url``, ``openUrl``)."""
 
     request: ClientRequest
     capabilities: dict[str, Any]
@@ -216,8 +219,11 @@ class Session:
         """Where the session's commands run (tiller.sandbox.command)."""
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
                               sandbox=self.sandbox)
+        host = McpHost(cwd=cwd, scope=self.processes,
+                       auth_dir=default_session_dir(config.env).parent,
+                       login_timeout=config.permission_timeout)
         self.mcp = McpServers(
-            [*config.mcp_servers, *mcp_servers], tools=tools, cwd=cwd, scope=self.processes,
+            [*config.mcp_servers, *mcp_servers], tools=tools, host=host,
             publish=self.publish, on_prompts=self._mcp_prompts_changed,
         )
         """The session's MCP servers; their tools join ``tools`` once started, their prompts
@@ -361,6 +367,7 @@ class Session:
             ask=asker, files=files, waiting=waiting, protected=protected_paths(self.config),
             sandbox=self.sandbox,
         )
+        self.mcp.host.user = NoUser() if request is None else self._mcp_user(request, caps)
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
 
@@ -371,6 +378,23 @@ class Session:
         self.sandbox.settings = replace(
             settings, mode=settings.mode if mode is None else mode,
             network=settings.network if network is None else network)
+
+    def _mcp_user(self, request: ClientRequest, caps: dict[str, Any]) -> ClientUser:
+        """The user as the MCP servers reach them, as far as the client declared it."""
+        declared = caps.get("elicitation")
+        modes = frozenset(mode for mode in ("form", "url")
+                          if isinstance(declared, dict) and declared.get(mode))
+
+        def asking(call_id: str) -> None:
+            name = next((call.name for message in reversed(self.agent.messages)
+                         if isinstance(message, AssistantMessage)
+                         for call in message.tool_calls if call.id == call_id), "")
+            self.publish(ToolExecutionUpdate(
+                tool_call_id=call_id, tool_name=name, partial_result={"status": "awaitingInput"},
+            ))
+
+        return ClientUser(request, self.id, modes, bool(caps.get("openUrl")),
+                          self.config.permission_timeout, asking)
 
     def set_extra_roots(self, roots: Sequence[Path]) -> None:
         """Treat ``roots`` as part of the workspace too (permissions: "inside")."""
@@ -408,7 +432,7 @@ class Session:
         if message is None:
             return None
         await self.refresh_commands()
-        return await self.context.expand(message)
+        return await expand_mentions(await self.context.expand(message), self.mcp)
 
     async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
         """Run ``content`` (``prepare``d) as new user input; returns when the run has ended.
@@ -555,6 +579,35 @@ class Session:
         await self.mcp.ensure_started()
         await self.refresh_commands()
         return self.mcp.states()
+
+    def _mcp_server(self, name: str) -> McpServer:
+        server = self.mcp.named(name)
+        if server is None:
+            known = ", ".join(s.name for s in self.mcp.servers) or "none"
+            raise ConfigError(f"server: the session has no MCP server {name!r} (it has: {known})")
+        return server
+
+    async def mcp_login(self, name: str) -> McpServerState:
+        """Sign in to MCP server ``name`` through the browser (tiller.mcp.client's ``login``):
+        its state once signed in, refused, or out of time. ConfigError (the params' fault)
+        for an unknown server or one that does not use OAuth."""
+        await self.mcp.ensure_started()
+        server = self._mcp_server(name)
+        try:
+            await server.login()
+        except ToolError as exc:
+            raise ConfigError(f"server: {exc}") from None
+        return server.state()
+
+    async def mcp_logout(self, name: str) -> McpServerState:
+        """Revoke and forget MCP server ``name``'s tokens, then connect again; its state."""
+        await self.mcp.ensure_started()
+        server = self._mcp_server(name)
+        try:
+            await server.logout()
+        except ToolError as exc:
+            raise ConfigError(f"server: {exc}") from None
+        return server.state()
 
     async def set_model(self, provider: str, model: str | None) -> str | None:
         """Switch to another provider/model between runs (the old provider is closed); the

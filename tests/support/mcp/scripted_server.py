@@ -1,9 +1,9 @@
 """An MCP server for the failure cases no published server shows on demand, built on the
 official SDK's ``MCPServer``: ``crash`` exits mid-call, ``fail`` answers ``isError``,
-``slow`` outlasts any tool timeout, ``grow`` adds a tool and sends
-``notifications/tools/list_changed``, ``grow_prompt`` adds the prompt ``later`` and sends
-``notifications/prompts/list_changed``, ``flood`` returns a huge text, ``chatter`` floods
-notifications. ``--exit-at-start``
+``slow`` outlasts any tool timeout, ``grow`` adds a tool and says the tool list changed,
+``grow_prompt`` adds the prompt ``later`` and says the prompt list changed, ``flood`` returns
+a huge text, ``chatter`` floods notifications, ``client`` tells the MCP revision and the
+client's capabilities, ``ask`` asks the user's name (a form). ``--exit-at-start``
 writes to stderr and exits before speaking MCP; ``--hang``
 never answers ``initialize``.
 
@@ -19,9 +19,11 @@ Run: ``python scripted_server.py [--exit-at-start | --hang | --wait-fifo PATH]
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from typing import Annotated
 
 # The start-up failures come before the SDK's import (about a second on a loaded machine), so
 # what they write reaches stderr well within a short start-up timeout.
@@ -33,9 +35,10 @@ if __name__ == "__main__" and "--hang" in sys.argv:
     sys.stderr.flush()
     time.sleep(3600)
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts import Prompt
+from pydantic import BaseModel
 
 server = MCPServer("scripted")
 
@@ -61,6 +64,18 @@ def slow(seconds: float = 30.0) -> str:
     return "done sleeping"
 
 
+async def changed(ctx: Context, what: str) -> None:
+    """Say the ``what`` list changed in both eras: on a ``subscriptions/listen`` stream
+    (2026-07-28) and as ``notifications/<what>/list_changed`` (the handshake era); the SDK
+    drops the one that does not fit the connection."""
+    if what == "tools":
+        await ctx.notify_tools_changed()
+        await ctx.session.send_tool_list_changed()
+    else:
+        await ctx.notify_prompts_changed()
+        await ctx.session.send_prompt_list_changed()
+
+
 def extra() -> str:
     """A tool that exists only after grow."""
     return "extra here"
@@ -68,9 +83,9 @@ def extra() -> str:
 
 @server.tool()
 async def grow(ctx: Context) -> str:
-    """Add the tool ``extra`` and say so with notifications/tools/list_changed."""
+    """Add the tool ``extra`` and say so (see ``changed``)."""
     server.add_tool(extra)
-    await ctx.session.send_tool_list_changed()
+    await changed(ctx, "tools")
     return "grown"
 
 
@@ -81,9 +96,9 @@ def later(topic: str) -> str:
 
 @server.tool()
 async def grow_prompt(ctx: Context) -> str:
-    """Add the prompt ``later`` and say so with notifications/prompts/list_changed."""
+    """Add the prompt ``later`` and say so (see ``changed``)."""
     server.add_prompt(Prompt.from_function(later))
-    await ctx.session.send_prompt_list_changed()
+    await changed(ctx, "prompts")
     return "prompt added"
 
 
@@ -92,8 +107,34 @@ async def chatter(ctx: Context, count: int = 1000) -> str:
     """Send ``count`` log messages and ``count`` tools/list_changed, then answer."""
     for n in range(count):
         await ctx.info(f"note {n}")
-        await ctx.session.send_tool_list_changed()
+        await changed(ctx, "tools")
     return f"said {count} things"
+
+
+class Name(BaseModel):
+    name: str
+
+
+def ask_name() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
+
+
+@server.tool()
+def ask(name: Annotated[ElicitationResult[Name], Resolve(ask_name)]) -> str:
+    """Ask the user's name (a form elicitation: in a 2026-07-28 call an input request, else a
+    request mid-call), answer what came back."""
+    return f"{name.action}: {name.data.name if name.action == 'accept' else '-'}"
+
+
+@server.tool()
+def client(ctx: Context) -> str:
+    """The MCP revision of this request and the capabilities the client declared, as JSON."""
+    capabilities = ctx.client_capabilities
+    return json.dumps({
+        "protocolVersion": ctx.protocol_version,
+        "capabilities": capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if capabilities is not None else None,
+    })
 
 
 @server.tool()

@@ -212,6 +212,8 @@ function M.start(config)
         writeTextFile = true,
         keepsUnsaved = config.keeps_unsaved == true,
       },
+      elicitation = { form = true, url = true },
+      openUrl = true,
     },
   }
   send_request('initialize', params, function(init_err, result)

@@ -3,6 +3,7 @@
 --   client/readTextFile     {sessionId, path, line?, limit?}   -> {content}
 --   client/writeTextFile    {sessionId, path, content}         -> {}
 --   client/requestPermission: asked in the chat (tiller.review), answered when the user does
+--   client/elicit, client/openUrl: an MCP server's questions and sign-in pages (tiller.mcp_ask)
 --
 -- Each handler of M.methods returns `result` or `nil, err` (err a JSON-RPC error object); those
 -- of M.async_methods get a `reply(result, err)` to call when the answer is known. Files are
@@ -285,6 +286,12 @@ M.methods = {
 M.async_methods = {
   ['client/requestPermission'] = function(params, reply, id)
     require('tiller.review').ask(params, reply, id)
+  end,
+  ['client/elicit'] = function(params, reply)
+    require('tiller.mcp_ask').elicit(params, reply)
+  end,
+  ['client/openUrl'] = function(params, reply)
+    require('tiller.mcp_ask').open_url(params, reply)
   end,
 }
 

@@ -15,6 +15,12 @@ ACP option id      ACP kind           Tiller outcome
 ``reject_always``  ``reject_always``  ``rejectAlways``
 =================  =================  =========================================
 
+An MCP server's question (``client/elicit``) becomes ACP's ``elicitation/create``, scoped to the
+session and the tool call it came during, the server's name in ``_meta.tiller.server``; a
+URL-mode one without the server's id gets one of Tiller's (ACP requires it). The answer (accept
+with content, decline, cancel) is the same shape in both. ``client/openUrl`` has no ACP
+counterpart: the front does not declare it, so a sign-in URL goes out as a URL-mode elicitation.
+
 The ``cancelled`` outcome (the client's answer to ``session/cancel``) is a rejection. Answers
 "always" are remembered by Tiller's PermissionGate per session: for file tools per tool and
 path, for a command tool (``bash``) per exact simple command (tiller.gate.shell); the
@@ -27,6 +33,7 @@ it can read files, else the disk), for the diffs of tiller.fronts.acp.diff.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +50,7 @@ from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe
 __all__ = [
     "AcpEditorBridge",
     "BridgedSession",
+    "acp_elicitation",
     "permission_options",
     "read_snapshot",
     "tiller_outcome",
@@ -97,6 +105,22 @@ def tiller_outcome(answer: Any) -> dict[str, Any]:
     return {"outcome": None}
 
 
+def acp_elicitation(params: dict[str, Any]) -> dict[str, Any]:
+    """ACP's ``elicitation/create`` params for Tiller's ``client/elicit`` ones."""
+    asked: dict[str, Any] = {"sessionId": params.get("sessionId"), "mode": params.get("mode"),
+                             "message": params.get("message", "")}
+    if params.get("toolCallId"):
+        asked["toolCallId"] = params["toolCallId"]
+    if params.get("mode") == "form":
+        asked["requestedSchema"] = params.get("requestedSchema") or {"type": "object",
+                                                                     "properties": {}}
+    else:
+        asked["url"] = params.get("url", "")
+        asked["elicitationId"] = params.get("elicitationId") or f"tiller-{uuid.uuid4().hex}"
+    asked["_meta"] = {"tiller": {"server": params.get("server")}}
+    return asked
+
+
 async def read_snapshot(files: EditorFiles | None, path: Path) -> tuple[bool, str | None]:
     """``(taken, text)``: the file's text now (None if it does not exist), through the editor
     when it can read files (falling back to the disk when it fails, e.g. for a new file);
@@ -138,6 +162,8 @@ class AcpEditorBridge:
         failure) comes back as tiller.gate.editor expects it."""
         if method == "client/requestPermission":
             return await self._request_permission(params, timeout)
+        if method == "client/elicit":
+            return await self.send("elicitation/create", acp_elicitation(params), timeout)
         acp_method = FILE_METHODS.get(method)
         if acp_method is None:
             raise ToolError(f"{method} has no ACP counterpart")

@@ -306,9 +306,13 @@ class AcpFront:
     async def initialize(self, params: AcpInitializeParams) -> AcpInitializeResult:
         fs = params.client_capabilities.get("fs")
         fs = fs if isinstance(fs, dict) else {}
+        asks = params.client_capabilities.get("elicitation")
+        asks = asks if isinstance(asks, dict) else {}
         self.sessions.set_client(EditorClient(self.editor, {
             "permissions": True, "fs": {"readTextFile": fs.get("readTextFile") is True,
                                         "writeTextFile": fs.get("writeTextFile") is True},
+            # ACP advertises a mode with an object ({} included), not with true
+            "elicitation": {mode: isinstance(asks.get(mode), dict) for mode in ("form", "url")},
         }))
         self.client_terminals = params.client_capabilities.get("terminal") is True
         self.client_version = params.protocol_version

@@ -77,19 +77,22 @@ class Initialize:
         version, window = raw.get("protocolVersion"), raw.get("deltaWindowMs")
         info, capabilities = raw.get("clientInfo"), raw.get("capabilities", {})
         fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
+        asks = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
         if not (
             raw.keys() <= {"clientInfo", "capabilities", "protocolVersion", "deltaWindowMs"}
             and (version is None or type(version) is int)
             and (window is None or (type(window) in (int, float) and 0 <= window <= 1000))
             and (info is None or (_only(info, {"name", "version"}, str)
                                   and type(info.get("name")) is str))
-            and _only(capabilities, {"permissions", "fs"}, bool)
+            and _only(capabilities, {"permissions", "fs", "elicitation", "openUrl"}, bool)
             and (fs is None or _only(fs, {"readTextFile", "writeTextFile", "keepsUnsaved"}, bool))
+            and (asks is None or _only(asks, {"form", "url"}, bool))
         ):
             return None
         dumped = {key: value for key, value in capabilities.items() if value is not None}
-        if fs is not None:
-            dumped["fs"] = {key: value for key, value in fs.items() if value is not None}
+        for name, inner in (("fs", fs), ("elicitation", asks)):
+            if inner is not None:
+                dumped[name] = {key: value for key, value in inner.items() if value is not None}
         return cls(dumped, version, window)
 
 
@@ -131,10 +134,11 @@ class _Loads:
 
 
 def _only(value: Any, names: set[str], kind: type) -> bool:
-    """``value`` is an object of only ``names``, each None or exactly a ``kind`` (a member
-    ``fs`` excepted: the caller checks it)."""
+    """``value`` is an object of only ``names``, each None or exactly a ``kind`` (the members
+    ``fs`` and ``elicitation`` excepted: the caller checks them)."""
     return isinstance(value, dict) and value.keys() <= names and all(
-        item is None or type(item) is kind or key == "fs" for key, item in value.items()
+        item is None or type(item) is kind or key in ("fs", "elicitation")
+        for key, item in value.items()
     )
 
 

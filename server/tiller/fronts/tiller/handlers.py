@@ -35,6 +35,8 @@ from tiller.protocol.models import (
     GetMessagesResult,
     GetStateResult,
     McpListResult,
+    McpLoginParams,
+    McpServerResult,
     ModelCostModel,
     ModelEntry,
     ModelsListResult,
@@ -267,6 +269,14 @@ class Methods:
     async def mcp_list(self, params: SessionParams) -> McpListResult:
         session = self.sessions.get(params.session_id)
         return McpListResult(servers=await session.mcp_servers())
+
+    async def mcp_login(self, params: McpLoginParams) -> McpServerResult:
+        session = self.sessions.get(params.session_id)
+        return McpServerResult(server=await session.mcp_login(params.server))
+
+    async def mcp_logout(self, params: McpLoginParams) -> McpServerResult:
+        session = self.sessions.get(params.session_id)
+        return McpServerResult(server=await session.mcp_logout(params.server))
 
     def history(self, session: Session) -> SessionLoadResult:
         """``session/load``'s result for a live session."""
