@@ -50,7 +50,6 @@ __all__ = [
     "default_data_dir",
     "default_provider",
     "default_session_dir",
-    "default_system_prompt",
     "load_config",
     "provider_help",
     "sandbox_mode",
@@ -160,15 +159,6 @@ class ServerConfig:
         """The configured default model of ``provider`` ("default" for an unknown provider)."""
         settings = self.providers.get(provider)
         return settings.default_model if settings is not None else "default"
-
-
-def default_system_prompt(cwd: Path) -> str:
-    """The system prompt a session gets unless ``session/new`` passes one."""
-    return (
-        "You are Tiller, a coding agent working inside the user's editor. "
-        f"The workspace is {cwd}. Use the tools to read files, make precise edits, "
-        "and run commands; prefer small verified steps, and say briefly what you changed."
-    )
 
 
 def default_config_path(env: Mapping[str, str]) -> Path:

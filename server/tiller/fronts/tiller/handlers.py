@@ -200,6 +200,7 @@ class Methods:
             ),
             plan=state.plan_items,
             sandbox=sandbox_state(state.sandbox, state.sandbox_use),
+            notice=state.notice,
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
