@@ -291,7 +291,9 @@ class Renderer:
             line += f" · {usage['cacheReadTokens']:,} cached"
         if usage.get("cost"):
             line += f" · {money(usage['cost'])}"
-        line += " (estimated: the server reported no usage)" if usage.get("estimated") else ""
+        if usage.get("estimated"):
+            line += (" (estimated: the reply was cut short)" if reason == "aborted"
+                     else " (estimated: the server reported no usage)")
         self._report(line, "dim")
 
     # ------------------------------------------------------------------ writing
