@@ -127,9 +127,9 @@ class SlashCommands:
 
     async def _compact(self, argument: str) -> None:
         params = {"instructions": argument} if argument else {}
-        result = await self.connection.call("agent/compact", params)
-        if not result.get("compacted"):
-            self.renderer.notice("nothing to compact")
+        await self.connection.call("agent/compact", params)
+        await self.connection.caught_up(len(self.connection.client.received))  # its events
+        # (compaction_start and _end, tiller.chat.status) have said how it went
 
     async def _login(self, argument: str) -> None:
         """The sign-in URL comes as an ``mcp_status`` event (the renderer prints it)."""

@@ -119,8 +119,10 @@ class Status:
             return (f"⟳ compacting the context ({event.get('reason')}, "
                     f"{int(event.get('tokensBefore', 0)):,} tokens)…")
         if kind == "compaction_end":
-            if event.get("errorMessage"):
-                return f"⟳ compaction failed: {event['errorMessage']}"
+            error = event.get("errorMessage")
+            if error:
+                return f"⟳ {error}" if error.startswith("nothing to compact") else (
+                    f"⟳ compaction failed: {error}")
             return (f"⟳ compacted: {int(event.get('tokensBefore', 0)):,} → "
                     f"{int(event.get('tokensAfter') or 0):,} tokens, "
                     f"{event.get('removedCount', 0)} messages summarized")
