@@ -148,8 +148,7 @@ def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) ->
 def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     """What the README shows: `tiller run PROMPT --json` ends with a `stop` result line."""
     fake_openai.enqueue(text_reply("Two files."))
-    argv = chat_argv(fake_openai, tmp_path, "List the files here", "--json")
-    argv[argv.index("chat")] = "run"
+    argv = run_argv(fake_openai, tmp_path, "List the files here", "--json")
     done = subprocess.run(argv, env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=DEADLINE)
 
@@ -157,6 +156,64 @@ def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_pat
     *events, result = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["type"] == "agent_start" and result["stopReason"] == "stop"
     assert fake_openai.requests[0]["messages"][-1]["content"] == "List the files here"
+
+
+def run_argv(fake: FakeOpenAI, cwd: Path, *args: str) -> list[str]:
+    argv = chat_argv(fake, cwd, *args)
+    argv[argv.index("chat")] = "run"
+    argv.remove("--history-file")  # a chat-only option: tiller run has none
+    argv.remove(str(cwd / ".chat_history"))
+    return argv
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("reply", "status", "warning"),
+    [
+        (text_reply("All of it."), 0, None),
+        (text_reply("Cut off in the mid", finish_reason="length"), 1,
+         "⚠ the reply was cut off at the output token limit"),
+        (error_reply(400, "no such model"), 1, "✗ error:"),
+    ],
+    ids=["stop", "length", "error"],
+)
+def test_tiller_run_exit_status_says_whether_the_reply_is_complete(
+    fake_openai: FakeOpenAI, tmp_path: Path, reply: Reply, status: int, warning: str | None
+) -> None:
+    """As the README and ``tiller run --help`` say: 0 for a complete reply, 1 for one cut at
+    the output limit (a script must not take it for the answer), an error or an abort."""
+    fake_openai.enqueue(reply)
+    done = subprocess.run(run_argv(fake_openai, tmp_path, "say it"), env=clean_env(),
+                          cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=DEADLINE)
+
+    assert done.returncode == status, done.stderr
+    if warning:
+        assert warning in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_lists_the_commands_and_run_has_no_chat_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tiller.__main__ import main
+
+    def help_of(*argv: str) -> str:
+        with pytest.raises(SystemExit) as exited:
+            main([*argv, "--help"])
+        assert exited.value.code == 0
+        return capsys.readouterr().out
+
+    server = help_of()
+    assert "tiller {chat,run,schema} ..." in server
+    for line in ("tiller chat [PROMPT]", "tiller run PROMPT", "tiller schema"):
+        assert f"\n  {line}" in server
+    run, chat = help_of("run"), help_of("chat")
+    assert "--history-file" in chat and "interactive keys:" in chat
+    assert "--history-file" not in run and "interactive keys:" not in run
+    assert "steer" not in run and "ask when interactive" not in run
+    assert "exit status: 0 the reply is complete" in run
+    assert "reply cut at the output token limit (length)" in run
 
 
 @pytest.mark.process

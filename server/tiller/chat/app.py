@@ -20,7 +20,8 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
   after a y/N confirmation (tiller.chat.checkpoints); ``/help``, ``/model``, ``/mode``... are
   ``tiller.chat.slash``'s. The status line and activity line are ``tiller.chat.status``'s.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
-  ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
+  ended: 0 stop/toolUse, 1 error/aborted/maxTurns/maxTokens/length (a reply cut at the output
+  limit is incomplete), 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
 * ``--json`` (one-shot only): each event's params as one JSON line, then ``{"type": "result"}``.
 
@@ -57,7 +58,7 @@ from tiller.chat.complete import CommandNames, terminal_lines
 from tiller.chat.connection import Connection, ServerExited
 from tiller.chat.input import input_lines
 from tiller.chat.render import (
-    OK_STOPS,
+    COMPLETE_STOPS,
     JsonRenderer,
     Lines,
     PermissionPrompt,
@@ -89,7 +90,7 @@ class OneShot:
         with self.scope:
             result = await self.connection.run("agent/prompt", {"message": text})
             self.sink.result(result)
-            return EXIT_OK if result["stopReason"] in OK_STOPS else EXIT_FAILED
+            return EXIT_OK if result["stopReason"] in COMPLETE_STOPS else EXIT_FAILED
         return EXIT_INTERRUPTED
 
     async def interrupt(self) -> None:

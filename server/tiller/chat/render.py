@@ -22,12 +22,16 @@ from tiller.chat.markdown import MarkdownBlocks, diff_style
 from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
 from tiller.protocol.sandbox import describe_use
 
-__all__ = ["OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
+__all__ = ["COMPLETE_STOPS", "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
 
 Event = dict[str, Any]
 Lines = MemoryObjectReceiveStream[str | None]
 OK_STOPS = frozenset({"stop", "toolUse", "length"})
-STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit"}
+"""Runs shown as no failure (a cut reply gets a warning instead)."""
+COMPLETE_STOPS = frozenset({"stop", "toolUse"})
+"""Runs whose reply is complete: a one-shot run exits 0 for these only."""
+STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit",
+               "maxTokens": "stopped at the per-run token limit"}
 RESULT_LINES = 6  # lines of a tool's result shown under its ✓/✗ line
 ARGS_CHARS = 200  # longest tool-argument JSON shown on a ⚙ line
 DIFF_LINES = 80  # lines of a permission question's diff shown before "… N more lines"
