@@ -2,8 +2,9 @@
 
 ``compact`` asks the model for a summary of everything before a cut point and replaces those
 messages, in place, with one user message carrying the summary, unless that message would be no
-shorter than what it replaces: a compaction never makes the context bigger. The cut never separates an
-assistant's tool calls from their results: the kept part starts at a user or assistant message.
+shorter than what it replaces: a compaction never makes the context bigger. The cut never
+separates an assistant's tool calls from their results: the kept part starts at a user or
+assistant message.
 Token counts are estimates (~4 characters per token). ``with_compaction`` wraps a run's model
 call: it compacts before a call once the context nears the window, and once more when the provider
 says the context overflowed; ``run_compaction`` is one compaction between its two events.

@@ -23,7 +23,7 @@ interactive keys:
   a line while the agent works   steer it (delivered after the running tools)
   a line ending with \\           continue the message on the next line
   >> a line                      queue it as a follow-up, for when the agent would stop
-  Ctrl-C                         abort the run; at the prompt, quit
+  Ctrl-C                         abort the run; at the prompt, clear the line (twice: quit)
   y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
   /help                          the chat's commands and the session's
   /model, /mode, /thinking       show or switch the model, permission mode, reasoning effort

@@ -27,9 +27,10 @@ __all__ = [
 BUNDLED_MODEL_ALIAS = "smollm2"
 """The local provider's name for the embedded model (``--model smollm2``, or no model)."""
 CHAT_ONLY_NOTICE = (
-    "chat only: the embedded SmolLM2-135M model cannot use tools (read, edit, run commands); "
-    "set OPENAI_API_KEY or ANTHROPIC_API_KEY, or pass --base-url, for an agent that can"
+    "chat only: the embedded model (SmolLM2-135M) cannot use tools; set OPENAI_API_KEY or "
+    "ANTHROPIC_API_KEY, or pass --base-url"
 )
+"""One line (under 120 characters), as ``tiller chat`` prints it first."""
 SYSTEM_PROMPT = (
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face. You cannot see or "
     "change files or run commands; say so when asked to."
