@@ -549,6 +549,9 @@ def test_the_status_line_is_drawn_not_printed_and_new_resets_it(
         terminal.expect("Big context.")
         terminal.expect("context 11% of 1,050,000")
         terminal.idle()
+        terminal.type("/compact\n")  # one user message: nothing older to summarize
+        terminal.expect("⟳ nothing to compact: the conversation has no older part to summarize")
+        terminal.idle()
         terminal.type("/mode\n")
         terminal.expect("permission mode: ask")
         terminal.idle()
@@ -563,6 +566,7 @@ def test_the_status_line_is_drawn_not_printed_and_new_resets_it(
         assert terminal.wait() == 0
     everything = terminal.shown().splitlines()
     assert [line for line in everything if " tokens · $" in line] == []  # drawn, then gone
+    assert "compaction failed" not in terminal.output
     fake.assert_script_complete()
 
 
