@@ -1,4 +1,4 @@
-"""Unit tests of the agent loop (loop-semantics.md), driven by a strict scripted model.
+"""Unit tests of the agent loop (docs/loop.md), driven by a strict scripted model.
 
 The Agent is driven with ``ScriptedProvider`` and small tools defined here. Concurrency is
 synchronised with ``anyio.Event`` only (no sleeps); every await that could hang is bounded by
@@ -1151,8 +1151,8 @@ async def test_max_turns_stops_the_run(provider: ScriptedProvider) -> None:
 
 
 async def test_max_turns_stops_at_the_turn_boundary(provider: ScriptedProvider) -> None:
-    """loop-semantics.md: ``emit turn_end; if should_stop_after_turn(): emit agent_end; return``
-    before steering is polled. No dangling turn_start, no steering consumed into a turn that
+    """docs/loop.md: a limit is checked at the turn boundary (after ``turn_end``), before
+    steering is polled. No dangling turn_start, no steering consumed into a turn that
     never calls the model."""
     started, release = anyio.Event(), anyio.Event()
     provider.enqueue(
