@@ -98,3 +98,35 @@ def test_the_loop_page_names_every_way_a_run_ends() -> None:
     named = {name for row in rows if row[2].strip() != "when"  # not the header
              for name in re.findall(r"`(\w+)`", row[1])}
     assert named == set(get_args(RunStopReason))
+
+
+def quick_start() -> str:
+    """The README up to its first section: what a newcomer reads before running anything."""
+    return (REPO / "README.md").read_text(encoding="utf-8").split("\n## ", 1)[0]
+
+
+def test_the_quick_start_says_where_the_command_is_and_which_local_servers_call_tools() -> None:
+    """``make`` puts ``tiller`` in .venv/bin, not on PATH: the quick start says so (and how to
+    activate), and names the local servers with which the agent can act (the embedded model
+    cannot)."""
+    text = quick_start()
+    assert ".venv/bin/tiller" in text and ". .venv/bin/activate" in text
+    assert "chat only" in text
+    assert "ollama serve" in text and "llama-server --jinja" in text
+
+
+INSTALL_TILLER = re.compile(r"pip install\s+(?:--\S+\s+)*['\"]?tiller\b")
+"""An install command that would fetch PyPI's "tiller", an unrelated package."""
+
+
+def test_no_hint_installs_pypis_tiller() -> None:
+    """Error hints and docs name this checkout's install (``pip install -e '.[local]'``,
+    ``make chat``), never ``pip install 'tiller[local]'``."""
+    files = tracked()
+    texts = [name for name in files if name.endswith((".py", ".md", ".lua", ".ts"))
+             and "node_modules/" not in name and name != "tests/test_docs.py"]
+    found = [name for name in texts
+             if INSTALL_TILLER.search((REPO / name).read_text(encoding="utf-8", errors="replace"))]
+    assert found == []
+    assert INSTALL_TILLER.search("run pip install 'tiller[local]'")
+    assert not INSTALL_TILLER.search("pip install -e '.[local]'")
