@@ -161,7 +161,7 @@ def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_pat
     assert fake_openai.requests[0]["messages"][-1]["content"] == "List the files here"
 
 
-def run_argv(fake: FakeOpenAI, cwd: Path, *args: str) -> list[str]:
+def run_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
     argv = chat_argv(fake, cwd, *args)
     argv[argv.index("chat")] = "run"
     argv.remove("--history-file")  # a chat-only option: tiller run has none
@@ -498,10 +498,28 @@ def test_the_embedded_model_starts_with_an_honest_line(
         terminal.expect(f"ⓘ {CHAT_ONLY_NOTICE}")
         terminal.expect("local/smollm2 · ask · session ")
         terminal.idle()
+        terminal.type("hello\n")  # the real SmolLM2, on the CPU: a short answer, in seconds
+        terminal.expect("↳ ")  # the run's usage line: the reply is complete
+        terminal.idle()
         terminal.type("\x04")
         assert terminal.wait() == 0
     finally:
         terminal.close()
+
+
+@pytest.mark.process
+def test_the_embedded_model_is_named_in_json_as_in_the_status_line(tmp_path: Path) -> None:
+    """``tiller run --json`` with no key: the messages name the model ``smollm2``, as the
+    chat's status line (``local/smollm2``) and agent/getState do, not the GGUF's file name."""
+    done = subprocess.run(run_argv(None, tmp_path, "hello", "--json"), env=clean_env(),
+                          cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=DEADLINE)
+
+    *events, result = [json.loads(line) for line in done.stdout.splitlines()]
+    assert result["type"] == "result" and result["stopReason"] in ("stop", "length"), done.stderr
+    replies = [event["message"] for event in events if event["type"] == "message_end"
+               and event["message"]["role"] == "assistant"]
+    assert replies and {(r["provider"], r["model"]) for r in replies} == {("local", "smollm2")}
 
 
 @pytest.mark.process
