@@ -27,8 +27,11 @@ from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
-from tiller.providers.embedded import CHAT_ONLY_NOTICE, is_chat_only
-from tiller.session.capabilities import checkpoints_off_reason, sandbox_info
+from tiller.session.capabilities import (
+    checkpoints_off_reason,
+    default_model_notice,
+    sandbox_info,
+)
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
@@ -287,17 +290,9 @@ class TillerFront:
                 "events": list(EVENT_TYPES),
             },
         }
-        if notice := self._default_model_notice():
+        if notice := default_model_notice(self.config):
             result["notice"] = notice
         return result
-
-    def _default_model_notice(self) -> str | None:
-        """What ``agent/getState`` will say of a new session's model (``Session.notice``)."""
-        config = self.config
-        settings = config.providers.get(config.provider)
-        model = config.model or config.default_model(config.provider)
-        chat_only = is_chat_only(settings.type if settings else None, model)
-        return CHAT_ONLY_NOTICE if chat_only else None
 
     def _checkpoints_info(self) -> dict[str, Any]:
         """Whether new sessions get checkpoints, and why not (protocol.md's CheckpointsInfo)."""
