@@ -498,11 +498,16 @@ def test_the_embedded_model_starts_with_an_honest_line(
         terminal.expect(f"ⓘ {CHAT_ONLY_NOTICE}")
         terminal.expect("local/smollm2 · ask · session ")
         terminal.idle()
+        terminal.type("/thinking high\n")  # accepted, but not silently: it has no effect
+        terminal.expect("thinking: high")
+        terminal.expect("ℹ smollm2 does not think: thinking level high has no effect on it")
+        terminal.idle()
         terminal.type("hello\n")  # the real SmolLM2, on the CPU: a short answer, in seconds
         terminal.expect("↳ ")  # the run's usage line: the reply is complete
         terminal.idle()
         terminal.type("\x04")
         assert terminal.wait() == 0
+        assert terminal.output.count("smollm2 does not think") == 1  # not again at the run
     finally:
         terminal.close()
 
