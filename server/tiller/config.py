@@ -50,7 +50,6 @@ __all__ = [
     "default_data_dir",
     "default_provider",
     "default_session_dir",
-    "default_system_prompt",
     "load_config",
     "provider_help",
     "sandbox_mode",
@@ -162,15 +161,6 @@ class ServerConfig:
         return settings.default_model if settings is not None else "default"
 
 
-def default_system_prompt(cwd: Path) -> str:
-    """The system prompt a session gets unless ``session/new`` passes one."""
-    return (
-        "You are Tiller, a coding agent working inside the user's editor. "
-        f"The workspace is {cwd}. Use the tools to read files, make precise edits, "
-        "and run commands; prefer small verified steps, and say briefly what you changed."
-    )
-
-
 def default_config_path(env: Mapping[str, str]) -> Path:
     base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
     return Path(base) / "tiller" / "config.toml"
@@ -194,13 +184,23 @@ def provider_help(env: Mapping[str, str]) -> str:
             " here)")
 
 
+COMMANDS_HELP = """\
+commands:
+  tiller chat [PROMPT]   chat with the agent in this terminal (tiller chat --help)
+  tiller run PROMPT      run one prompt, print the reply and exit, for scripts (tiller run --help)
+  tiller schema          print the protocol as one JSON Schema (draft 2020-12)"""
+
+
 def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     """The server's command line; ``env`` (default: none) is the environment the help
     describes defaults in."""
     parser = argparse.ArgumentParser(
         prog="tiller",
-        description="JSON-RPC agent backend: serves JSON-RPC 2.0 on stdin/stdout. "
-        "`tiller chat` is the terminal client.",
+        usage="%(prog)s [options]\n       %(prog)s {chat,run,schema} ...",
+        description="Tiller, a coding-agent backend: with no command it serves JSON-RPC 2.0 on "
+        "stdin/stdout, for the editor or script that spawned it (protocol.md).",
+        epilog=COMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
     add("--version", action="version", version=f"tiller {__version__}")

@@ -65,7 +65,7 @@ async def test_compact_on_demand_with_instructions(
 ) -> None:
     fake_openai.enqueue(text_reply("one"), text_reply("two"), text_reply("the summary"))
     async with spawn_tiller(fake_openai, tmp_path, "--config", small_window(tmp_path)) as t:
-        await t.request("agent/prompt", {"message": "short one"})
+        await t.request("agent/prompt", {"message": "a long one: " + "words " * 100})
         await t.request("agent/prompt", {"message": "short two"})
         result = await t.request("agent/compact", {"instructions": "keep the numbers"})
         messages = (await t.request("agent/getMessages"))["messages"]
@@ -74,6 +74,29 @@ async def test_compact_on_demand_with_instructions(
     assert "keep the numbers" in fake_openai.requests[2]["messages"][1]["content"]
     assert messages[0]["content"].endswith("the summary")
     assert result["messageCount"] == len(messages)
+    assert result["tokensAfter"] < result["tokensBefore"]
+
+
+async def test_compact_never_makes_the_context_bigger(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A summary no shorter than what it would replace (a short conversation, a wordy
+    summarizer) is not used: the context stays as it was, and the reason is given."""
+    wordy = "A long summary of a short conversation. " * 20
+    fake_openai.enqueue(text_reply("one"), text_reply("two"), text_reply(wordy))
+    async with spawn_tiller(fake_openai, tmp_path, "--config", small_window(tmp_path)) as t:
+        await t.request("agent/prompt", {"message": "short one"})
+        await t.request("agent/prompt", {"message": "short two"})
+        before = (await t.request("agent/getMessages"))["messages"]
+        result = await t.request("agent/compact")
+        after = (await t.request("agent/getMessages"))["messages"]
+
+    assert result["compacted"] is False and "summary" not in result
+    assert result["tokensAfter"] == result["tokensBefore"]
+    assert after == before
+    end = next(e for e in t.events if e["type"] == "compaction_end")
+    assert end["errorMessage"].startswith("nothing to compact: the summary (")
+    assert "would be no shorter than the" in end["errorMessage"]
 
 
 async def test_context_too_long_error_compacts_and_retries_once(
@@ -88,7 +111,7 @@ async def test_context_too_long_error_compacts_and_retries_once(
     )
     config = small_window(tmp_path)
     async with spawn_tiller(fake_openai, tmp_path, "--config", config, "--model", "unknown") as t:
-        await t.request("agent/prompt", {"message": "first question"})
+        await t.request("agent/prompt", {"message": "first question: " + "words " * 100})
         result = await t.request("agent/prompt", {"message": "second question"})
 
     assert result["stopReason"] == "stop"

@@ -1,4 +1,4 @@
-"""Unit tests of the agent loop (loop-semantics.md), driven by a strict scripted model.
+"""Unit tests of the agent loop (docs/loop.md), driven by a strict scripted model.
 
 The Agent is driven with ``ScriptedProvider`` and small tools defined here. Concurrency is
 synchronised with ``anyio.Event`` only (no sleeps); every await that could hang is bounded by
@@ -8,7 +8,7 @@ synchronised with ``anyio.Event`` only (no sleeps); every await that could hang 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -31,12 +31,13 @@ from tiller.errors import (
     ProviderNotConfiguredError,
     ToolError,
 )
-from tiller.providers.base import ModelRequest
+from tiller.providers.base import ModelRequest, StreamItem
 from tiller.tools.base import Tool, ToolContext, ToolResult
 from tiller.types import (
     AgentEvent,
     AssistantMessage,
     Message,
+    MessageUpdate,
     RunResult,
     TextContent,
     ToolCall,
@@ -982,6 +983,52 @@ async def test_abort_during_model_stream(provider: ScriptedProvider) -> None:
     assert roles(agent.messages) == ["user", "assistant", "assistant"]
 
 
+class HalfAnswer(ScriptedProvider):
+    """Streams the start of a reply, then hangs until cancelled (its usage never comes)."""
+
+    def __init__(self, streamed: anyio.Event) -> None:
+        super().__init__()
+        self.streamed = streamed
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        self.requests.append(request)
+        yield MessageUpdate(kind="text", index=0, delta="The answer begins with " * 8)
+        self.streamed.set()
+        await anyio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+async def test_an_abort_mid_reply_estimates_the_usage() -> None:
+    """Providers report usage at the end: a reply aborted after it began streaming gets an
+    estimate (marked), so the run does not report 0 tokens; one aborted before any token
+    reports none."""
+    streamed = anyio.Event()
+    agent, rec = make_agent(HalfAnswer(streamed))
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as group:
+            box = spawn(group, lambda: agent.prompt("tell me " * 40))
+            await streamed.wait()
+            agent.abort()
+
+    usage = box["result"].usage
+    assert box["result"].stop_reason == "aborted"
+    assert usage.estimated is True
+    assert usage.output_tokens == len("The answer begins with " * 8) // 4
+    assert usage.input_tokens >= len("tell me " * 40) // 4
+    [end] = rec.of_type("agent_end")
+    assert end.usage == usage and agent.usage == usage  # the session's total counts it too
+
+    started = anyio.Event()
+    provider = ScriptedProvider(hanging(started))
+    silent, _ = make_agent(provider)
+    with anyio.fail_after(TIMEOUT):
+        async with anyio.create_task_group() as group:
+            box = spawn(group, lambda: silent.prompt("hello"))
+            await started.wait()
+            silent.abort()
+    assert box["result"].usage.total_tokens == 0 and not box["result"].usage.estimated
+
+
 async def test_abort_during_tool_batch_answers_every_call(provider: ScriptedProvider) -> None:
     gate, echo = Gate(), Echo()
     fast, slow = call("echo", text="quick"), call("gate", key="slow")
@@ -1104,8 +1151,8 @@ async def test_max_turns_stops_the_run(provider: ScriptedProvider) -> None:
 
 
 async def test_max_turns_stops_at_the_turn_boundary(provider: ScriptedProvider) -> None:
-    """loop-semantics.md: ``emit turn_end; if should_stop_after_turn(): emit agent_end; return``
-    before steering is polled. No dangling turn_start, no steering consumed into a turn that
+    """docs/loop.md: a limit is checked at the turn boundary (after ``turn_end``), before
+    steering is polled. No dangling turn_start, no steering consumed into a turn that
     never calls the model."""
     started, release = anyio.Event(), anyio.Event()
     provider.enqueue(

@@ -122,8 +122,9 @@ async def test_compaction_on_overflow_compacts_once_and_calls_again(
 ) -> None:
     overflow = reply_error("prompt is too long: 210000 tokens > 200000 maximum")
     provider.enqueue(overflow, reply_text("the summary"), reply_text("answered"))
-    context: list[Message] = [
-        UserMessage(content="old question"), reply_text("old answer"), UserMessage(content="new")
+    context: list[Message] = [  # long enough that the summary shrinks it (compaction.py)
+        UserMessage(content="old question " * 40), reply_text("old answer " * 40),
+        UserMessage(content="new"),
     ]
     events: list[AgentEvent] = []
     abort = AbortSignal()

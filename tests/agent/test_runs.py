@@ -1,6 +1,6 @@
 """End to end: the real ``tiller`` over stdio, against the loopback OpenAI server.
 
-Each test shows one rule of loop-semantics.md through the wire: what the client sees as events and
+Each test shows one rule of docs/loop.md through the wire: what the client sees as events and
 responses, and what the model is sent.
 """
 

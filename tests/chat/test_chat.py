@@ -18,12 +18,14 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pyte
 import pytest
 
 from support.fake_openai import (
     FakeOpenAI,
     Reply,
     error_reply,
+    paused_reply,
     stall_reply,
     text_reply,
     tool_call_reply,
@@ -38,6 +40,7 @@ from support.terminal import (
 from tiller.chat.checkpoints import CONFIRM_UNDO
 from tiller.chat.cli import build_parser, server_args
 from tiller.chat.render import ASK_PROMPT, Renderer
+from tiller.providers.embedded import CHAT_ONLY_NOTICE
 
 
 @pytest.fixture
@@ -148,8 +151,7 @@ def test_no_api_key_is_a_configuration_error(tmp_path: Path, json_mode: bool) ->
 def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     """What the README shows: `tiller run PROMPT --json` ends with a `stop` result line."""
     fake_openai.enqueue(text_reply("Two files."))
-    argv = chat_argv(fake_openai, tmp_path, "List the files here", "--json")
-    argv[argv.index("chat")] = "run"
+    argv = run_argv(fake_openai, tmp_path, "List the files here", "--json")
     done = subprocess.run(argv, env=clean_env(), cwd=tmp_path, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=DEADLINE)
 
@@ -157,6 +159,64 @@ def test_tiller_run_is_the_one_shot_for_scripts(fake_openai: FakeOpenAI, tmp_pat
     *events, result = [json.loads(line) for line in done.stdout.splitlines()]
     assert events[0]["type"] == "agent_start" and result["stopReason"] == "stop"
     assert fake_openai.requests[0]["messages"][-1]["content"] == "List the files here"
+
+
+def run_argv(fake: FakeOpenAI | None, cwd: Path, *args: str) -> list[str]:
+    argv = chat_argv(fake, cwd, *args)
+    argv[argv.index("chat")] = "run"
+    argv.remove("--history-file")  # a chat-only option: tiller run has none
+    argv.remove(str(cwd / ".chat_history"))
+    return argv
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(
+    ("reply", "status", "warning"),
+    [
+        (text_reply("All of it."), 0, None),
+        (text_reply("Cut off in the mid", finish_reason="length"), 1,
+         "⚠ the reply was cut off at the output token limit"),
+        (error_reply(400, "no such model"), 1, "✗ error:"),
+    ],
+    ids=["stop", "length", "error"],
+)
+def test_tiller_run_exit_status_says_whether_the_reply_is_complete(
+    fake_openai: FakeOpenAI, tmp_path: Path, reply: Reply, status: int, warning: str | None
+) -> None:
+    """As the README and ``tiller run --help`` say: 0 for a complete reply, 1 for one cut at
+    the output limit (a script must not take it for the answer), an error or an abort."""
+    fake_openai.enqueue(reply)
+    done = subprocess.run(run_argv(fake_openai, tmp_path, "say it"), env=clean_env(),
+                          cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=DEADLINE)
+
+    assert done.returncode == status, done.stderr
+    if warning:
+        assert warning in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_lists_the_commands_and_run_has_no_chat_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tiller.__main__ import main
+
+    def help_of(*argv: str) -> str:
+        with pytest.raises(SystemExit) as exited:
+            main([*argv, "--help"])
+        assert exited.value.code == 0
+        return capsys.readouterr().out
+
+    server = help_of()
+    assert "tiller {chat,run,schema} ..." in server
+    for line in ("tiller chat [PROMPT]", "tiller run PROMPT", "tiller schema"):
+        assert f"\n  {line}" in server
+    run, chat = help_of("run"), help_of("chat")
+    assert "--history-file" in chat and "interactive keys:" in chat
+    assert "--history-file" not in run and "interactive keys:" not in run
+    assert "steer" not in run and "ask when interactive" not in run
+    assert "exit status: 0 the reply is complete" in run
+    assert "reply cut at the output token limit (length)" in run
 
 
 @pytest.mark.process
@@ -222,6 +282,7 @@ def test_typing_while_a_tool_runs_steers(
     terminal.expect("↪ steering queued")
     (tmp_path / "release").write_text("released\n")  # blocks until cat has it open
     terminal.expect("✓ bash")
+    terminal.expect("↪ delivered: use tabs instead")  # where the model got it
     terminal.expect("Steered answer.")
     terminal.idle()
     terminal.type("\x04")  # Ctrl-D at the prompt
@@ -409,11 +470,156 @@ def test_ctrl_c_aborts_the_run_then_quits_at_the_prompt(
     terminal.type("again\n")  # the server survived and the session is still usable
     terminal.expect("Still here.")
     terminal.idle()
-    terminal.type("\x03")  # at the prompt: quit
+    terminal.type("half typed")
+    terminal.expect_screen(lambda lines: "> half typed" in lines, "the line typed")
+    terminal.type("\x03")  # at the prompt: the line is cleared, and how to quit is said
+    said = ("(Ctrl-C again, Ctrl-D or /quit to quit; `tiller chat --resume` picks this "
+            "session up again)")
+    lines = terminal.expect_screen(
+        lambda lines: said in lines and [line for line in lines if line][-1] == ">",
+        "how to quit, above an empty input line")
+    assert "> half typed" not in lines
+    assert terminal.process.poll() is None  # still there
+    terminal.type("\x03")  # a second in a row: quit
 
     assert terminal.wait() == 0
     assert "never shown" not in terminal.output
     assert "Traceback" not in terminal.output
+
+
+@pytest.mark.process
+def test_the_embedded_model_starts_with_an_honest_line(
+    tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    """No key, no URL: the chat says first that the embedded model cannot use tools (the model
+    is not loaded for that), and the status line names it as --json does."""
+    terminal = Terminal(chat_argv(None, tmp_path), tmp_path)
+    try:
+        terminal.expect(f"ⓘ {CHAT_ONLY_NOTICE}")
+        terminal.expect("local/smollm2 · ask · session ")
+        terminal.idle()
+        terminal.type("/thinking high\n")  # accepted, but not silently: it has no effect
+        terminal.expect("thinking: high")
+        terminal.expect("ℹ smollm2 does not think: thinking level high has no effect on it")
+        terminal.idle()
+        terminal.type("hello\n")  # the real SmolLM2, on the CPU: a short answer, in seconds
+        terminal.expect("↳ ")  # the run's usage line: the reply is complete
+        terminal.idle()
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+        assert terminal.output.count("smollm2 does not think") == 1  # not again at the run
+    finally:
+        terminal.close()
+
+
+@pytest.mark.process
+def test_the_embedded_model_is_named_in_json_as_in_the_status_line(tmp_path: Path) -> None:
+    """``tiller run --json`` with no key: the messages name the model ``smollm2``, as the
+    chat's status line (``local/smollm2``) and agent/getState do, not the GGUF's file name."""
+    done = subprocess.run(run_argv(None, tmp_path, "hello", "--json"), env=clean_env(),
+                          cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=DEADLINE)
+
+    *events, result = [json.loads(line) for line in done.stdout.splitlines()]
+    assert result["type"] == "result" and result["stopReason"] in ("stop", "length"), done.stderr
+    replies = [event["message"] for event in events if event["type"] == "message_end"
+               and event["message"]["role"] == "assistant"]
+    assert replies and {(r["provider"], r["model"]) for r in replies} == {("local", "smollm2")}
+
+
+@pytest.mark.process
+def test_an_unknown_slash_command_is_reported_not_sent(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    prompts = tmp_path / ".tiller" / "prompts"
+    prompts.mkdir(parents=True)
+    (prompts / "review.md").write_text("Review $1.\n")
+    fake_openai.enqueue(text_reply("Fresh one ran."), text_reply("It is in /usr/bin."))
+    terminal = terminal_factory(fake_openai)
+    terminal.idle()
+    terminal.type("/reviw app.py\n")
+    terminal.expect("✗ unknown command /reviw; did you mean /review? (not sent; /help lists "
+                    "the commands)")
+    terminal.idle()
+    terminal.type("/hepl\n")
+    terminal.expect("✗ unknown command /hepl; did you mean /help?")
+    terminal.idle()
+    (prompts / "fresh.md").write_text("A fresh template.\n")  # added while the chat runs
+    terminal.type("/fresh\n")
+    terminal.expect("Fresh one ran.")
+    terminal.idle()
+    terminal.type("/usr/bin/env is where?\n")  # a path, not a command: sent as typed
+    terminal.expect("It is in /usr/bin.")
+    terminal.idle()
+    terminal.type("\x04")
+
+    assert terminal.wait() == 0
+    sent = [request["messages"][-1]["content"] for request in fake_openai.requests]
+    assert sent == ["A fresh template.\n", "/usr/bin/env is where?"]
+
+
+@pytest.mark.process
+def test_the_status_line_is_drawn_not_printed_and_new_resets_it(
+    tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    """The status line stays above the prompt, never repeated into the transcript (runs and
+    slash commands alike); after /new it is the new session's: no tokens, no context use."""
+    with FakeOpenAI(models=("gpt-6.1-terra",)) as fake:
+        fake.enqueue(text_reply("Big context.", usage=(120_000, 5)))
+        terminal = terminal_factory(fake)
+        terminal.idle()
+        terminal.type("hi\n")
+        terminal.expect("Big context.")
+        terminal.expect("context 11% of 1,050,000")
+        terminal.idle()
+        terminal.type("/compact\n")  # one user message: nothing older to summarize
+        terminal.expect("⟳ nothing to compact: the conversation has no older part to summarize")
+        terminal.idle()
+        terminal.type("/mode\n")
+        terminal.expect("permission mode: ask")
+        terminal.idle()
+        terminal.type("/new\n")
+        terminal.expect("new session ")
+        lines = terminal.expect_screen(
+            lambda lines: any("· 0 tokens · $0.0000" in line for line in lines),
+            "the new session's status line")
+        [status] = [line for line in lines if " tokens · $" in line]
+        assert "context" not in status
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+    everything = terminal.shown().splitlines()
+    assert [line for line in everything if " tokens · $" in line] == []  # drawn, then gone
+    assert "compaction failed" not in terminal.output
+    fake.assert_script_complete()
+
+
+@pytest.mark.process
+def test_markdown_streams_as_it_comes_and_is_rendered_when_the_block_ends(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """On a colour terminal a list shows line by line while it streams (it used to show only
+    the spinner until it was complete), then is replaced by its rendering."""
+    until = threading.Event()
+    fake_openai.enqueue(paused_reply("Steps:\n\n- first step\n- second st", "ep\n\nAll done.",
+                                     until=until))
+    terminal = Terminal(chat_argv(fake_openai, tmp_path), tmp_path, color=True)
+    try:
+        terminal.idle()
+        terminal.type("plan it\n")
+        terminal.expect_screen(
+            lambda lines: "- first step" in lines and "- second st" in lines,
+            "the unfinished list, raw, while the reply streams")
+        until.set()
+        lines = terminal.expect_screen(
+            lambda lines: "All done." in lines and " • second step" in lines,
+            "the list rendered")
+        assert " • first step" in lines and "Steps:" in lines
+        assert not [line for line in lines if line.startswith("- ")]  # replaced, not repeated
+        terminal.idle()
+        terminal.type("\x04")
+        assert terminal.wait() == 0
+    finally:
+        terminal.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -644,7 +850,7 @@ REPLY_END = {"type": "message_end", "message": {"role": "assistant", "content": 
     [(FakeTerminal, {}, True), (FakeTerminal, {"NO_COLOR": "1"}, False), (io.StringIO, {}, False)],
 )
 def test_thinking_is_dim_only_on_a_color_terminal(
-    stream: type[io.StringIO], env: dict[str, str], dimmed: bool
+    stream: type[io.StringIO], env: dict[str, str], dimmed: bool, terminal_size: None
 ) -> None:
     out = stream()
     renderer = Renderer(out, io.StringIO(), env)
@@ -652,37 +858,80 @@ def test_thinking_is_dim_only_on_a_color_terminal(
     renderer.handle(TEXT)
     renderer.handle(REPLY_END)
 
-    expected = "\x1b[2mhmm\x1b[0m\nAnswer.\n" if dimmed else "hmm\nAnswer.\n"
-    assert out.getvalue() == expected
+    if not dimmed:
+        assert out.getvalue() == "hmm\nAnswer.\n"
+        return
+    assert out.getvalue().startswith("\x1b[2mhmm\x1b[0m\n")
+    assert screen_of(out.getvalue()) == ["hmm", "Answer."]  # the reply shown, then rendered
 
 
 MARKDOWN = "# Plan\n\nSome *stress* here.\n\n- one\n- two\n\n```python\nx = 1\n\ny = 2\n```\n"
+
+
+def screen_of(output: str, columns: int = 100, rows: int = 40) -> list[str]:
+    """What a terminal shows after ``output`` (pyte), lines stripped, blank ones dropped."""
+    screen = pyte.Screen(columns, rows)
+    pyte.Stream(screen).feed(output.replace("\n", "\r\n"))  # the tty's onlcr
+    return [line.rstrip() for line in screen.display if line.strip()]
+
+
+@pytest.fixture
+def terminal_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("LINES", "40")
 
 
 @pytest.mark.parametrize(
     ("stream", "env"), [(FakeTerminal, {}), (FakeTerminal, {"NO_COLOR": "1"}), (io.StringIO, {})]
 )
 def test_a_reply_is_rendered_as_markdown_only_on_a_color_terminal(
-    stream: type[io.StringIO], env: dict[str, str]
+    stream: type[io.StringIO], env: dict[str, str], terminal_size: None
 ) -> None:
     out = stream()
     renderer = Renderer(out, io.StringIO(), env)
     for start in range(0, len(MARKDOWN), 5):  # streamed in pieces that cut through the blocks
         renderer.handle({**TEXT, "delta": MARKDOWN[start:start + 5]})
-    shown_before_the_end = out.getvalue()
     renderer.handle(REPLY_END)
 
     if stream is io.StringIO or env:
         assert out.getvalue() == MARKDOWN  # plain: the text as the model wrote it
         return
-    lines = out.getvalue().splitlines()
-    assert "\x1b[1;4mPlan\x1b[0m" in lines[0] and "#" not in lines[0]  # a heading, styled
-    assert "Some \x1b[3mstress\x1b[0m here." in lines  # emphasis
-    assert "\x1b[1m • \x1b[0mone" in lines and "\x1b[1m • \x1b[0mtwo" in lines  # a list
-    code = [line for line in lines if "x = " in line or "y = " in line]
-    assert len(code) == 2 and all("\x1b[" in line for line in code)  # highlighted code
-    assert "```" not in out.getvalue()  # the fence is not shown: blank lines inside it did
-    assert "two" in shown_before_the_end  # not end blocks; finished blocks show as they come
+    shown = screen_of(out.getvalue())
+    assert shown[0].strip() == "Plan" and "\x1b[1;4mPlan\x1b[0m" in out.getvalue()  # a heading
+    assert "Some stress here." in shown and "Some \x1b[3mstress\x1b[0m here." in out.getvalue()
+    assert " • one" in shown and " • two" in shown  # a list, rendered
+    code = [line for line in shown if "x = " in line or "y = " in line]
+    assert len(code) == 2
+    assert not [line for line in shown if line.startswith(("#", "- ", "```"))]  # no raw left
+
+
+def test_markdown_text_shows_as_it_arrives_and_is_rendered_when_its_block_ends(
+    terminal_size: None,
+) -> None:
+    """A long list used to show nothing until it was complete: its lines show raw as they
+    stream, and are replaced by their rendering once the block ends."""
+    out = FakeTerminal()
+    renderer = Renderer(out, io.StringIO(), {})
+    renderer.handle({**TEXT, "delta": "- one\n- tw"})
+    assert screen_of(out.getvalue()) == ["- one", "- tw"]  # the unfinished block, raw
+    renderer.handle({**TEXT, "delta": "o\n\nDone"})
+    assert screen_of(out.getvalue()) == [" • one", " • two", "Done"]  # rendered; "Done" raw
+    renderer.handle(REPLY_END)
+    assert screen_of(out.getvalue()) == [" • one", " • two", "Done"]
+
+
+def test_a_block_too_tall_to_erase_stays_raw(terminal_size: None) -> None:
+    out = FakeTerminal()
+    renderer = Renderer(out, io.StringIO(), {})
+    items = "".join(f"- item {n}\n" for n in range(60))  # taller than the 40-row screen
+    for start in range(0, len(items), 7):
+        renderer.handle({**TEXT, "delta": items[start:start + 7]})
+    renderer.handle({**TEXT, "delta": "\nAfter *it*."})
+    renderer.handle(REPLY_END)
+
+    shown = screen_of(out.getvalue())
+    assert shown[-1] == "After it." and shown[-2] == "- item 59"  # raw, then rendered
+    assert "• item" not in out.getvalue()  # the tall block was never rendered over itself
 
 
 def test_an_mcp_server_that_needs_a_sign_in_says_how() -> None:

@@ -16,9 +16,11 @@ from tiller.context.project import (
     MAX_CONTEXT_BYTES,
     ProjectContext,
     PromptSettings,
+    agent_prompt,
     find_context_files,
 )
 from tiller.context.skills import SkillSource
+from tiller.providers.embedded import SYSTEM_PROMPT as EMBEDDED_PROMPT
 
 pytestmark = pytest.mark.anyio
 
@@ -172,6 +174,26 @@ def test_the_system_prompt_is_base_append_files_skills(tmp_path: Path) -> None:
     assert "- x: X (" in prompt
     off = ProjectContext(tmp_path, None, PromptSettings("BASE", None, context_files=False))
     assert off.files == [] and "Use tabs." not in off.system_prompt()
-    settings = PromptSettings.from_header({"systemPrompt": "B", "contextFiles": False}, "D")
+    settings = PromptSettings.from_header({"systemPrompt": "B", "contextFiles": False})
     assert settings == PromptSettings("B", None, False)
-    assert PromptSettings.from_header({}, "D") == PromptSettings("D", None, True)
+    assert PromptSettings.from_header({"systemPrompt": None}) == PromptSettings(None, None, True)
+
+
+def test_the_embedded_model_gets_its_own_prompt_without_tools_files_or_skills(
+    tmp_path: Path,
+) -> None:
+    """The chat-only model is told of no tools, context files or skills (it has no tools to
+    follow them with); a model with tools gets the built-in agent prompt and all of them."""
+    (tmp_path / ".git").mkdir()
+    write(tmp_path / "AGENTS.md", "Use tabs.")
+    write(tmp_path / ".agents" / "skills" / "x" / "SKILL.md", "---\nname: x\ndescription: X\n---\n")
+    context = ProjectContext(tmp_path, None, PromptSettings(None, "Be brief."))
+
+    chat = context.system_prompt(chat_only=True)
+    assert chat == f"{EMBEDDED_PROMPT}\n\nBe brief."
+    assert "tool" not in chat.lower() and "Use tabs." not in chat and "# Skills" not in chat
+    assert context.prompt_files(chat_only=True) == []
+    agent = context.system_prompt()
+    assert agent.startswith(agent_prompt(tmp_path)) and "Use the tools" in agent
+    assert "Use tabs." in agent and "# Skills" in agent
+    assert [f.path for f in context.prompt_files()] == [tmp_path / "AGENTS.md"]

@@ -16,13 +16,16 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from tiller.providers.base import ModelRequest  # noqa: E402
+from tiller.providers.base import ModelRequest, ToolSpec  # noqa: E402
 from tiller.providers.local import (  # noqa: E402
     INSTALL_HINT,
     LocalProvider,
     bundled_model_path,
+    load_llama,
     plain_chat_messages,
 )
+from tiller.providers.local_tools import parse_tool_calls, tool_grammar  # noqa: E402
+from tiller.tools.builtin import default_tools  # noqa: E402
 from tiller.types import (  # noqa: E402
     AssistantMessage,
     ImageContent,
@@ -70,7 +73,7 @@ async def test_streams_text_from_the_bundled_model(provider: LocalProvider) -> N
     first_run = time.perf_counter() - started
 
     assert final.error_message is None
-    assert provider.model == bundled_model_path().stem
+    assert provider.model == "smollm2"  # the name the session shows, as on its messages
     assert updates and all(u.kind == "text" and u.index == 0 for u in updates)
     assert final.text == "".join(u.delta or "" for u in updates)
     assert final.stop_reason == "length"  # 8 tokens cannot finish a long story
@@ -134,7 +137,7 @@ async def test_missing_model_file_is_an_error_message() -> None:
     updates, final = await collect(provider)
     assert updates == []
     assert final.stop_reason == "error"
-    assert final.model == "tiny-model.Q4"
+    assert final.model == "/nonexistent/models/tiny-model.Q4.gguf"  # as the session names it
     assert final.error_message == (
         "local: model file not found: /nonexistent/models/tiny-model.Q4.gguf"
     )
@@ -171,7 +174,9 @@ async def test_missing_extra_says_how_to_install_it(monkeypatch: pytest.MonkeyPa
     _, final = await collect(LocalProvider())
     assert final.stop_reason == "error"
     assert final.error_message == f"local: llama-cpp-python is not installed: {INSTALL_HINT}"
-    assert "pip install 'tiller[local]'" in final.error_message
+    assert "`make chat` in Tiller's checkout" in final.error_message
+    assert "pip install -e '.[local]'" in final.error_message  # never PyPI's unrelated "tiller"
+    assert "tiller[local]" not in final.error_message
     assert "compiles from source" in final.error_message
 
 
@@ -257,3 +262,42 @@ def test_plain_chat_messages_flatten_what_templates_cannot_render() -> None:
         },
         {"role": "user", "content": "[result of read]\nhello"},
     ]
+
+
+async def test_llama_cpp_takes_the_tool_grammar_and_keeps_to_it() -> None:
+    """The grammar is one llama.cpp accepts and samples by: forced to calls, the real model
+    writes calls of the offered tools whose arguments match their schemas; through the provider
+    (the model's file as one's own, so tools are offered) the stream ends cleanly."""
+    jsonschema = pytest.importorskip("jsonschema")
+    tools = [ToolSpec(t.name, t.description, t.parameters_schema()) for t in default_tools()]
+    schemas = {tool.name: tool.parameters for tool in tools}
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llm = await anyio.to_thread.run_sync(load_llama, bundled_model_path(), {"n_ctx": 2048})
+    try:
+        grammar = llama_cpp.LlamaGrammar.from_string(tool_grammar(tools, required=True),
+                                                     verbose=False)
+        with anyio.fail_after(SAFETY_BOUND):
+            reply = await anyio.to_thread.run_sync(lambda: llm.create_chat_completion(
+                messages=[{"role": "user", "content": "Show me what is in notes.txt"}],
+                grammar=grammar, max_tokens=100, temperature=0.0,
+            ))
+    finally:
+        llm.close()
+    calls = parse_tool_calls(reply["choices"][0]["message"]["content"])
+    assert calls, reply
+    complete = [call for call in calls if call.arguments_error is None]
+    assert complete, calls  # the first call at least fits in 100 tokens
+    for call in complete:
+        assert call.name in schemas
+        jsonschema.validate(call.arguments, schemas[call.name])
+
+    provider = LocalProvider(model=str(bundled_model_path()), n_ctx=2048)
+    try:
+        ls = next(tool for tool in tools if tool.name == "ls")  # a short prompt: this is slow
+        request = ModelRequest(messages=[UserMessage(content="hello")], tools=[ls],
+                               max_tokens=12)
+        _, final = await collect(provider, request)
+    finally:
+        await provider.aclose()
+    assert final.error_message is None and final.stop_reason in ("stop", "length", "toolUse")
+    assert final.model == str(bundled_model_path())

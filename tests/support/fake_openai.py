@@ -16,9 +16,10 @@ are ``loopback.ScriptedServer``'s). The script is strict: a request with no repl
 ``fake_openai`` fixture in conftest.py checks this at teardown.
 
 Replies are built by ``text_reply``, ``tool_call_reply``, ``error_reply``, ``empty_reply``,
-``cut_reply``, ``stall_reply`` and ``sse_reply``. Any reply can be held by a ``gate``: the server
-sends nothing after the request arrives until the gate (a ``threading.Event``) is set. Closing
-the server sets every gate and ``until`` event a handler is waiting on, so nothing hangs.
+``cut_reply``, ``stall_reply``, ``paused_reply`` (part of a text, then a wait) and
+``sse_reply``. Any reply can be held by a ``gate``: the server sends nothing after the request
+arrives until the gate (a ``threading.Event``) is set. Closing the server sets every gate and
+``until`` event a handler is waiting on, so nothing hangs.
 
 Streams look like OpenAI's: ``data: <chunk JSON>`` events separated by blank lines, the first
 delta carrying ``role: "assistant"``, a final chunk with ``finish_reason``, then (when the request
@@ -60,6 +61,7 @@ __all__ = [
     "cut_reply",
     "empty_reply",
     "error_reply",
+    "paused_reply",
     "sse_reply",
     "stall_reply",
     "text_reply",
@@ -91,6 +93,8 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     gate: threading.Event | None = None
     until: threading.Event | None = None
+    pause: tuple[int, threading.Event] | None = None
+    """``(n, event)``: after the first ``n`` events, wait for ``event`` (``paused_reply``)."""
 
     def released_when(self, event: threading.Event) -> Reply:
         """This reply, held until ``event`` is set (same as passing ``gate=event``)."""
@@ -125,6 +129,17 @@ def text_reply(
     tokens; ``cached_tokens`` goes to ``prompt_tokens_details.cached_tokens``."""
     events = [*_text_events(text, chunk_size, reasoning), ({}, finish_reason)]
     return Reply(events=tuple(events), usage=(*usage, cached_tokens), gate=gate)
+
+
+def paused_reply(
+    first: str, rest: str, *, until: threading.Event, chunk_size: int = 4
+) -> Reply:
+    """``text_reply(first + rest)``, stopping after ``first`` (sent in chunks of
+    ``chunk_size``) until ``until`` is set: what a client shows of a reply still streaming."""
+    events = [*_text_events(first, chunk_size, None), *_text_events(rest, chunk_size, None)[1:],
+              ({}, "stop")]
+    sent_first = 1 + len(_pieces(first, chunk_size))
+    return Reply(events=tuple(events), usage=(10, 5, 0), pause=(sent_first, until))
 
 
 def tool_call_reply(
@@ -382,7 +397,12 @@ class _Handler(ScriptedHandler):
         ]
 
     def _frames(self, reply: Reply, request: Mapping[str, Any]) -> Iterator[bytes]:
-        for payload in _render(reply, request):
+        for index, payload in enumerate(_render(reply, request)):
+            if reply.pause is not None and index == reply.pause[0]:
+                fake = self.server.fake
+                assert isinstance(fake, FakeOpenAI)
+                if not fake._wait(reply.pause[1]):
+                    return
             yield f"data: {payload}\n\n".encode()
 
     def _refuse(self, request: Mapping[str, Any]) -> tuple[int, Mapping[str, Any]] | None:

@@ -61,11 +61,14 @@ class Terminal:
     """``tiller chat`` on a pseudo-terminal: ``type`` sends keys, ``expect`` reads the
     output until a marker appears after the previous one (failing at a deadline). The output
     also drives a screen emulator (``screen``, ``expect_screen``: what a person sees; it
-    answers the program's cursor position requests as a terminal does)."""
+    answers the program's cursor position requests as a terminal does). Output is plain
+    (NO_COLOR) unless ``color``."""
 
-    def __init__(self, argv: list[str], cwd: Path, **env_extra: str) -> None:
+    def __init__(self, argv: list[str], cwd: Path, *, color: bool = False,
+                 **env_extra: str) -> None:
         self.master, slave = pty.openpty()
-        env = clean_env(NO_COLOR="1", TERM="xterm", **env_extra)
+        plain = {} if color else {"NO_COLOR": "1"}
+        env = clean_env(TERM="xterm", **plain, **env_extra)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
         self.process = subprocess.Popen(
             [sys.executable, "-c", CONTROLLING_TERMINAL, *argv], stdin=slave, stdout=slave,

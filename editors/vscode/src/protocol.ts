@@ -428,6 +428,7 @@ export interface GetStateResult {
   checkpoints?: CheckpointsInfo;
   plan: PlanItem[];
   sandbox?: SandboxState;
+  notice?: string;
 }
 
 export type Id = number | string;
@@ -455,6 +456,11 @@ export interface InitializeResult {
   serverInfo: ServerInfo;
   protocolVersion: number;
   capabilities: Record<string, unknown>;
+  /**
+   * a line to show the user about the server's default model before the first prompt (the embedded
+   * model is chat only)
+   */
+  notice?: string;
 }
 
 export interface McpListResult {

@@ -1,8 +1,10 @@
 """Compaction: when the context outgrows the model's window, summarize the older part.
 
 ``compact`` asks the model for a summary of everything before a cut point and replaces those
-messages, in place, with one user message carrying the summary. The cut never separates an
-assistant's tool calls from their results: the kept part starts at a user or assistant message.
+messages, in place, with one user message carrying the summary, unless that message would be no
+shorter than what it replaces: a compaction never makes the context bigger. The cut never
+separates an assistant's tool calls from their results: the kept part starts at a user or
+assistant message.
 Token counts are estimates (~4 characters per token). ``with_compaction`` wraps a run's model
 call: it compacts before a call once the context nears the window, and once more when the provider
 says the context overflowed; ``run_compaction`` is one compaction between its two events.
@@ -157,7 +159,8 @@ async def compact(
 ) -> CompactionOutcome | str:
     """Summarize and replace the older part of ``messages`` in place.
 
-    Returns the outcome, or a string saying why nothing was compacted."""
+    Returns the outcome, or a string saying why nothing was compacted (also when the summary
+    would be no shorter than the messages it replaces)."""
     cut = find_cut(messages, settings.keep_recent_tokens)
     if cut is None:
         cut = next((i for i in range(len(messages) - 1, 0, -1)
@@ -168,7 +171,12 @@ async def compact(
     summary, error = await summarize(stream, messages[:cut], instructions)
     if summary is None:
         return f"compaction failed: {error}"
-    messages[:cut] = [UserMessage(content=SUMMARY_PREFIX + summary)]
+    replacement = UserMessage(content=SUMMARY_PREFIX + summary)
+    replaced, kept = estimate_tokens(messages[:cut]), estimate_tokens([replacement])
+    if kept >= replaced:
+        return (f"nothing to compact: the summary ({kept:,} tokens) would be no shorter than "
+                f"the {replaced:,} tokens of conversation it replaces")
+    messages[:cut] = [replacement]
     return CompactionOutcome(summary, cut, before, estimate_tokens(messages))
 
 

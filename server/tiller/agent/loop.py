@@ -1,4 +1,4 @@
-"""The two-level agent loop of loop-semantics.md, as one function with injected model call and emit.
+"""The two-level agent loop of docs/loop.md, as one function with injected model call and emit.
 
 ``run_agent_loop`` owns no state beyond one run: the caller (``Agent``) hands it the context to
 extend, the settings, the model call (already wrapped for retry, compaction and pricing, see

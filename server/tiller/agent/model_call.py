@@ -18,7 +18,7 @@ import anyio
 
 from tiller.agent.abort import AbortSignal
 from tiller.modes import ThinkingLevel
-from tiller.providers.base import ModelInfo, ModelRequest, StreamItem, ToolSpec
+from tiller.providers.base import ModelInfo, ModelRequest, StreamItem, ToolSpec, estimated_usage
 from tiller.tools.base import Tool
 from tiller.types import (
     AgentEvent,
@@ -175,9 +175,19 @@ async def stream_once(
                 await _aclose(stream)
     if final is None:
         if abort.aborted:
-            return partial.snapshot("aborted", "the run was aborted")
+            return _aborted(partial, request)
         final = partial.snapshot("error", "the provider ended without a message")
     return final
+
+
+def _aborted(partial: _PartialMessage, request: ModelRequest) -> AssistantMessage:
+    """The message an abort cut short. Providers report usage at the end, which never came:
+    when the model had begun to answer, the usage is estimated from the request and what
+    streamed (``estimated: true``), so an aborted run does not show 0 tokens."""
+    message = partial.snapshot("aborted", "the run was aborted")
+    if partial.blocks:
+        message.usage = estimated_usage(request, message)
+    return message
 
 
 async def _aclose(stream: AsyncIterator[StreamItem]) -> None:

@@ -9,7 +9,9 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
 
 * interactive (stdin is a terminal, no ``-p``): ``> `` reads lines. A line typed while the agent
   runs steers it (agent/steer); a line starting with ``>>`` is queued for after it
-  (agent/followUp); Ctrl-C aborts the run. At the prompt, Ctrl-C, Ctrl-D or ``/quit`` exits.
+  (agent/followUp); Ctrl-C aborts the run. At the prompt, Ctrl-C clears the line and says how
+  to quit: a second Ctrl-C in a row, Ctrl-D or ``/quit``. A mistyped ``/name`` is reported
+  with the closest commands, not sent.
   It declares the ``permissions`` capability, so the server's default mode is ``ask``: a tool
   call that needs permission shows its preview and waits for the next typed line (y/a/n/v).
   ``--resume [ID]`` loads a saved session (the workspace's latest) and shows its history first.
@@ -20,7 +22,8 @@ the screen. ``tiller run`` is the one-shot mode alone, for scripts. Modes:
   after a y/N confirmation (tiller.chat.checkpoints); ``/help``, ``/model``, ``/mode``... are
   ``tiller.chat.slash``'s. The status line and activity line are ``tiller.chat.status``'s.
 * one-shot (``-p PROMPT``, or a prompt piped on stdin): one run; the exit status says how it
-  ended: 0 stop/toolUse/length, 1 error/aborted/maxTurns, 2 configuration error (no API key...).
+  ended: 0 stop/toolUse, 1 error/aborted/maxTurns/maxTokens/length (a reply cut at the output
+  limit is incomplete), 2 configuration error (no API key...).
   Nobody can be asked, so the server's default mode is ``auto``.
 * ``--json`` (one-shot only): each event's params as one JSON line, then ``{"type": "result"}``.
 
@@ -57,7 +60,7 @@ from tiller.chat.complete import CommandNames, terminal_lines
 from tiller.chat.connection import Connection, ServerExited
 from tiller.chat.input import input_lines
 from tiller.chat.render import (
-    OK_STOPS,
+    COMPLETE_STOPS,
     JsonRenderer,
     Lines,
     PermissionPrompt,
@@ -87,9 +90,10 @@ class OneShot:
 
     async def run(self, text: str) -> int:
         with self.scope:
+            self.sink.run_starting(prompt=True)
             result = await self.connection.run("agent/prompt", {"message": text})
             self.sink.result(result)
-            return EXIT_OK if result["stopReason"] in OK_STOPS else EXIT_FAILED
+            return EXIT_OK if result["stopReason"] in COMPLETE_STOPS else EXIT_FAILED
         return EXIT_INTERRUPTED
 
     async def interrupt(self) -> None:
@@ -122,6 +126,8 @@ class Repl:
         self.queue_lock = anyio.Lock()  # orders queueing against "is anything left over?"
         self.failure: Exception | None = None
         self.scope = anyio.CancelScope()
+        self.quit_armed = False  # a Ctrl-C at the prompt: the next one in a row quits
+        self.resumable = True  # sessions are saved: --resume can pick this one up
 
     async def run(self, first: str | None) -> int:
         with self.scope:
@@ -139,10 +145,18 @@ class Repl:
         return EXIT_OK
 
     async def interrupt(self) -> None:
-        """Ctrl-C: abort the run (rejecting the question asked, if any); at the prompt (or a
-        second time) quit."""
-        if self.running is None or self.aborting:
+        """Ctrl-C: abort the run (rejecting the question asked, if any), and a second one
+        quits; at the prompt the first clears the line and says how to quit, the second in a
+        row quits."""
+        if self.aborting or (self.running is None and self.quit_armed):
             self.scope.cancel()
+            return
+        if self.running is None:
+            self.quit_armed = True
+            resume = "; `tiller chat --resume` picks this session up again" if self.resumable \
+                else ""
+            self.renderer.notice(f"(Ctrl-C again, Ctrl-D or /quit to quit{resume})")
+            self.renderer.prompt()
             return
         self.aborting = True
         rejected = "rejected; " if self.permissions.interrupt() else ""
@@ -174,6 +188,7 @@ class Repl:
     async def _handle(self, tg: TaskGroup, line: str) -> bool:
         """One typed line; False to quit."""
         self.renderer.input_received()
+        self.quit_armed = False
         text = line.strip()
         if text in QUIT_COMMANDS:
             if self.running is not None:
@@ -184,6 +199,10 @@ class Repl:
         if self.slash is not None and await self.slash.handle(
             text, self.running is not None, lambda: self._start(tg, "", "agent/continue")
         ):
+            return True
+        if self.slash is not None and await self.slash.unknown(text):
+            if self.running is None:
+                self.renderer.prompt()
             return True
         async with self.queue_lock:
             if self.running is None:
@@ -215,8 +234,10 @@ class Repl:
 
     async def _run(self, text: str, method: str) -> None:
         try:
+            self.renderer.run_starting(prompt=method == "agent/prompt")
             await self.connection.run(method, {"message": text} if text else None)
             while await self._left_over():
+                self.renderer.run_starting(prompt=False)
                 await self.connection.run("agent/continue")
         except RpcError as exc:
             self.renderer.error(exc.message)
@@ -288,6 +309,10 @@ async def converse(options: argparse.Namespace, one_shot: str | None) -> int:
                     assert isinstance(sink, Renderer)
                     return await _interactive(connection, sink, signals, options, names)
                 await connection.start_session(resume=options.resume, cwd=workspace(options))
+                if isinstance(sink, Renderer):  # on stderr: the answer alone goes to stdout
+                    notice = (await connection.call("agent/getState")).get("notice")
+                    if notice:
+                        sink.notice(f"ⓘ {notice}")
                 once = OneShot(connection, sink)
                 return await _interruptible(once, signals, once.run(one_shot))
             except RpcError as exc:
@@ -312,13 +337,17 @@ async def _interactive(
         ask=True, resume=options.resume, cwd=workspace(options)
     )
     if loaded is not None:
+        renderer.status.switched(loaded.get("messages") or [])
         renderer.resumed(loaded)
     if notice := sandbox_notice(connection.initialized):
         renderer.notice(notice)
     await connection.call("mcp/list")  # starts the MCP servers: their mcp_status is shown
     names.set_from((await connection.call("commands/list"))["commands"])
     renderer.status.set_models((await connection.call("models/list"))["models"])
-    renderer.status.set_state(await connection.call("agent/getState"))
+    state = await connection.call("agent/getState")
+    renderer.status.set_state(state)
+    if state.get("notice"):  # the embedded model: chat only
+        renderer.notice(f"ⓘ {state['notice']}")
     history = history_file(options, os.environ)
     reader = (
         input_lines(names, renderer, history) if sys.stdin.isatty() and sys.stdout.isatty()
@@ -328,6 +357,7 @@ async def _interactive(
         if renderer.live:
             tg.start_soon(_tick, renderer)
         repl = Repl(connection, renderer, lines, permissions)
+        repl.resumable = not options.no_session
         repl.slash = SlashCommands(connection, renderer, names, workspace(options))
         try:
             status = await _interruptible(repl, signals, repl.run(options.prompt))

@@ -23,7 +23,7 @@ interactive keys:
   a line while the agent works   steer it (delivered after the running tools)
   a line ending with \\           continue the message on the next line
   >> a line                      queue it as a follow-up, for when the agent would stop
-  Ctrl-C                         abort the run; at the prompt, quit
+  Ctrl-C                         abort the run; at the prompt, clear the line (twice: quit)
   y, a, n or v at "Allow?"       allow the tool call once or always, reject it once or always
   /help                          the chat's commands and the session's
   /model, /mode, /thinking       show or switch the model, permission mode, reasoning effort
@@ -33,7 +33,8 @@ interactive keys:
   /undo                          put back what the last run changed (asks first)
   Ctrl-D or /quit                quit
 
-exit status with -p: 0 stop/toolUse/length, 1 error/aborted/turn limit, 2 configuration error"""
+exit status with -p: 0 the reply is complete (stop, toolUse); 1 an error, an abort, a turn or
+token limit, or a reply cut at the output token limit (length); 2 a configuration error"""
 
 
 RUN_DESCRIPTION = (
@@ -49,26 +50,29 @@ def build_parser(run: bool = False) -> argparse.ArgumentParser:
         prog="tiller run" if run else "tiller chat",
         description=RUN_DESCRIPTION if run else "Chat with the Tiller agent in a terminal. With "
         "stdin not a terminal and no -p, stdin (after PROMPT, if given) is the prompt of one run.",
-        epilog=EPILOG.split("\n\n")[-1] if run else EPILOG,
+        epilog=EPILOG.split("\n\n")[-1].replace(" with -p:", ":") if run else EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
     add("prompt", nargs="?", metavar="PROMPT", help="the first message")
     add("-p", "--print", dest="once", metavar="PROMPT", help="run PROMPT once, print, exit")
-    add("--json", action="store_true", help="with -p or piped stdin: events as JSON lines")
+    add("--json", action="store_true",
+        help="events as JSON lines" if run else "with -p or piped stdin: events as JSON lines")
     add("--resume", nargs="?", const="", metavar="SESSION_ID",
         help="continue a saved session: SESSION_ID, or the workspace's latest")
-    add("--history-file", help="typed lines, for Up/Down across chats (default: "
-        "$XDG_DATA_HOME/tiller/chat_history)")
+    if not run:  # typed lines: interactive only
+        add("--history-file", help="typed lines, for Up/Down across chats (default: "
+            "$XDG_DATA_HOME/tiller/chat_history)")
     server = parser.add_argument_group("server options (passed to tiller)").add_argument
     server("--provider", help=provider_help(os.environ))
-    server("--model", help="model name")
+    server("--model", help="model name (for --provider local: a GGUF file's path)")
     server("--base-url", help="provider base URL, e.g. a local server's")
     server("--cwd", help="workspace root (default: the current directory)")
     server("--config", help="config file (default: $XDG_CONFIG_HOME/tiller/config.toml)")
     server("--thinking", choices=THINKING_LEVELS, help="reasoning effort (default: off)")
     server("--permission-mode", choices=PERMISSION_MODES,
-           help="default: ask when interactive, auto with -p or piped stdin")
+           help="default: auto" if run else
+           "default: ask when interactive, auto with -p or piped stdin")
     server("--sandbox", choices=SANDBOX_MODES,
            help="where commands run: workspace-write (default), read-only, off, required")
     server("--max-turns", type=int, help="per-run limit on model calls (default 50)")
@@ -81,7 +85,7 @@ def build_parser(run: bool = False) -> argparse.ArgumentParser:
 
 def history_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
     """Where typed lines are kept between chats: ``--history-file``, else in the data dir."""
-    if options.history_file:
+    if getattr(options, "history_file", None):
         return Path(options.history_file).expanduser().resolve()
     return default_session_dir(env).parent / "chat_history"
 

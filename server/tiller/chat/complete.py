@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import threading
@@ -39,6 +40,16 @@ class CommandNames:
         """An ``agent/event``'s params: a ``commands_changed`` replaces the names."""
         if event.get("type") == "commands_changed":
             self.set_from(event.get("commands") or [])
+
+    def known(self, name: str) -> bool:
+        return name in self.names or name in self.local
+
+    def closest(self, name: str, most: int = 3) -> list[str]:
+        """The known names most like ``name`` (a typo's, or ones it starts): at most ``most``."""
+        every = sorted({*self.names, *self.local})
+        found = [n for n in every if n.startswith(name) or name.startswith(n)]
+        found += difflib.get_close_matches(name, every, n=most, cutoff=0.6)
+        return list(dict.fromkeys(found))[:most]
 
     def matches(self, line: str, word: str) -> list[str]:
         """Completions of ``word`` in ``line``: ``/name``s when the word is the line's first

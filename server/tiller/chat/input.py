@@ -7,8 +7,10 @@ While it reads, everything the ``Renderer`` writes is printed *above* the input 
 (``patch_stdout``); a streamed line not finished yet and the activity line are drawn with the
 input line (``tiller.chat.status.InputArea``), so what is typed never lands inside the
 transcript, and the transcript never inside what is typed. An accepted line is put in the
-transcript as ``prompt + text``. Ctrl-C clears the line and raises SIGINT, as the terminal does
-when not in raw mode; Ctrl-D on an empty line is the end of input (None).
+transcript as ``prompt + text``. The status line is drawn above the prompt while a prompt is
+awaited, never printed. Ctrl-C clears the line and raises SIGINT, as the terminal does when not
+in raw mode (the chat decides what it means); Ctrl-D on an empty line is the end of input
+(None).
 """
 
 from __future__ import annotations
@@ -43,8 +45,7 @@ __all__ = ["input_lines"]
 
 
 def _message(area: InputArea) -> ANSI:
-    above = [line for line in (area.partial, area.activity) if line]
-    return ANSI("\n".join([*above, area.prompt]))
+    return ANSI("\n".join([*area.lines(), area.prompt]))
 
 
 class _Commands(Completer):
@@ -120,6 +121,7 @@ async def _read(
             except (EOFError, KeyboardInterrupt):
                 send.send_nowait(None)
                 return
+            area.status = ""  # the next prompt shows it again, when it is current
             renderer.out.write(area.prompt + text.replace("\n", "\n  ") + "\n")
             renderer.out.flush()
             send.send_nowait(text)

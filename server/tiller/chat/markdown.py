@@ -2,7 +2,9 @@
 
 ``MarkdownBlocks`` takes a reply's streamed text and gives back its finished blocks (a block
 ends at a blank line outside a code fence), each rendered by ``render``: headings, lists, code
-blocks, emphasis, as ANSI text ending with a newline. ``diff_style`` names the style of a
+blocks, emphasis, as ANSI text ending with a newline; what is not finished yet is its
+``pending`` text, which the renderer shows raw meanwhile (``screen_rows`` says how many rows
+of the terminal that takes, to erase it). ``diff_style`` names the style of a
 unified diff's line. Plain output (not a terminal, or NO_COLOR) uses neither.
 """
 
@@ -13,7 +15,7 @@ import io
 from rich.console import Console
 from rich.markdown import Markdown
 
-__all__ = ["MarkdownBlocks", "diff_style", "render"]
+__all__ = ["MarkdownBlocks", "diff_style", "render", "screen_rows"]
 
 FENCES = ("```", "~~~")
 
@@ -80,3 +82,10 @@ def diff_style(line: str) -> tuple[str, ...]:
     if line.startswith("@@"):
         return ("cyan",)
     return {"+": ("green",), "-": ("red",)}.get(line[:1], ())
+
+
+def screen_rows(text: str, columns: int) -> int:
+    """The terminal rows ``text`` fills, written from the start of a row, the cursor's row
+    included (after a final newline, the empty row it moved to)."""
+    columns = max(columns, 1)
+    return sum(max(1, -(-len(line) // columns)) for line in text.split("\n"))

@@ -18,16 +18,23 @@ from typing import Any, TextIO
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from tiller.chat.markdown import MarkdownBlocks, diff_style
+from tiller.chat.markdown import MarkdownBlocks, diff_style, screen_rows
 from tiller.chat.status import InputArea, Status, money, remembered, text_of, tool_line
 from tiller.protocol.sandbox import describe_use
 
-__all__ = ["OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer", "Style"]
+__all__ = [
+    "COMPLETE_STOPS", "OK_STOPS", "Event", "JsonRenderer", "Lines", "PermissionPrompt", "Renderer",
+    "Style",
+]
 
 Event = dict[str, Any]
 Lines = MemoryObjectReceiveStream[str | None]
 OK_STOPS = frozenset({"stop", "toolUse", "length"})
-STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit"}
+"""Runs shown as no failure (a cut reply gets a warning instead)."""
+COMPLETE_STOPS = frozenset({"stop", "toolUse"})
+"""Runs whose reply is complete: a one-shot run exits 0 for these only."""
+STOP_LABELS = {"error": "error", "aborted": "aborted", "maxTurns": "stopped at the turn limit",
+               "maxTokens": "stopped at the per-run token limit"}
 RESULT_LINES = 6  # lines of a tool's result shown under its ✓/✗ line
 ARGS_CHARS = 200  # longest tool-argument JSON shown on a ⚙ line
 DIFF_LINES = 80  # lines of a permission question's diff shown before "… N more lines"
@@ -63,10 +70,14 @@ class Renderer:
         self.style, self.err_style = Style(out, env), Style(err, env)
         self.live = out.isatty() and env.get("TERM") != "dumb"
         self.markdown = MarkdownBlocks(_columns() - 1) if self.style.enabled else None
+        self.preview = ""  # the unfinished Markdown block as shown raw below the transcript
+        self.preview_raw = False  # that block stays as shown (raw): its rendering is skipped
         self.block: str | None = None  # "text" or "thinking" while one streams
         self.at_line_start, self.status_shown = True, False
         self.prompt_open = False  # "> " or a question waits for a typed line
         self.status = Status()
+        self.printed_status = ""  # the status line last printed (without an input line)
+        self.prompt_unseen = False  # the run's first user message is the typed prompt
         self.area: InputArea | None = None  # the input line (tiller.chat.input) while it reads
 
     def handle(self, event: Event) -> None:
@@ -90,9 +101,14 @@ class Renderer:
         """Nothing to add: ``agent_end`` was rendered already."""
 
     def prompt(self) -> None:
-        """The status line, then ``> `` waiting for a typed line."""
-        if line := self.status.line():
+        """The status line, then ``> `` waiting for a typed line. With an input line the
+        status line is drawn above it; else it is printed when it changed since last time."""
+        line = self.status.line()
+        if self.area is not None:
+            self.area.status = self.err_style(line, "dim") if line else ""
+        elif line and line != self.printed_status:
             self._report(line, "dim")
+            self.printed_status = line
         self._ask(self.style("> ", "bold"))
 
     def continuation(self) -> None:
@@ -105,6 +121,8 @@ class Renderer:
     def input_received(self) -> None:
         """The person pressed Enter: the terminal's cursor is at the start of a line."""
         self.at_line_start, self.prompt_open = True, False
+        if self.area is not None:
+            self.area.status = ""
         self._ask(self.style("> ", "bold"), typed=False)
 
     def notice(self, text: str) -> None:
@@ -221,21 +239,90 @@ class Renderer:
         if self.block != kind:
             self._end_block()
             self.block = kind
-        if kind == "text" and self.markdown is not None:  # rendered a finished block at a time
-            for block in self.markdown.feed(delta):
-                self._write(block, block)
+        if kind == "text" and self.markdown is not None:
+            self._stream_markdown(self.markdown, delta)
             return
         self._write(self.style(delta, "dim") if kind == "thinking" else delta, delta)
 
+    # ------------------------------------------------------------------ Markdown, streamed
+
+    def _stream_markdown(self, markdown: MarkdownBlocks, delta: str) -> None:
+        """Show text as it arrives, raw, and each Markdown block rendered once it is finished:
+        the raw block is then replaced by its rendering (on the input area, or erased on the
+        terminal). A raw block too tall to erase, or one other output had to follow, stays as
+        shown (``preview_raw``)."""
+        if self.preview_raw:
+            self._write(delta, delta)
+            if markdown.feed(delta):  # the raw block (and any after it in this delta) ended
+                self.preview_raw = False
+                self.preview = markdown.pending  # on screen already, from a line's start
+            return
+        blocks = markdown.feed(delta)
+        if blocks:
+            self._drop_preview()
+            for block in blocks:
+                self._write(block, block)
+        self._show_preview(markdown.pending)
+
+    def _show_preview(self, pending: str) -> None:
+        if self.area is not None:  # drawn with the input line, never in the transcript
+            lines = pending.split("\n")
+            self.area.partial = "\n".join(lines[-max(_rows() - 8, 3):])
+            self.area.invalidate()
+            self.preview = pending
+            return
+        shown, self.preview = self.preview, pending
+        self._write(pending[len(shown):] if pending.startswith(shown) else pending, pending)
+        if screen_rows(pending, _columns()) > _rows() - 2:  # could not be erased: keep it
+            self.preview_raw, self.preview = True, ""
+
+    def _drop_preview(self) -> None:
+        """Take the raw block off the screen, before its rendering is written."""
+        preview, self.preview = self.preview, ""
+        if self.area is not None:
+            self.area.partial = ""
+            self.area.invalidate()
+            return
+        if preview:
+            self._clear_status()
+            up = screen_rows(preview, _columns()) - 1
+            self.out.write("\r" + (f"\x1b[{up}A" if up else "") + "\x1b[J")
+            self.at_line_start = True
+
+    def _keep_preview(self) -> None:
+        """Other output must follow the raw block on the terminal: it stays as shown."""
+        if self.preview and self.area is None:
+            self.preview_raw, self.preview = True, ""
+
     def _end_block(self) -> None:
-        for block in self.markdown.flush() if self.markdown is not None else []:
-            self._write(block, block)
+        if self.markdown is not None:
+            blocks = self.markdown.flush()
+            if self.preview_raw:
+                self.preview_raw, blocks = False, []
+            self._drop_preview()
+            for block in blocks:
+                self._write(block, block)
         self._end_line()
 
+    def run_starting(self, prompt: bool) -> None:
+        """A run is about to start: with ``prompt`` its first user message is the typed prompt
+        (shown already); every other user message of it is one queued before (steering, a
+        follow-up), which ``message_end`` marks as delivered."""
+        self.prompt_unseen = prompt
+
     def _on_message_end(self, event: Event) -> None:
-        if event.get("message", {}).get("role") == "assistant":
+        message = event.get("message") or {}
+        if message.get("role") == "assistant":
             self._end_block()
             self.block = None
+        elif message.get("role") == "user":
+            if self.prompt_unseen:
+                self.prompt_unseen = False
+                return
+            lines = text_of({"content": message.get("content")}).strip().splitlines() or [""]
+            more = " …" if len(lines) > 1 else ""
+            self._line(self.style("↪ delivered: ", "dim") +
+                       _clip(lines[0], _columns() - 16) + more)
 
     def _on_tool_execution_start(self, event: Event) -> None:
         self._line(self._tool_call(str(event["toolName"]), event.get("args") or {}))
@@ -291,7 +378,9 @@ class Renderer:
             line += f" · {usage['cacheReadTokens']:,} cached"
         if usage.get("cost"):
             line += f" · {money(usage['cost'])}"
-        line += " (estimated: the server reported no usage)" if usage.get("estimated") else ""
+        if usage.get("estimated"):
+            line += (" (estimated: the reply was cut short)" if reason == "aborted"
+                     else " (estimated: the server reported no usage)")
         self._report(line, "dim")
 
     # ------------------------------------------------------------------ writing
@@ -312,6 +401,7 @@ class Renderer:
             self.at_line_start = plain.endswith("\n")
 
     def _line(self, styled: str) -> None:
+        self._keep_preview()
         self._end_line()
         self._write(styled + "\n", "\n")
 
@@ -341,6 +431,7 @@ class Renderer:
 
     def _report(self, text: str, *styles: str) -> None:
         self._clear_status()
+        self._keep_preview()
         self._end_line()
         self.err.write(self.err_style(text, *styles) + "\n")
         self.err.flush()
@@ -354,6 +445,9 @@ class JsonRenderer:
 
     def handle(self, event: Event) -> None:
         self._emit(event)
+
+    def run_starting(self, prompt: bool) -> None:
+        """Nothing to do: every event is printed as it is."""
 
     def result(self, fields: Mapping[str, Any]) -> None:
         self._emit({"type": "result", **fields})
@@ -455,3 +549,6 @@ def _clip(text: str, width: int) -> str:
 def _columns() -> int:
     return shutil.get_terminal_size((100, 24)).columns
 
+
+def _rows() -> int:
+    return shutil.get_terminal_size((100, 24)).lines

@@ -4,12 +4,14 @@ requests to the server.
 
 ``SlashCommands.handle`` takes a typed line when it is one of them (the server's own commands,
 ``/name`` templates and skills, are sent as prompts by the chat, and ``/changes``, ``/undo`` are
-``tiller.chat.checkpoints``'). ``/continue`` with no argument asks the chat to run
+``tiller.chat.checkpoints``'); ``unknown`` reports a ``/name`` that is none of these, which is
+then not sent. ``/continue`` with no argument asks the chat to run
 ``agent/continue`` through ``start_continue``: the chat owns runs.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +39,8 @@ LOCAL_COMMANDS: Mapping[str, str] = {
     "quit": "leave (Ctrl-D too)",
 }
 """The chat's own commands and what they do, as ``/help`` lists them."""
+COMMAND_WORD = re.compile(r"/(?P<name>[A-Za-z][\w.:-]*)(?:\s|$)")
+"""A line that starts with a command's name (not a path: no second ``/``)."""
 HANDLED_HERE = frozenset(
     {"help", "model", "mode", "thinking", "compact", "new", "sessions", "continue", "login",
      "logout"}
@@ -68,6 +72,23 @@ class SlashCommands:
             self.renderer.error(exc.message)
         if not running:
             self.renderer.prompt()
+        return True
+
+    async def unknown(self, text: str) -> bool:
+        """Report ``text`` if it is a ``/name`` that names no command (the chat's or the
+        session's, asked afresh: a template may have just been added), with the closest
+        known ones; True if so: it is not sent. A path (``/usr/bin/env ...``) is no name."""
+        match = COMMAND_WORD.match(text)
+        if match is None or self.names.known(match["name"]):
+            return False
+        self.names.set_from((await self.connection.call("commands/list"))["commands"])
+        name = match["name"]
+        if self.names.known(name):
+            return False
+        closest = self.names.closest(name)
+        hint = f"; did you mean {' or '.join('/' + n for n in closest)}?" if closest else ""
+        self.renderer.error(f"unknown command /{name}{hint} (not sent; /help lists the "
+                            "commands)")
         return True
 
     async def _help(self, _argument: str) -> None:
@@ -104,6 +125,9 @@ class SlashCommands:
         self.renderer.notice(f"model: {switched['provider']}/{switched['model']}")
         if switched.get("notice"):
             self.renderer.notice(f"⚠ {switched['notice']}")
+        chat_only = (await self.connection.call("agent/getState")).get("notice")
+        if chat_only:  # the embedded model (agent/getState's notice)
+            self.renderer.notice(f"ⓘ {chat_only}")
 
     async def _mode(self, argument: str) -> None:
         if not argument:
@@ -127,9 +151,9 @@ class SlashCommands:
 
     async def _compact(self, argument: str) -> None:
         params = {"instructions": argument} if argument else {}
-        result = await self.connection.call("agent/compact", params)
-        if not result.get("compacted"):
-            self.renderer.notice("nothing to compact")
+        await self.connection.call("agent/compact", params)
+        await self.connection.caught_up(len(self.connection.client.received))  # its events
+        # (compaction_start and _end, tiller.chat.status) have said how it went
 
     async def _login(self, argument: str) -> None:
         """The sign-in URL comes as an ``mcp_status`` event (the renderer prints it)."""
@@ -146,6 +170,7 @@ class SlashCommands:
 
     async def _new(self, _argument: str) -> None:
         created = await self._switch("session/new", {"cwd": self.cwd})
+        self.renderer.status.switched()
         self.renderer.notice(f"new session {created['sessionId']}")
 
     async def _switch(self, method: str, params: dict[str, Any]) -> Any:
@@ -176,4 +201,6 @@ class SlashCommands:
             self.renderer.error(f"/continue {argument}: " + (
                 "no such saved session (see /sessions)" if not found else "ambiguous"))
             return
-        self.renderer.resumed(await self._switch("session/load", {"sessionId": found[0]}))
+        loaded = await self._switch("session/load", {"sessionId": found[0]})
+        self.renderer.status.switched(loaded.get("messages") or [])
+        self.renderer.resumed(loaded)

@@ -42,6 +42,16 @@ class Status:
     def set_state(self, state: Mapping[str, Any]) -> None:
         self.state = dict(state)
 
+    def switched(self, messages: Iterable[Mapping[str, Any]] = ()) -> None:
+        """The chat moved to another session (new: no ``messages``; loaded: its messages): the
+        context use is that session's, from its last assistant message's usage."""
+        self.context_tokens = 0
+        for message in messages:
+            usage = message.get("usage") or {}
+            if message.get("role") == "assistant" and usage.get("inputTokens"):
+                self.context_tokens = int(usage["inputTokens"]) + int(
+                    usage.get("cacheReadTokens", 0))
+
     def observe(self, event: Mapping[str, Any]) -> None:
         kind = event.get("type")
         now = self.clock()
@@ -119,8 +129,10 @@ class Status:
             return (f"⟳ compacting the context ({event.get('reason')}, "
                     f"{int(event.get('tokensBefore', 0)):,} tokens)…")
         if kind == "compaction_end":
-            if event.get("errorMessage"):
-                return f"⟳ compaction failed: {event['errorMessage']}"
+            error = event.get("errorMessage")
+            if error:
+                return f"⟳ {error}" if error.startswith("nothing to compact") else (
+                    f"⟳ compaction failed: {error}")
             return (f"⟳ compacted: {int(event.get('tokensBefore', 0)):,} → "
                     f"{int(event.get('tokensAfter') or 0):,} tokens, "
                     f"{event.get('removedCount', 0)} messages summarized")
@@ -188,11 +200,17 @@ def text_of(result: Any) -> str:
 
 
 class InputArea:
-    """What is drawn with the input line (tiller.chat.input), above it: the streamed line not
-    finished yet (``partial``) and the activity line (``activity``); then ``prompt`` (``> ``,
-    ``… `` or a question). Changes show at the next ``invalidate()``."""
+    """What is drawn with the input line (tiller.chat.input), above it: the streamed text not
+    finished yet (``partial``: a line, or a Markdown block), the activity line (``activity``)
+    and, while the chat waits for a prompt, the status line (``status``: drawn, never printed
+    into the transcript); then ``prompt`` (``> ``, ``… `` or a question). Changes show at the
+    next ``invalidate()``."""
 
     def __init__(self, invalidate: Callable[[], None] = lambda: None) -> None:
-        self.partial = self.activity = ""
+        self.partial = self.activity = self.status = ""
         self.prompt = "> "
         self.invalidate = invalidate
+
+    def lines(self) -> list[str]:
+        """What is drawn above the prompt, top to bottom."""
+        return [line for line in (self.partial, self.activity, self.status) if line]

@@ -8,9 +8,12 @@ Each is read confined to its root (tiller.context.confined): the config dir for 
 git root for the others, or without a git root the file's own folder. One that leads out of it
 is left out and listed in ``refused`` with the reason, as are templates and skills.
 
-The system prompt is: the base prompt (the built-in one, or ``session/new {systemPrompt}``),
-``appendSystemPrompt``, the context files, the skills (tiller.context.skills). ``ProjectContext``
-holds all of it for one session and refreshes its commands between prompts.
+The system prompt is: the base prompt (the built-in one, ``agent_prompt``, or
+``session/new {systemPrompt}``), ``appendSystemPrompt``, the context files, the skills
+(tiller.context.skills). The embedded chat-only model (``tiller.providers.embedded``) gets its
+own base prompt instead of the built-in one, and neither context files nor skills: it has no
+tools to follow them with. ``ProjectContext`` holds all of it for one session and refreshes its
+commands between prompts.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from tiller.context.commands import Command, CommandCatalog, CommandSource, TemplateSource
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined
 from tiller.context.skills import SkillSource, skills_prompt
+from tiller.providers.embedded import SYSTEM_PROMPT as EMBEDDED_PROMPT
 from tiller.types import TextContent, UserContent
 
 __all__ = [
@@ -30,6 +34,7 @@ __all__ = [
     "ContextFile",
     "ProjectContext",
     "PromptSettings",
+    "agent_prompt",
     "find_context_files",
     "load_context_files",
     "read_context_file",
@@ -116,11 +121,22 @@ def find_context_files(cwd: Path, user_dir: Path | None) -> list[ContextFile]:
     return load_context_files(cwd, user_dir)[0]
 
 
+def agent_prompt(cwd: Path) -> str:
+    """The built-in base prompt of a session in ``cwd`` (a model with tools)."""
+    return (
+        "You are Tiller, a coding agent working inside the user's editor. "
+        f"The workspace is {cwd}. Use the tools to read files, make precise edits, "
+        "and run commands; prefer small verified steps, and say briefly what you changed."
+    )
+
+
 @dataclass(frozen=True)
 class PromptSettings:
-    """How a session's system prompt is made; saved in its log header so a load rebuilds it."""
+    """How a session's system prompt is made; saved in its log header so a load rebuilds it.
+    ``base`` None is the built-in prompt for the session's model (``agent_prompt``, or the
+    embedded model's own)."""
 
-    base: str
+    base: str | None = None
     append: str | None = None
     context_files: bool = True
 
@@ -129,9 +145,10 @@ class PromptSettings:
                 "contextFiles": self.context_files}
 
     @classmethod
-    def from_header(cls, header: Mapping[str, object], default: str) -> PromptSettings:
+    def from_header(cls, header: Mapping[str, object]) -> PromptSettings:
+        """(A log written before the built-in prompt was left out of it keeps its text.)"""
         base, append = header.get("systemPrompt"), header.get("appendSystemPrompt")
-        return cls(base if isinstance(base, str) and base else default,
+        return cls(base if isinstance(base, str) and base else None,
                    append if isinstance(append, str) else None,
                    header.get("contextFiles") is not False)
 
@@ -145,6 +162,7 @@ class ProjectContext:
         self, cwd: Path, user_dir: Path | None, prompt: PromptSettings,
         extra_sources: Sequence[CommandSource] = (),
     ) -> None:
+        self.cwd = cwd
         self.prompt = prompt
         self.files: list[ContextFile] = []
         self.refused_context: list[RefusedFile] = []
@@ -182,11 +200,20 @@ class ProjectContext:
             return expanded
         return [TextContent(text=expanded) if b is first else b for b in content]
 
-    def system_prompt(self) -> str:
-        """Base, appended text, context files (each under its path), skills."""
-        parts = [self.prompt.base]
+    def prompt_files(self, chat_only: bool = False) -> list[ContextFile]:
+        """The context files in the system prompt (none for the embedded chat-only model)."""
+        return [] if chat_only else self.files
+
+    def system_prompt(self, chat_only: bool = False) -> str:
+        """Base, appended text, context files (each under its path), skills; for the embedded
+        chat-only model (``chat_only``) its own base instead of the built-in one, and the
+        appended text."""
+        builtin = EMBEDDED_PROMPT if chat_only else agent_prompt(self.cwd)
+        parts = [self.prompt.base or builtin]
         if self.prompt.append:
             parts.append(self.prompt.append)
+        if chat_only:
+            return "\n\n".join(parts)
         if self.files:
             parts.append("# Project context\nInstructions from the user's and the project's "
                          "context files, the most specific last; follow them.")

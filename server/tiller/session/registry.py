@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from tiller.checkpoints.checkpoints import forget_session
-from tiller.config import ServerConfig, config_dir, default_system_prompt
+from tiller.config import ServerConfig, config_dir
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
@@ -131,8 +131,8 @@ class SessionRegistry:
         provider = params.provider or config.provider
         chosen = params.model or (config.model if provider == config.provider else None)
         model = chosen or config.default_model(provider)
-        prompt = PromptSettings(params.system_prompt or default_system_prompt(cwd),
-                                params.append_system_prompt, params.context_files)
+        prompt = PromptSettings(params.system_prompt or None, params.append_system_prompt,
+                                params.context_files)
         mcp_servers = parse_server_list(list(params.mcp_servers), f"{params.source}: mcpServers")
         session_id = uuid.uuid4().hex
         if validate:
@@ -229,7 +229,7 @@ class SessionRegistry:
             return self._live[session_id]
         self.unusable.pop(session_id, None)
         cwd, provider, model = saved.settings(self.config)
-        prompt = PromptSettings.from_header(saved.file.header, default_system_prompt(cwd))
+        prompt = PromptSettings.from_header(saved.file.header)
         with quiet_gc():
             session = self._start(saved.log, session_id, cwd, provider, model, prompt)
             session.restore(state)

@@ -52,6 +52,7 @@ from tiller.procs import ProcessScope
 from tiller.protocol.checkpoints import ChangesResult, RevertResult
 from tiller.providers.base import ModelInfo, Provider
 from tiller.providers.directory import ModelDirectory
+from tiller.providers.embedded import CHAT_ONLY_NOTICE, is_chat_only
 from tiller.providers.levels import EffectiveLevel
 from tiller.providers.registry import create_provider
 from tiller.sandbox.command import CommandSandbox
@@ -144,6 +145,8 @@ class SessionState:
     """The session's sandbox settings."""
     sandbox_use: SandboxUse
     """How a command without ``escalate`` would run now (tiller.sandbox.use)."""
+    notice: str | None = None
+    """What the user should be told about the model before prompting (``Session.notice``)."""
 
 
 @dataclass(frozen=True)
@@ -233,7 +236,7 @@ class Session:
         self._background: set[asyncio.Task[None]] = set()
         settings = AgentSettings(
             tools=tools,
-            system_prompt=context.system_prompt(),
+            system_prompt=context.system_prompt(self.chat_only),
             cwd=cwd,
             max_turns=config.max_turns,
             retry=config.retry,
@@ -308,6 +311,19 @@ class Session:
     @property
     def thinking(self) -> ThinkingLevel:
         return self.agent.thinking
+
+    @property
+    def chat_only(self) -> bool:
+        """Whether the session's model is the embedded one, which has no tools
+        (tiller.providers.embedded): its system prompt is its own."""
+        settings = self.config.providers.get(self.provider)
+        return is_chat_only(settings.type if settings else None, self.model)
+
+    @property
+    def notice(self) -> str | None:
+        """What the user should be told about the session's model before prompting
+        (``agent/getState``'s ``notice``): that the embedded model is chat only."""
+        return CHAT_ONLY_NOTICE if self.chat_only else None
 
     # ------------------------------------------------------------------ the seams
 
@@ -537,10 +553,12 @@ class Session:
             thinking_level=agent.thinking,
             effective_thinking_level=self.watch.thinking().level,
             permission_mode=self.gate.mode, usage=agent.usage,
-            context_files=list(self.context.files), refused_files=list(self.context.refused),
+            context_files=list(self.context.prompt_files(self.chat_only)),
+            refused_files=list(self.context.refused),
             checkpoints_enabled=self.checkpoints.enabled,
             checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
             sandbox=self.sandbox.settings, sandbox_use=self.sandbox.plan(),
+            notice=self.notice,
         )
 
     # ------------------------------------------------------------------ what methods change
@@ -627,6 +645,8 @@ class Session:
         """Use ``model`` of ``provider`` from the next model call on, and log it."""
         await self.agent.set_provider(self.providers(self.config, provider, model), info)
         self.provider, self.model, self.model_default = provider, model, default
+        self.agent.settings = replace(self.agent.settings,
+                                      system_prompt=self.context.system_prompt(self.chat_only))
         self.recorder.append("model_change", provider=provider, model=model)
 
     async def refresh_commands(self) -> None:
@@ -637,7 +657,7 @@ class Session:
             if not await anyio.to_thread.run_sync(self.context.catalog.refresh):
                 return
             self.agent.settings = replace(self.agent.settings,
-                                          system_prompt=self.context.system_prompt())
+                                          system_prompt=self.context.system_prompt(self.chat_only))
             self.publish(CommandsChanged(commands=self.command_entries()))
 
     def _mcp_prompts_changed(self) -> None:

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from support.fake_openai import FakeOpenAI
 from support.helpers import spawn_tiller
 from support.paths import PROTOCOL_MD
 from tiller.client import RpcError
+from tiller.providers.embedded import CHAT_ONLY_NOTICE
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -82,3 +84,27 @@ async def test_unusual_params_are_read_as_the_model_reads_them(tmp_path: Path) -
     assert too_long.value.code == -32602 and "deltaWindowMs" in too_long.value.message
     assert nameless.value.code == -32602 and "clientInfo.name" in nameless.value.message
     assert no_object.value.code == -32602 and "capabilities" in no_object.value.message
+
+
+async def test_the_embedded_model_says_it_is_chat_only(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``initialize`` and ``agent/getState`` carry the notice for the embedded model only;
+    its session lists no context files (its prompt has none), and switching to it says so."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "AGENTS.md").write_text("Use tabs.\n")
+    async with spawn_tiller(None, tmp_path, "--provider", "local") as tiller:
+        embedded = await tiller.request("initialize", {"capabilities": {}})
+        state = await tiller.request("agent/getState")
+    assert embedded["notice"] == state["notice"] == CHAT_ONLY_NOTICE
+    assert CHAT_ONLY_NOTICE.startswith("chat only: ") and "OPENAI_API_KEY" in CHAT_ONLY_NOTICE
+    assert state["model"] == "smollm2" and state["contextFiles"] == []
+
+    async with spawn_tiller(fake_openai, tmp_path) as tiller:
+        served = await tiller.request("initialize", {"capabilities": {}})
+        before = await tiller.request("agent/getState")
+        await tiller.request("agent/setModel", {"provider": "local"})
+        after = await tiller.request("agent/getState")
+    assert "notice" not in served and "notice" not in before
+    assert [f["path"] for f in before["contextFiles"]] == [str(tmp_path / "AGENTS.md")]
+    assert after["notice"] == CHAT_ONLY_NOTICE and after["contextFiles"] == []

@@ -27,7 +27,11 @@ from tiller.config import ServerConfig
 from tiller.errors import RequestError
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
-from tiller.session.capabilities import checkpoints_off_reason, sandbox_info
+from tiller.session.capabilities import (
+    checkpoints_off_reason,
+    default_model_notice,
+    sandbox_info,
+)
 from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
@@ -267,7 +271,7 @@ class TillerFront:
         self._connect_client()
         if params.delta_window_ms is not None:
             self.delta_window_ms = params.delta_window_ms
-        return {
+        result: dict[str, Any] = {
             "serverInfo": {"name": "tiller", "version": __version__},
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {
@@ -286,6 +290,9 @@ class TillerFront:
                 "events": list(EVENT_TYPES),
             },
         }
+        if notice := default_model_notice(self.config):
+            result["notice"] = notice
+        return result
 
     def _checkpoints_info(self) -> dict[str, Any]:
         """Whether new sessions get checkpoints, and why not (protocol.md's CheckpointsInfo)."""

@@ -200,6 +200,7 @@ class Methods:
             ),
             plan=state.plan_items,
             sandbox=sandbox_state(state.sandbox, state.sandbox_use),
+            notice=state.notice,
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
@@ -262,6 +263,7 @@ class Methods:
 
     async def commands_list(self, params: SessionParams) -> CommandsListResult:
         session = self.sessions.get(params.session_id)
+        await session.refresh_commands()  # a template added since the last prompt is listed
         refused = [RefusedFileEntry(path=str(f.path), reason=f.reason)
                    for f in session.refused_command_files()]
         return CommandsListResult(commands=session.command_entries(), refused_files=refused)
