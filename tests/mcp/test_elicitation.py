@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import spawn_tiller
+from support.helpers import record_sent, spawn_tiller
 from support.mcp_servers import SCRIPTED, everything_argv, write_config
 from support.schema_check import WireLog
 from tiller.client import TillerClient
@@ -34,19 +34,6 @@ def everything_config(tmp_path: Path, tool_timeout: float = 60) -> Path:
         "command": node, "args": [entry, "stdio"], "startup_timeout": 30,
         "tool_timeout": tool_timeout,
     }})
-
-
-def record_sent(tiller: TillerClient) -> list[dict[str, Any]]:
-    """Every message the client sends from now on, in order."""
-    sent: list[dict[str, Any]] = []
-    send = tiller.send
-
-    async def recording(message: dict[str, Any]) -> None:
-        sent.append(message)
-        await send(message)
-
-    tiller.send = recording  # type: ignore[method-assign]
-    return sent
 
 
 def results(tiller: TillerClient) -> dict[str, dict[str, Any]]:

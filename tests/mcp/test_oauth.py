@@ -27,7 +27,7 @@ import anyio.abc
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import clean_env, spawn_tiller
+from support.helpers import clean_env, record_sent, spawn_tiller
 from support.mcp_servers import write_config
 from support.paths import SUPPORT
 from support.schema_check import WireLog
@@ -101,18 +101,6 @@ class Browser:
 def server_state(result: dict[str, Any]) -> dict[str, Any]:
     [server] = result["servers"]
     return dict(server)
-
-
-def record_sent(tiller: TillerClient) -> list[dict[str, Any]]:
-    sent: list[dict[str, Any]] = []
-    send = tiller.send
-
-    async def recording(message: dict[str, Any]) -> None:
-        sent.append(message)
-        await send(message)
-
-    tiller.send = recording  # type: ignore[method-assign]
-    return sent
 
 
 def tool_text(tiller: TillerClient, call_id: str) -> tuple[bool, str]:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from support.fake_openai import FakeOpenAI, error_reply, text_reply, tool_call_reply
-from support.helpers import spawn_tiller
+from support.helpers import record_sent, spawn_tiller
 from support.paths import SCRIPTED_MCP_SERVER
 from support.schema_check import SCHEMA, WireLog
 from tiller.client import RpcError, TillerClient
@@ -32,19 +32,6 @@ def config(tmp_path: Path) -> str:
         "cost = { input = 2.0, output = 10.0 }\n"
     )
     return str(path)
-
-
-def record_sent(tiller: TillerClient) -> list[dict[str, Any]]:
-    """Every message the client sends from now on, in order."""
-    sent: list[dict[str, Any]] = []
-    send = tiller.send
-
-    async def recording(message: dict[str, Any]) -> None:
-        sent.append(message)
-        await send(message)
-
-    tiller.send = recording  # type: ignore[method-assign]
-    return sent
 
 
 async def expect_error(tiller: TillerClient, code: int, method: str, params: Any = None) -> None:

@@ -100,3 +100,16 @@ async def wait_for_pid(tiller: TillerClient) -> int:
     match = re.search(r"pid=(\d+)", update["params"]["partialResult"]["output"])
     assert match is not None
     return int(match.group(1))
+
+
+def record_sent(tiller: TillerClient) -> list[dict[str, Any]]:
+    """Every message the client sends from now on, in order."""
+    sent: list[dict[str, Any]] = []
+    send = tiller.send
+
+    async def recording(message: dict[str, Any]) -> None:
+        sent.append(message)
+        await send(message)
+
+    tiller.send = recording  # type: ignore[method-assign]
+    return sent

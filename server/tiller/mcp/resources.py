@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 
 from tiller.errors import CommandFailedError, ToolError
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
-from tiller.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
+from tiller.tools.truncate import format_size, head_with_note
 from tiller.types import ImageContent, TextContent, UserContent
 
 if TYPE_CHECKING:
@@ -84,14 +84,6 @@ def _named(servers: ResourceServers, name: str) -> ResourceServer:
     raise ToolError(f"no ready MCP server {name!r} offers resources (those that do: {offering})")
 
 
-def _cut(text: str) -> str:
-    cut = truncate_head(text)
-    if not cut.truncated:
-        return text
-    return (f"{cut.content}\n\n[Output truncated: {cut.output_lines} of {cut.total_lines} lines "
-            f"({format_size(cut.total_bytes)}) shown, {format_size(DEFAULT_MAX_BYTES)} limit]")
-
-
 def resource_content(result: mcp_types.ReadResourceResult) -> list[TextContent | ImageContent]:
     """A ``resources/read`` result as tool-result content (see the module docstring)."""
     import mcp.types as mcp_types
@@ -99,7 +91,7 @@ def resource_content(result: mcp_types.ReadResourceResult) -> list[TextContent |
     content: list[TextContent | ImageContent] = []
     for item in result.contents:
         if isinstance(item, mcp_types.TextResourceContents):
-            content.append(TextContent(text=_cut(f"[resource {item.uri}]\n{item.text}")))
+            content.append(TextContent(text=head_with_note(f"[resource {item.uri}]\n{item.text}")))
             continue
         mime = item.mime_type or "application/octet-stream"
         blob = getattr(item, "blob", "")
@@ -155,7 +147,7 @@ class ListResourcesTool(ResourceTool):
                 lines += ["  " + _line(server.name, t.uri_template, t.name, t.mime_type,
                                        t.description) for t in templates]
         text = "\n".join(lines) if lines else "No resources."
-        return ToolResult(content=[TextContent(text=_cut(text))],
+        return ToolResult(content=[TextContent(text=head_with_note(text))],
                           details={"servers": [server.name for server in servers]})
 
 

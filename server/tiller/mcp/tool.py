@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
-from tiller.tools.truncate import DEFAULT_MAX_BYTES, format_size, truncate_head
+from tiller.tools.truncate import format_size, head_with_note
 from tiller.types import ImageContent, TextContent
 
 if TYPE_CHECKING:
@@ -118,14 +118,6 @@ def mcp_tool(caller: McpCaller, tool: mcp_types.Tool, *, read_only: bool) -> Mcp
     return built
 
 
-def _cut(text: str) -> str:
-    cut = truncate_head(text)
-    if not cut.truncated:
-        return text
-    return (f"{cut.content}\n\n[Output truncated: {cut.output_lines} of {cut.total_lines} lines "
-            f"({format_size(cut.total_bytes)}) shown, {format_size(DEFAULT_MAX_BYTES)} limit]")
-
-
 def map_block(block: Any) -> TextContent | ImageContent | None:
     """One MCP content block as Tiller content (see the module docstring); None for a kind
     this version does not know."""
@@ -158,11 +150,12 @@ def map_result(server: str, result: mcp_types.CallToolResult) -> ToolResult:
         if mapped is None:
             continue
         if isinstance(mapped, TextContent):
-            mapped = TextContent(text=_cut(mapped.text))
+            mapped = TextContent(text=head_with_note(mapped.text))
         content.append(mapped)
     has_text = any(isinstance(block, TextContent) for block in content)
     if result.structured_content is not None and not has_text:
-        content.append(TextContent(text=_cut(json.dumps(result.structured_content, indent=2))))
+        structured = json.dumps(result.structured_content, indent=2)
+        content.append(TextContent(text=head_with_note(structured)))
     if not content:
         content.append(TextContent(text="(no output)"))
     if result.is_error:

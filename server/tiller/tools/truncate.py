@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_LINES",
     "Truncation",
     "format_size",
+    "head_with_note",
     "printable",
     "split_lines",
     "truncate_head",
@@ -107,6 +108,16 @@ def truncate_head(
 ) -> Truncation:
     """Keep the first whole lines of ``text`` that fit both limits (see the module docstring)."""
     return _truncate(text, max_lines, max_bytes, from_end=False)
+
+
+def head_with_note(text: str) -> str:
+    """``text`` kept from its start within the default limits, with a note of what was shown
+    when anything was cut (what MCP tool results and resources pass on)."""
+    cut = truncate_head(text)
+    if not cut.truncated:
+        return text
+    return (f"{cut.content}\n\n[Output truncated: {cut.output_lines} of {cut.total_lines} lines "
+            f"({format_size(cut.total_bytes)}) shown, {format_size(DEFAULT_MAX_BYTES)} limit]")
 
 
 def truncate_tail(
