@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-from tiller.config import default_session_dir, provider_help
+from tiller.config import default_data_dir, provider_help
 from tiller.modes import PERMISSION_MODES, SANDBOX_MODES, THINKING_LEVELS
 
 __all__ = [
@@ -87,14 +87,14 @@ def history_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
     """Where typed lines are kept between chats: ``--history-file``, else in the data dir."""
     if getattr(options, "history_file", None):
         return Path(options.history_file).expanduser().resolve()
-    return default_session_dir(env).parent / "chat_history"
+    return default_data_dir(env) / "chat_history"
 
 
 def log_file(options: argparse.Namespace, env: Mapping[str, str]) -> Path:
     """Where the server's logs go: ``--log-file``, else ``chat.log`` in Tiller's data dir."""
     if options.log_file:
         return Path(options.log_file).expanduser().resolve()
-    return default_session_dir(env).parent / "chat.log"
+    return default_data_dir(env) / "chat.log"
 
 
 SERVER_OPTIONS = ("provider", "model", "base_url", "cwd", "config", "thinking",

@@ -28,7 +28,7 @@ from tiller.agent.model_call import model_context
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
-from tiller.config import ServerConfig, config_dir, default_session_dir
+from tiller.config import ServerConfig, config_dir, default_data_dir
 from tiller.context.confined import RefusedFile
 from tiller.context.project import ContextFile, ProjectContext
 from tiller.errors import AgentBusyError, ConfigError, ToolError
@@ -180,14 +180,21 @@ def provider_factory(config: ServerConfig, provider: str, model: str) -> Callabl
     return build
 
 
+def _data_dirs(config: ServerConfig) -> list[Path]:
+    """Tiller's data dir and, when sessions are saved, its session dir (which may lie
+    elsewhere): what the gate protects and the sandbox hides."""
+    dirs = [default_data_dir(config.env)]
+    if config.session_dir is not None:
+        dirs.append(config.session_dir)
+    return dirs
+
+
 def protected_paths(config: ServerConfig) -> ProtectedPaths:
     """What no file tool changes unasked (tiller.gate.protected): besides the workspace's own,
     Tiller's config dir, data dir and session dir, and the home folder's hidden entries."""
-    dirs = [config_dir(config), default_session_dir(config.env).parent]
-    if config.session_dir is not None:
-        dirs.append(config.session_dir)
     home = config.env.get("HOME")
-    return ProtectedPaths(tiller_dirs=dirs, home=Path(home) if home else None)
+    return ProtectedPaths(tiller_dirs=[config_dir(config), *_data_dirs(config)],
+                          home=Path(home) if home else None)
 
 
 class Session:
@@ -223,7 +230,7 @@ class Session:
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
                               sandbox=self.sandbox)
         host = McpHost(cwd=cwd, scope=self.processes,
-                       auth_dir=default_session_dir(config.env).parent,
+                       auth_dir=default_data_dir(config.env),
                        login_timeout=config.permission_timeout)
         self.mcp = McpServers(
             [*config.mcp_servers, *mcp_servers], tools=tools, host=host,
@@ -274,14 +281,11 @@ class Session:
         folders (the config dir read-only, the data and session dirs hidden), whether commands
         go to the editor's terminal, and whether the gate can let one escalate."""
         config = self.config
-        hidden = [default_session_dir(config.env).parent]
-        if config.session_dir is not None:
-            hidden.append(config.session_dir)
         return CommandSandbox(
             settings, roots=lambda: [self.cwd, *self.extra_roots],
             protected=lambda path: self.gate.protected.why(
                 path, [self.cwd, *self.extra_roots]) is not None,
-            read_only_dirs=[config_dir(config)], hidden_dirs=hidden,
+            read_only_dirs=[config_dir(config)], hidden_dirs=_data_dirs(config),
             terminal=lambda: self.agent.settings.terminal is not None,
             may_escalate=lambda: self.gate.may_escalate(),
         )
@@ -609,20 +613,21 @@ class Session:
         """Sign in to MCP server ``name`` through the browser (tiller.mcp.client's ``login``):
         its state once signed in, refused, or out of time. ConfigError (the params' fault)
         for an unknown server or one that does not use OAuth."""
-        await self.mcp.ensure_started()
-        server = self._mcp_server(name)
-        try:
-            await server.login()
-        except ToolError as exc:
-            raise ConfigError(f"server: {exc}") from None
-        return server.state()
+        return await self._mcp_account(name, McpServer.login)
 
     async def mcp_logout(self, name: str) -> McpServerState:
         """Revoke and forget MCP server ``name``'s tokens, then connect again; its state."""
+        return await self._mcp_account(name, McpServer.logout)
+
+    async def _mcp_account(
+        self, name: str, act: Callable[[McpServer], Awaitable[None]]
+    ) -> McpServerState:
+        """``act`` on MCP server ``name`` once the servers are up; its state after. A ToolError
+        of ``act`` is the params' fault (ConfigError)."""
         await self.mcp.ensure_started()
         server = self._mcp_server(name)
         try:
-            await server.logout()
+            await act(server)
         except ToolError as exc:
             raise ConfigError(f"server: {exc}") from None
         return server.state()
