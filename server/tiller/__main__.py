@@ -29,7 +29,7 @@ __all__ = ["main"]
 
 
 def setup_logging(config: ServerConfig) -> None:
-    """Route logs to stderr (or --log-file); keep pygls quiet, it logs every message at INFO."""
+    """Route logs to stderr (or --log-file)."""
     handler: logging.Handler = logging.StreamHandler(sys.stderr)
     if config.log_file:
         handler = logging.FileHandler(config.log_file)
@@ -37,7 +37,6 @@ def setup_logging(config: ServerConfig) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.log_level)
-    logging.getLogger("pygls").setLevel(logging.CRITICAL)
 
 
 def serve(argv: Sequence[str]) -> int:
@@ -53,19 +52,19 @@ def serve(argv: Sequence[str]) -> int:
     from tiller.sandbox import probe
 
     probe.start()  # in a thread: initialize says whether commands can be sandboxed here
-    from tiller.wire.jsonrpc import serve as serve_front
-
     if config.acp:  # --acp: the Agent Client Protocol from the first message on
         from tiller.fronts.acp.server import AcpFront
+        from tiller.wire.jsonrpc import serve as serve_front
 
-        front, switch = AcpFront(config, tuple(argv)).front, None
-    else:
-        from tiller.fronts.tiller.front import TillerFront
+        front = AcpFront(config, tuple(argv)).front
+        gc.freeze()  # what start-up built lives as long as the process: no collection walks it
+        main = serve_front(front, config)
+    else:  # Tiller's front, initialize answered before the front is even imported
+        from tiller.fronts.tiller.early import serve_tiller
 
-        front, switch = TillerFront(config).front, acp_on_initialize(config, argv)
-    gc.freeze()  # what start-up built lives as long as the process: no collection walks it again
+        main = serve_tiller(config, lambda: acp_on_initialize(config, argv))
     try:
-        asyncio.run(serve_front(front, config, switch=switch))
+        asyncio.run(main)
     except KeyboardInterrupt:
         pass
     return 0
@@ -105,19 +104,18 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
 def _hint_tiller_methods(front: Front) -> None:
     """Answer Tiller's methods that ACP lacks, on an ACP connection, with a -32601 that says
     why."""
-    from pygls.exceptions import JsonRpcMethodNotFound
-
+    from tiller.errors import MethodNotFound
     from tiller.protocol.names import METHODS
 
     def hint(name: str) -> Any:
         async def handle(_params: Any = None) -> Any:
-            raise JsonRpcMethodNotFound(f"Method Not Found: {name}: {ACP_HINT}")
+            raise MethodNotFound(f"Method Not Found: {name}: {ACP_HINT}")
 
         return handle
 
     for name in METHODS:
-        if name not in front.server.protocol.fm.features:
-            front.server.feature(name)(hint(name))
+        if not front.serves(name):
+            front.add(name, hint(name))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,15 +17,23 @@
     │   ├── ResourceLimitError       -32019  the server reached its open-file limit
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │   │                                    (tiller.fronts.acp)
-    │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
-    │       ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
-    │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
+    │   ├── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
+    │   │   ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
+    │   │   └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
+    │   └── JsonRpcError             JSON-RPC's own codes (tiller.wire answers them)
+    │       ├── ParseError           -32700  not JSON
+    │       ├── InvalidRequest       -32600  JSON, but not a JSON-RPC request
+    │       ├── MethodNotFound       -32601  a method nobody serves
+    │       ├── InvalidParams        -32602  params that do not fit the method (names the field)
+    │       └── InternalError        -32603  a bug: logged, answered without a traceback
+    ├── ClientAnswerError            the client answered one of our requests with an error
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     │   └── SymlinkInPathError       a no-follow walk met a symlink (tiller.tools.safefs)
     └── ConfigError                  invalid command line or environment at start-up
 
-Codes live in -32099..-32000 (JSON-RPC's implementation-defined range), away from the LSP codes
--32001/-32002 that vim.lsp and vscode-jsonrpc treat specially. protocol.md lists them.
+Tiller's own codes live in -32099..-32000 (JSON-RPC's implementation-defined range), away from
+the LSP codes -32001/-32002 that vim.lsp and vscode-jsonrpc treat specially. protocol.md lists
+them.
 """
 
 from __future__ import annotations
@@ -34,15 +42,23 @@ import errno
 from typing import Any, ClassVar
 
 __all__ = [
+    "JSONRPC_ERRORS",
     "OUT_OF_DESCRIPTORS",
     "AcpRequestError",
     "AgentBusyError",
     "AuthRequiredError",
     "CannotContinueError",
     "CheckpointsOffError",
+    "ClientAnswerError",
     "CommandFailedError",
     "ConfigError",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "JsonRpcError",
+    "MethodNotFound",
     "NoActiveRunError",
+    "ParseError",
     "ProviderNotConfiguredError",
     "RequestError",
     "ResourceLimitError",
@@ -153,6 +169,49 @@ class ResourceNotFoundError(AcpRequestError):
     is answered with it in ACP mode."""
 
     code = -32002
+
+
+class JsonRpcError(RequestError):
+    """An error with one of JSON-RPC 2.0's own codes (the specification's names); the
+    subclasses say which (this base class answers as an internal error)."""
+
+    code = -32603
+
+
+class ParseError(JsonRpcError):
+    code = -32700
+
+
+class InvalidRequest(JsonRpcError):
+    code = -32600
+
+
+class MethodNotFound(JsonRpcError):
+    code = -32601
+
+
+class InvalidParams(JsonRpcError):
+    code = -32602
+
+
+class InternalError(JsonRpcError):
+    code = -32603
+
+
+JSONRPC_ERRORS: tuple[type[JsonRpcError], ...] = (
+    ParseError, InvalidRequest, MethodNotFound, InvalidParams, InternalError)
+"""JSON-RPC's codes, in the specification's order."""
+
+
+class ClientAnswerError(TillerError):
+    """The client answered a request of ours (``client/*``, ACP's ``fs/*``...) with an
+    error: its ``code``, ``message`` and ``data``."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
 
 
 class ToolError(TillerError):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -113,3 +116,31 @@ def record_sent(tiller: TillerClient) -> list[dict[str, Any]]:
 
     tiller.send = recording  # type: ignore[method-assign]
     return sent
+
+
+def serve_in_turn(cwd: Path, argv: list[str], *messages: dict[str, Any],
+                  env: dict[str, str]) -> str:
+    """Run ``python ARGV`` (a ``tiller`` server) in ``cwd``, send ``messages`` one after
+    another, each answered (with a result) before the next goes, then close stdin and wait for
+    the exit; what it wrote on stderr (kept in a file: a full pipe would stall the server)."""
+    with (cwd / "stderr.log").open("w+b") as log:
+        process = subprocess.Popen([sys.executable, *argv], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=log, env=env, cwd=cwd)
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            for message in messages:
+                process.stdin.write(json.dumps(message).encode() + b"\n")
+                process.stdin.flush()
+                answer: dict[str, Any] = {}
+                while answer.get("id") != message["id"]:  # the answer, past notifications
+                    line = process.stdout.readline()
+                    assert line, f"the server exited before answering {message['method']}"
+                    answer = json.loads(line)
+                assert "result" in answer, answer
+            process.stdin.close()
+            process.wait(timeout=60)
+        finally:
+            process.kill()
+            process.wait()
+        log.seek(0)
+        return log.read().decode()

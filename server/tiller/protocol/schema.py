@@ -25,16 +25,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode, models_json_schema
-from pygls.exceptions import (
-    JsonRpcInternalError,
-    JsonRpcInvalidParams,
-    JsonRpcInvalidRequest,
-    JsonRpcMethodNotFound,
-    JsonRpcParseError,
-)
 
 from tiller import PROTOCOL_VERSION
 from tiller.errors import (
+    JSONRPC_ERRORS,
     AgentBusyError,
     CannotContinueError,
     CheckpointsOffError,
@@ -56,10 +50,6 @@ __all__ = ["SCHEMA_ID", "main", "protocol_schema"]
 
 SCHEMA_ID = f"urn:tiller:protocol:{PROTOCOL_VERSION}"
 
-JSONRPC_ERRORS: tuple[type[Exception], ...] = (
-    JsonRpcParseError, JsonRpcInvalidRequest, JsonRpcMethodNotFound, JsonRpcInvalidParams,
-    JsonRpcInternalError,
-)
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
@@ -175,8 +165,8 @@ def _name_word_lists(defs: dict[str, Any], models: set[type[WireModel]]) -> None
 
 
 def _error_object() -> dict[str, Any]:
-    codes = [{"const": cls.CODE, "title": cls.__name__.removeprefix("JsonRpc")}  # type: ignore[attr-defined]
-             for cls in JSONRPC_ERRORS]
+    codes: list[dict[str, Any]] = [{"const": cls.code, "title": cls.__name__}
+                                   for cls in JSONRPC_ERRORS]
     for error in TILLER_ERRORS:
         code: dict[str, Any] = {"const": error.code, "title": error.__name__}
         if error.__doc__:

@@ -57,6 +57,7 @@ from tiller.providers.base import (
     SdkProvider,
     StreamItem,
     retry_after_seconds,
+    tls_context,
 )
 from tiller.types import (
     AssistantMessage,
@@ -123,7 +124,7 @@ class AnthropicProvider(SdkProvider):
             self._client = anthropic.AsyncAnthropic(
                 api_key=self._api_key,
                 base_url=self._base_url,
-                http_client=self._http_client,
+                http_client=self._http(anthropic),
                 default_headers=self._headers or None,
                 timeout=self._request_timeout,
                 max_retries=0,
@@ -272,3 +273,15 @@ def _status_failure(exc: APIStatusError) -> _Failure:
         hint = _ERROR_HINTS.get(status) or (RETRY_HINT if retryable else "")
     retry_after = retry_after_seconds(exc.response.headers) if retryable else None
     return _Failure(f"{message} ({hint})" if hint else message, retryable, retry_after)
+
+
+def warm() -> None:
+    """Import what a first call imports on the way (the SDK, the parts of it its client loads
+    on first use) and build the TLS context (``tiller.providers.registry.prepare_ahead``). No
+    request is made, no connection opened."""
+    import anthropic
+
+    client = anthropic.AsyncAnthropic(
+        api_key="warm-up", base_url="http://127.0.0.1:9",
+        http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()))
+    _ = client.messages, client.models

@@ -11,6 +11,7 @@ library's cancellation; the loop turns it into ``"aborted"``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
 if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without pydantic
+    import ssl
+
     from tiller.modes import ThinkingLevel
     from tiller.types import AssistantMessage, Message, MessageUpdate, Usage
 
@@ -201,6 +204,14 @@ class SdkProvider(Provider):
         """The SDK client, created (and the SDK imported) on first use."""
         raise NotImplementedError
 
+    def _http(self, sdk: Any) -> Any:
+        """The HTTP client for ``sdk``'s client: the injected one, else the SDK's default with
+        the process's one TLS context (``tls_context``), which the SDK client owns and
+        closes."""
+        if self._http_client is not None:
+            return self._http_client
+        return sdk.DefaultAsyncHttpxClient(verify=tls_context())
+
     async def prepare(self) -> None:
         """Import the SDK and create the client in a worker thread (``import openai`` takes
         over a second on a loaded machine, during which the event loop keeps serving)."""
@@ -229,6 +240,17 @@ class SdkProvider(Provider):
 
 # ---------------------------------------------------------------------------------------------
 # Helpers every HTTP provider needs
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS context every provider's HTTP client verifies servers with, built once: the
+    SDKs' default (``httpx2.create_ssl_context``: ``SSL_CERT_FILE``/``SSL_CERT_DIR``, else the
+    system's CA store), whose loading took a third of a first prompt when each client built
+    its own (the warm-up builds it ahead: ``tiller.session.warm``)."""
+    import httpx2
+
+    return httpx2.create_ssl_context()
 
 
 def display_url(raw: str) -> str:

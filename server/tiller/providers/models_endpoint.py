@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tiller.modes import THINKING_LEVELS, ThinkingLevel
-from tiller.providers.base import ModelInfo
+from tiller.providers.base import ModelInfo, tls_context
 
 if TYPE_CHECKING:
     from tiller.providers.registry import ProviderSettings
@@ -37,7 +37,9 @@ async def fetch_models(
         import anthropic
 
         client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, http_client=http_client, timeout=timeout,
+            api_key=api_key, base_url=base_url,
+            http_client=http_client or anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
+            timeout=timeout,
             max_retries=0, default_headers=dict(settings.headers) or None,
         )
         try:
@@ -49,9 +51,11 @@ async def fetch_models(
                 await client.close()
     import openai
 
-    oa = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, http_client=http_client,
-                            timeout=timeout, max_retries=0,
-                            default_headers=dict(settings.headers) or None)
+    oa = openai.AsyncOpenAI(
+        api_key=api_key, base_url=base_url,
+        http_client=http_client or openai.DefaultAsyncHttpxClient(verify=tls_context()),
+        timeout=timeout, max_retries=0,
+        default_headers=dict(settings.headers) or None)
     try:
         ids = [(item.id, getattr(item, "created", None)) async for item in oa.models.list()]
     finally:

@@ -40,6 +40,7 @@ from tiller.providers.base import (
     SdkProvider,
     StreamItem,
     estimated_usage,
+    tls_context,
 )
 from tiller.providers.openai_errors import (
     is_transient,
@@ -130,7 +131,7 @@ class OpenAIProvider(SdkProvider):
             self._client = openai.AsyncOpenAI(
                 api_key=self._api_key,
                 base_url=self._base_url,
-                http_client=self._http_client,
+                http_client=self._http(openai),
                 timeout=self._request_timeout,
                 max_retries=0,
                 default_headers=self._headers or None,
@@ -389,3 +390,15 @@ class OpenAIProvider(SdkProvider):
             return ('this model takes tools only on the Responses API: set api = "responses" '
                     "for this provider in the config file")
         return None
+
+
+def warm() -> None:
+    """Import what a first call imports on the way (the SDK, the parts of it its client loads
+    on first use) and build the TLS context (``tiller.providers.registry.prepare_ahead``). No
+    request is made, no connection opened."""
+    import openai
+
+    client = openai.AsyncOpenAI(
+        api_key="warm-up", base_url="http://127.0.0.1:9",
+        http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()))
+    _ = client.responses, client.chat.completions, client.models

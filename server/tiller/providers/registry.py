@@ -9,6 +9,7 @@ llama-cpp-python).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ __all__ = [
     "OpenAIApi",
     "ProviderSettings",
     "create_provider",
+    "prepare_ahead",
 ]
 
 ProviderType = Literal["openai", "anthropic", "local"]
@@ -99,6 +101,26 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
 )
 """Prices (USD per million tokens) as the vendors published them (Anthropic's: see
 ``tiller.providers.anthropic_models``); the config file overrides."""
+
+
+PROVIDER_MODULES: Mapping[ProviderType, str] = {
+    "openai": "tiller.providers.openai",
+    "anthropic": "tiller.providers.anthropic",
+    "local": "tiller.providers.local",
+}
+"""Each type's module; one with a ``warm()`` function imports there what its SDK loads lazily."""
+
+
+def prepare_ahead(settings: ProviderSettings | None) -> None:
+    """Import what a first model call of this provider imports (ours, its SDK and the SDK's
+    lazily loaded parts) and build the TLS context its HTTP client will use, so that call does
+    not wait for them (``tiller.session.warm``). Raises what an import raises."""
+    if settings is None:
+        return
+    module = importlib.import_module(PROVIDER_MODULES[settings.type])
+    warm = getattr(module, "warm", None)
+    if warm is not None:
+        warm()
 
 
 def create_provider(

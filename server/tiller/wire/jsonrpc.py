@@ -5,8 +5,8 @@ A front (``tiller.fronts.tiller.front`` for protocol.md, ``tiller.fronts.acp`` f
 ``Front`` and registers one handler per wire method. ``register`` validates params into a model
 (failure: -32602 naming the field), turns ``RequestError``s into their documented codes, and never
 leaks a traceback: unexpected failures are logged and answered -32603 with a one-line message.
-Results go out as the JSON pydantic serializes (``SerializedResult``), never through cattrs. pygls
-dispatches; the stdio framing and message validation live in ``transport``.
+Results go out as the JSON pydantic serializes (``SerializedResult``). ``tiller.wire.endpoint``
+dispatches; the stdio framing and message validation live in ``stdio`` and ``transport``.
 
 Nothing here imports pydantic: ``register_lazy`` names methods whose params models and handlers
 are imported on their first call, so a front can answer ``initialize`` before any model exists.
@@ -26,25 +26,27 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
-from pygls.exceptions import (
-    JsonRpcException,
-    JsonRpcInternalError,
-    JsonRpcInvalidParams,
-    JsonRpcServerError,
-)
-from pygls.protocol import JsonRPCProtocol, default_converter
-from pygls.server import JsonRPCServer
 
 from tiller.config import ServerConfig
-from tiller.errors import OUT_OF_DESCRIPTORS, ConfigError, RequestError, ResourceLimitError
+from tiller.errors import (
+    OUT_OF_DESCRIPTORS,
+    ConfigError,
+    InternalError,
+    InvalidParams,
+    JsonRpcError,
+    RequestError,
+    ResourceLimitError,
+)
 from tiller.procs import kill_descendants
+from tiller.wire.endpoint import Endpoint, RawHandler, SerializedResult, current_id
 from tiller.wire.framing import Framing
+from tiller.wire.stdio import Stdio
 from tiller.wire.transport import CancelFn, serve_stdio
 
 if TYPE_CHECKING:
     from tiller.types import WireModel
 
-__all__ = ["Front", "Handler", "Method", "ParamsModel", "SerializedResult", "Switch", "serve"]
+__all__ = ["Front", "Handler", "Method", "ParamsModel", "Switch", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,7 @@ def _out_of_descriptors(exc: OSError) -> ResourceLimitError:
 
 class ParamsModel(Protocol[P_co]):
     """What validates a method's params: a pydantic model class, or anything with its
-    ``model_validate`` (raising pydantic's ValidationError, or a JsonRpcException)."""
+    ``model_validate`` (raising pydantic's ValidationError, or an ``InvalidParams``)."""
 
     def model_validate(self, obj: Any, /) -> P_co: ...
 
@@ -81,40 +83,7 @@ Switch = Callable[[dict[str, Any]], "Front | None"]
 """Given the first valid message, another front to serve the whole connection, or None."""
 
 
-class _Server(JsonRPCServer):
-    def report_server_error(self, error: Exception, source: Any) -> None:
-        log.debug("pygls reported %s", error)
-
-
-class SerializedResult(bytes):
-    """A handler's result already serialized as JSON: sent as is, not through cattrs. ``then``,
-    if set, runs in a task of its own once the response has been written."""
-
-    then: Callable[[], Awaitable[None]] | None = None
-
-
-class _Protocol(JsonRPCProtocol):
-    """pygls's protocol, writing a ``SerializedResult`` straight into the response, then
-    starting its ``then``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._then_tasks: set[asyncio.Task[None]] = set()
-
-    def _send_response(self, msg_id: Any, result: Any = None, error: Any = None) -> None:
-        if error is None and isinstance(result, SerializedResult) and self.writer is not None:
-            self._result_types.pop(msg_id, None)
-            self.writer.write(b"".join((b'{"jsonrpc":"2.0","id":', json.dumps(msg_id).encode(),
-                                        b',"result":', result, b"}")))
-            if result.then is not None:
-                task = asyncio.ensure_future(result.then())
-                self._then_tasks.add(task)  # referenced until it ends
-                task.add_done_callback(self._then_tasks.discard)
-            return
-        super()._send_response(msg_id, result, error)
-
-
-def _invalid_params(error: ValueError) -> JsonRpcInvalidParams:
+def _invalid_params(error: ValueError) -> InvalidParams:
     """-32602 naming each field pydantic's ValidationError (a ValueError) lists."""
     errors = getattr(error, "errors", None)
     items = errors() if callable(errors) else [{"loc": (), "msg": str(error)}]
@@ -122,7 +91,7 @@ def _invalid_params(error: ValueError) -> JsonRpcInvalidParams:
     for item in items:
         where = ".".join(str(part) for part in item["loc"]) or "params"
         problems.append(f"{where}: {item['msg']}")
-    return JsonRpcInvalidParams("Invalid params: " + "; ".join(problems))
+    return InvalidParams("Invalid params: " + "; ".join(problems))
 
 
 class Front:
@@ -137,7 +106,7 @@ class Front:
         cancel_notice: tuple[str, str] = ("$/cancelRequest", "id"),
         translate: Callable[[RequestError], RequestError] = lambda error: error,
     ) -> None:
-        self.server = _Server(_Protocol, default_converter)
+        self.endpoint = Endpoint()
         self.shutdown = shutdown
         self.cancel_notice = cancel_notice
         self.translate = translate
@@ -145,18 +114,22 @@ class Front:
         self._cancellers: dict[Any, Callable[[], None]] = {}
         self._cancelled_early: set[Any] = set()
 
-    @property
-    def protocol(self) -> JsonRPCProtocol:
-        return self.server.protocol
-
     def notify(self, method: str, params: Any) -> None:
-        self.server.protocol.notify(method, params)
+        self.endpoint.notify(method, params)
 
     def write_message(self, body: bytes) -> None:
         """Send one already-serialized JSON-RPC message (framed by the transport's writer)."""
-        writer = self.server.protocol.writer
-        if writer is not None:
-            writer.write(body)
+        write = self.endpoint.write
+        if write is not None:
+            write(body)
+
+    def serves(self, name: str) -> bool:
+        """Whether a handler is registered for ``name``."""
+        return name in self.endpoint.methods
+
+    def add(self, name: str, handler: RawHandler) -> None:
+        """Serve ``name`` with ``handler`` as is: raw params in, no validation."""
+        self.endpoint.methods[name] = handler
 
     def register(self, name: str, params_model: ParamsModel[P], fn: Handler[P]) -> None:
         """Serve JSON-RPC method ``name`` with ``fn``, its params validated as ``params_model``."""
@@ -164,32 +137,39 @@ class Front:
         async def handle(raw: Any) -> Any:
             return await self._call(name, params_model, fn, raw)
 
-        self.server.feature(name)(handle)
+        self.add(name, handle)
 
-    def register_lazy(self, names: Iterable[str], load: Callable[[], Mapping[str, Method]]) -> None:
+    def register_lazy(
+        self, names: Iterable[str], load: Callable[[], Awaitable[Mapping[str, Method]]]
+    ) -> None:
         """Serve each of ``names`` with what ``load()`` maps it to; ``load`` runs once, on the
-        first call of any of them (it imports the models and handlers)."""
+        first call of any of them (it imports the models and handlers); calls that come while
+        it runs wait for it."""
         loaded: list[Mapping[str, Method]] = []
+        loading = asyncio.Lock()
 
         def method(name: str) -> Any:
             async def handle(raw: Any) -> Any:
                 if not loaded:
-                    loaded.append(load())
+                    async with loading:
+                        if not loaded:
+                            loaded.append(await load())
                 params_model, fn = loaded[0][name]
                 return await self._call(name, params_model, fn, raw)
 
             return handle
 
         for name in names:
-            self.server.feature(name)(method(name))
+            self.add(name, method(name))
 
     async def _call(self, name: str, params_model: ParamsModel[P], fn: Handler[P],
                     raw: Any) -> Any:
-        """Validate ``raw`` params, await ``fn``, and shape its result or error for pygls."""
+        """Validate ``raw`` params, await ``fn``, and shape its result or error for the
+        endpoint: a ``SerializedResult``, None, or a ``RequestError``."""
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
-            raise JsonRpcInvalidParams("Invalid params: params must be an object")
+            raise InvalidParams("Invalid params: params must be an object")
         try:
             params = params_model.model_validate(raw)
         except ValueError as exc:  # pydantic's ValidationError
@@ -202,18 +182,15 @@ class Front:
                     raise
                 log.warning("%s failed: %s", name, exc)
                 raise _out_of_descriptors(exc) from None
-        except RequestError as exc:
-            error = self.translate(exc)
-            raise JsonRpcServerError(  # type: ignore[no-untyped-call]
-                error.message, error.code, error.data
-            ) from None
-        except JsonRpcException:
+        except JsonRpcError:
             raise
+        except RequestError as exc:
+            raise self.translate(exc) from None
         except ConfigError as exc:  # a malformed entry in the params (mcpServers)
-            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+            raise InvalidParams(f"Invalid params: {exc}") from None
         except Exception as exc:
             log.exception("%s failed", name)
-            raise JsonRpcInternalError(
+            raise InternalError(
                 f"internal error in {name}: {type(exc).__name__}: {exc}"
             ) from None
         if result is None or isinstance(result, SerializedResult):
@@ -224,20 +201,17 @@ class Front:
 
     async def client_request(self, method: str, params: dict[str, Any], timeout: float) -> Any:
         """Send a server-to-client request and await the answer. An error answer raises its
-        JsonRpcException; no answer within ``timeout`` raises TimeoutError. On timeout or
-        cancellation the client is told with the ``cancel_notice`` notification."""
-        # String ids: pygls keeps outgoing and incoming request ids in the same tables, so an
-        # integer id would collide with the client's own request ids.
-        msg_id = f"tiller-{next(self._client_ids)}"
-        protocol = self.server.protocol
-        future = protocol.send_request(method, params, msg_id=msg_id)
+        ``ClientAnswerError``; no answer within ``timeout`` raises TimeoutError; a connection
+        that ends first, ``ConnectionError``. On timeout or cancellation the client is told
+        with the ``cancel_notice`` notification."""
+        msg_id = f"tiller-{next(self._client_ids)}"  # never one of the client's own ids
+        future = self.endpoint.request(method, params, msg_id)
         try:
             with anyio.fail_after(timeout):
-                return await asyncio.wrap_future(future)
+                return await future
         finally:
             if not future.done() or future.cancelled():  # we stopped waiting: tell the client
-                future.cancel()
-                protocol._request_futures.pop(msg_id, None)
+                self.endpoint.forget(msg_id)
                 method, key = self.cancel_notice
                 self.notify(method, {key: msg_id})
 
@@ -245,7 +219,7 @@ class Front:
     def cancellable(self, on_cancel: Callable[[], None]) -> Iterator[None]:
         """While the block runs, a cancellation of the request being handled calls
         ``on_cancel``. Enter it before the handler's first ``await``."""
-        msg_id = self.server.protocol.msg_id
+        msg_id = current_id()
         self._cancellers[msg_id] = on_cancel
         if msg_id in self._cancelled_early:  # cancelled before its handler began
             self._cancelled_early.discard(msg_id)
@@ -263,29 +237,31 @@ class Front:
         if on_cancel is not None:
             on_cancel()
             return
-        pending = self.server.protocol._request_futures.get(msg_id)
+        pending = self.endpoint.running.get(msg_id)
         if pending is not None and not pending.done():
             self._cancelled_early.add(msg_id)
             pending.add_done_callback(lambda _: self._cancelled_early.discard(msg_id))
 
 
 async def serve(
-    front: Front, config: ServerConfig, stdin: Any = None, stdout: Any = None,
-    switch: Switch | None = None,
+    front: Front, config: ServerConfig, stdio: Stdio | None = None,
+    switch: Switch | None = None, first: Any = None,
 ) -> None:
-    """Serve ``front`` on stdio until end of input (or SIGTERM/SIGHUP), then shut it down
-    (aborting runs), kill every process the server started that still runs, and return.
-    ``switch`` may hand the connection to another front on its first message; that one is
-    shut down too."""
-    framing = None if config.framing == "auto" else Framing(config.framing)
+    """Serve ``front`` on ``stdio`` (the process's stdin/stdout by default) until end of input
+    (or SIGTERM/SIGHUP), then shut it down (aborting runs), kill every process the server
+    started that still runs, and return. ``switch`` may hand the connection to another front on
+    its first message; that one is shut down too. ``first``: a message already read off
+    ``stdio``, served first."""
+    if stdio is None:
+        stdio = await Stdio.open(None if config.framing == "auto" else Framing(config.framing))
     switched: list[Front] = []
 
-    def select(first: dict[str, Any]) -> tuple[JsonRPCProtocol, CancelFn] | None:
+    def select(first: dict[str, Any]) -> tuple[Endpoint, CancelFn] | None:
         other = switch(first) if switch is not None else None
         if other is None:
             return None
         switched.append(other)
-        return other.protocol, other.cancel_request
+        return other.endpoint, other.cancel_request
 
     try:
         async with anyio.create_task_group() as group:
@@ -297,10 +273,12 @@ async def serve(
                         return
 
             group.start_soon(stop_on_signal)
-            await serve_stdio(front.protocol, front.cancel_request, framing, stdin, stdout,
-                              select=select if switch is not None else None)
+            await serve_stdio(front.endpoint, front.cancel_request, stdio,
+                              select=select if switch is not None else None, first=first)
             group.cancel_scope.cancel()
     finally:
+        for ended in (front, *switched):
+            ended.endpoint.close()
         await front.shutdown()
         for other in switched:
             await other.shutdown()

@@ -1,12 +1,11 @@
-"""Stdio framing and JSON-RPC message validation in front of pygls's dispatcher.
+"""JSON-RPC message validation between the framed stdio (``tiller.wire.stdio``) and the
+dispatcher (``tiller.wire.endpoint``).
 
-pygls's own stdio reader understands only ``Content-Length`` framing, reads through a thread hop
-per message, turns params into namedtuples and silently drops malformed input. This module reads
-stdin itself through ``tiller.wire.framing`` (which detects the framing and recovers from bad
-frames), answers in the same framing, replies -32700/-32600 exactly once to input that is not a
-valid JSON-RPC message (or nests deeper than ``MAX_DEPTH``), and hands valid messages to pygls
-with their params as plain dicts. ``$/cancelRequest`` is routed to ``on_cancel`` instead of
-pygls, and answered ``null`` when it was sent as a request.
+The framing layer (``tiller.wire.framing``) detects the framing and recovers from bad frames;
+this module replies -32700/-32600 exactly once to input that is not a valid JSON-RPC message
+(or nests deeper than ``MAX_DEPTH``) and hands valid messages to the endpoint, params as plain
+JSON. ``$/cancelRequest`` is routed to ``on_cancel``, and answered ``null`` when it was sent as
+a request.
 
 A response (an object with ``result`` or ``error`` and no ``method``) is never answered, however
 malformed: JSON-RPC forbids it, and two peers that answer each other's bad responses would
@@ -16,91 +15,42 @@ notifications with an id-less error, say) is logged and dropped.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import os
-import stat
-import sys
-import threading
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any
 
-from lsprotocol.types import ResponseError, ResponseErrorMessage
-from pygls.protocol import JsonRPCProtocol
-from pygls.protocol.json_rpc import (
-    JsonRPCNotification,
-    JsonRPCRequestMessage,
-    JsonRPCResponseMessage,
-)
+from tiller.wire.endpoint import Endpoint
+from tiller.wire.framing import MAX_DEPTH, BadFrame, TooDeep, exceeds_depth
+from tiller.wire.stdio import FramedWriter, Stdio
 
-from tiller.wire.framing import (
-    MAX_DEPTH,
-    BadFrame,
-    FramedReader,
-    Framing,
-    TooDeep,
-    exceeds_depth,
-    frame,
-)
-
-__all__ = ["FramedWriter", "Selector", "serve_stdio"]
+__all__ = ["Selector", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
-_LINE_SEPARATOR = "\u2028".encode()
-_PARAGRAPH_SEPARATOR = "\u2029".encode()
 INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602
 _TOO_DEEP = f"Invalid request: nested more than {MAX_DEPTH} levels deep"
 
 
 CancelFn = Callable[[Any], None]
-Selector = Callable[[dict[str, Any]], "tuple[JsonRPCProtocol, CancelFn] | None"]
-"""Given the first valid message, another protocol (and cancel hook) to serve the whole
+Selector = Callable[[dict[str, Any]], "tuple[Endpoint, CancelFn] | None"]
+"""Given the first valid message, another endpoint (and cancel hook) to serve the whole
 connection with, or None to keep the default (how ``tiller`` detects an ACP client)."""
 
 
-class FramedWriter:
-    """Writes message bodies in the framing the reader detected (NDJSON until one is known)."""
-
-    def __init__(self, write: Callable[[bytes], None], reader: FramedReader) -> None:
-        self._write = write
-        self._reader = reader
-        self.closed = False
-
-    def write(self, body: bytes) -> None:
-        """Frame and write one JSON body. U+2028/U+2029 (valid raw in JSON strings, but line
-        breaks to some NDJSON readers, e.g. Node's readline) go out escaped."""
-        if self.closed:
-            return
-        if _LINE_SEPARATOR in body or _PARAGRAPH_SEPARATOR in body:
-            body = body.replace(_LINE_SEPARATOR, b"\\u2028").replace(
-                _PARAGRAPH_SEPARATOR, b"\\u2029"
-            )
-        data = frame(body, self._reader.framing)
-        try:
-            self._write(data)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            log.warning("stdout is closed; dropping further output")
-            self.closed = True
-
-    def close(self) -> None:
-        self.closed = True
-
-
 class MessageRouter:
-    """Validates decoded JSON and feeds valid JSON-RPC messages to a pygls protocol."""
+    """Validates decoded JSON and feeds valid JSON-RPC messages to an endpoint."""
 
     def __init__(
         self,
-        protocol: JsonRPCProtocol,
+        endpoint: Endpoint,
         writer: FramedWriter,
         on_cancel: Callable[[Any], None],
         select: Selector | None = None,
     ) -> None:
-        self.protocol = protocol
+        self.endpoint = endpoint
         self.writer = writer
         self.on_cancel = on_cancel
         self.select = select
@@ -143,7 +93,8 @@ class MessageRouter:
         self.dispatch(message)
 
     def take_response(self, data: dict[str, Any]) -> None:
-        """Hand a response to pygls (which drops one for an id it never sent, with a warning);
+        """Hand a response to the endpoint (which drops one for an id it never sent, with a
+        warning);
         log and drop one that names no request (null, missing or invalid id), is not JSON-RPC
         2.0 or nests too deep. Never answers."""
         if (data.get("jsonrpc") == "2.0" and _valid_id(data.get("id"))
@@ -154,38 +105,23 @@ class MessageRouter:
                     json.dumps(data, default=str)[:500])
 
     def dispatch(self, data: dict[str, Any]) -> None:
-        if self.select is not None:  # the first valid message may pick another protocol
+        if self.select is not None:  # the first valid message may pick another endpoint
             select, self.select = self.select, None
             chosen = select(data)
             if chosen is not None:
-                self.protocol, self.on_cancel = chosen
-                self.protocol.set_writer(self.writer, include_headers=False)
+                self.endpoint, self.on_cancel = chosen
+                self.endpoint.write = self.writer.write
         method = data.get("method")
-        params = data.get("params")
         if method == "$/cancelRequest":
             self.cancel(data)
-            return
-        message: Any
-        if method is not None and "id" in data:
-            message = JsonRPCRequestMessage(
-                id=data["id"], method=method, jsonrpc="2.0", params=params
-            )
+        elif method is not None and "id" in data:
+            self.endpoint.on_request(data["id"], method, data.get("params"))
         elif method is not None:
-            message = JsonRPCNotification(method=method, jsonrpc="2.0", params=params)
+            self.endpoint.on_notification(method, data.get("params"))
         elif "error" in data:
-            error = data["error"] if isinstance(data["error"], dict) else {}
-            message = ResponseErrorMessage(
-                id=data["id"],
-                error=ResponseError(
-                    code=int(error.get("code", -32603)),
-                    message=str(error.get("message", "")),
-                    data=error.get("data"),
-                ),
-            )
+            self.endpoint.on_response(data["id"], error=data["error"])
         else:
-            message = JsonRPCResponseMessage(id=data["id"], jsonrpc="2.0", result=data["result"])
-        self.protocol.handle_message(message)
-
+            self.endpoint.on_response(data["id"], result=data["result"])
 
     def cancel(self, data: dict[str, Any]) -> None:
         """``$/cancelRequest``: cancel ``params.id``. Sent as a request it is answered exactly
@@ -235,50 +171,21 @@ def _request_problem(data: dict[str, Any]) -> str | None:
     return 'missing "method"'
 
 
-async def _open_stdin(stdin: BinaryIO) -> asyncio.StreamReader:
-    """A StreamReader over stdin: a non-blocking pipe where possible, else a reader thread."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    mode = os.fstat(stdin.fileno()).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):  # files and /dev/null cannot be polled
-        try:
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin)
-            return reader
-        except (ValueError, OSError):
-            pass
-
-    def pump() -> None:  # regular files and other non-pollable inputs
-        while chunk := os.read(stdin.fileno(), 65536):
-            loop.call_soon_threadsafe(reader.feed_data, chunk)
-        loop.call_soon_threadsafe(reader.feed_eof)
-
-    threading.Thread(target=pump, name="tiller-stdin", daemon=True).start()
-    return reader
-
-
-def _stdout_writer(stdout: BinaryIO) -> Callable[[bytes], None]:
-    def write(data: bytes) -> None:
-        stdout.write(data)
-        stdout.flush()
-
-    return write
-
-
 async def serve_stdio(
-    protocol: JsonRPCProtocol,
+    endpoint: Endpoint,
     on_cancel: Callable[[Any], None],
-    framing: Framing | None = None,
-    stdin: BinaryIO | None = None,
-    stdout: BinaryIO | None = None,
+    stdio: Stdio,
     select: Selector | None = None,
+    first: Any = None,
 ) -> None:
-    """Serve ``protocol`` on stdin/stdout until end of input or ``protocol.stop_event``;
-    ``select`` may hand the connection to another protocol on its first valid message."""
-    reader = FramedReader((await _open_stdin(stdin or sys.stdin.buffer)).read, framing)
-    writer = FramedWriter(_stdout_writer(stdout or sys.stdout.buffer), reader)
-    protocol.set_writer(writer, include_headers=False)
-    router = MessageRouter(protocol, writer, on_cancel, select)
-    async for message in reader.messages():
+    """Serve ``endpoint`` on ``stdio`` until end of input; ``select`` may hand the connection
+    to another endpoint on its first valid message. ``first``: a message already read off
+    ``stdio`` (``Stdio.first``), handled before the rest."""
+    endpoint.write = stdio.writer.write
+    router = MessageRouter(endpoint, stdio.writer, on_cancel, select)
+    if first is not None:
+        router.handle(first)
+    async for message in stdio.messages:
         try:
             router.handle(message)
         except Exception:

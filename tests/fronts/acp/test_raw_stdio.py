@@ -250,3 +250,28 @@ def save_old_session(cwd: Path) -> str:
     saved.append("message", message=UserMessage(content=content).dump())
     saved.close()
     return session_id
+
+
+async def test_a_burst_of_chunks_is_merged_and_sent_before_the_answer(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """protocol.md, "Merged chunks": a reply streamed in one burst goes out as far fewer
+    ``agent_message_chunk`` updates than the model sent, the first one at once, the text
+    unchanged, all of them before the ``session/prompt`` answer."""
+    chunks = 2_000
+    text = "".join(f"w{i % 10} " for i in range(chunks))
+    fake_openai.enqueue(text_reply(text, chunk_size=3))
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session_id = await start(client, tmp_path)
+        answer = await client.request("session/prompt", {
+            "sessionId": session_id, "prompt": [{"type": "text", "text": "talk"}]})
+        answered_at = client.received.index(answer)
+
+    said = [(i, m["params"]["update"]["content"]["text"]) for i, m in enumerate(client.received)
+            if m.get("method") == "session/update"
+            and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert "".join(piece for _, piece in said) == text
+    assert said[0][1] == "w0 "  # the first chunk is never held
+    assert len(said) < chunks
+    assert all(i < answered_at for i, _ in said)

@@ -6,14 +6,16 @@ models than its row's fails here. ``initialize`` answers with the names as the t
 from __future__ import annotations
 
 import inspect
+import json
 import typing
 from typing import Any
 
 import pytest
 
 from tiller.config import load_config
-from tiller.fronts.tiller.front import LAZY, OWN, Initialize, SessionId, TillerFront
+from tiller.fronts.tiller.front import LAZY, OWN, SessionId, TillerFront
 from tiller.fronts.tiller.handlers import Methods, handler_name
+from tiller.fronts.tiller.hello import Initialize
 from tiller.protocol import names
 from tiller.protocol.methods import METHODS
 from tiller.protocol.models import SessionParams
@@ -75,7 +77,7 @@ def test_dispatch_validates_with_the_rows_models() -> None:
 
 
 def test_the_front_registers_exactly_the_tables_methods() -> None:
-    served = TillerFront(config()).front.protocol.fm.features
+    served = TillerFront(config()).front.endpoint.methods
     assert set(served) == set(names.METHODS)
 
 
@@ -97,7 +99,7 @@ def test_the_fronts_own_readers_refuse_what_the_rows_model_refuses(
 
 @pytest.mark.anyio
 async def test_initialize_answers_with_the_names() -> None:
-    result = await TillerFront(config()).initialize(Initialize({}))
+    result = json.loads(await TillerFront(config()).initialize(Initialize({})))
     capabilities = result["capabilities"]
     assert capabilities["methods"] == [*names.METHODS, *names.NOTIFICATIONS]
     assert capabilities["serverRequests"] == list(names.SERVER_REQUESTS)

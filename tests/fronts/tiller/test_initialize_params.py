@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tiller.fronts.tiller.front import Initialize
+from tiller.fronts.tiller.hello import Initialize
 from tiller.protocol.methods import METHODS
 
 InitializeParams = METHODS["initialize"].params
@@ -55,7 +55,7 @@ def test_both_readings_agree_on_every_combination() -> None:
             if value is not MISSING:
                 raw.update(value) if name == "" else raw.__setitem__(name, value)
         assert tiller_reading(raw) == pydantic_reading(raw), raw
-        plain += Initialize._plain(raw) is not None
+        plain += Initialize.plain(raw) is not None
     assert plain > 1000  # the pydantic-free reading is really the one used for usual params
 
 
@@ -68,5 +68,5 @@ def test_the_editors_params_are_read_without_pydantic() -> None:
         {"protocolVersion": 1, "capabilities": {"permissions": True}, "deltaWindowMs": 0},
         {},
     ):
-        assert Initialize._plain(raw) is not None, raw
+        assert Initialize.plain(raw) is not None, raw
 

@@ -3,15 +3,12 @@ or a prompt uses (the bash parser of the permission rules, the diff engine) load
 
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support.helpers import clean_env
+from support.helpers import clean_env, serve_in_turn
+from support.paths import SUPPORT
 from tiller.store.log import SessionLog
 from tiller.store.saved import log_path
 from tiller.types import UserMessage
@@ -23,33 +20,21 @@ NOT_FOR_A_LOAD = ("tree_sitter", "tree_sitter_bash", "difflib")
 
 
 def imported_by_a_load(cwd: Path, session_dir: Path, session_id: str) -> set[str]:
-    """Every module a ``tiller`` process imported by the time it answered ``initialize`` and
-    ``session/load`` of ``session_id`` (then stdin is closed)."""
-    process = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "tiller", "--session-dir", str(session_dir),
-         "--cwd", str(cwd), "--base-url", "http://127.0.0.1:9/v1"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(),
-        cwd=cwd,
-    )
-    assert process.stdin is not None and process.stdout is not None
+    """Every module a ``tiller`` process imported, from any thread, by the time it answered
+    ``initialize``, ``session/load`` of ``session_id`` and ``agent/getState`` of the session,
+    live (then stdin is closed): what the warm-up after ``initialize`` imported included."""
+    imports = cwd / "imports.txt"
     requests = [("initialize", {"clientInfo": {"name": "test"}, "capabilities": {}}),
-                ("session/load", {"sessionId": session_id})]
-    try:
-        for number, (method, params) in enumerate(requests, start=1):
-            message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
-            process.stdin.write(json.dumps(message).encode() + b"\n")
-            process.stdin.flush()
-            answer: dict[str, object] = {}
-            while answer.get("id") != number:  # the answer, past any notification
-                line = process.stdout.readline()
-                assert line, f"the server exited before answering {method}"
-                answer = json.loads(line)
-            assert "result" in answer, answer
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        process.kill()
-        process.wait()
-    return set(re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", stderr.decode(), re.M))
+                ("session/load", {"sessionId": session_id}),
+                ("agent/getState", {"sessionId": session_id})]  # answered once it is live
+    serve_in_turn(
+        cwd, ["-m", "tiller", "--session-dir", str(session_dir), "--cwd", str(cwd),
+              "--base-url", "http://127.0.0.1:9/v1"],
+        *({"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+          for number, (method, params) in enumerate(requests, start=1)),
+        env=clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
+                      TILLER_TEST_IMPORT_LOG=str(imports)))
+    return set(imports.read_text().split())
 
 
 def test_session_load_imports_no_bash_parser(tmp_path: Path) -> None:

@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import anyio
-from pygls.exceptions import JsonRpcInvalidParams
+from pydantic_core import to_json
 
 from tiller import __version__
 from tiller.config import ServerConfig
-from tiller.errors import AuthRequiredError
+from tiller.errors import AuthRequiredError, InvalidParams
 from tiller.fronts.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
 from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
 from tiller.fronts.acp.options import (
@@ -87,11 +89,13 @@ from tiller.types import (
     AgentEvent,
     AssistantMessage,
     CommandsChanged,
+    MessageUpdate,
     ToolCall,
     UserContent,
     UserMessage,
     WireModel,
 )
+from tiller.wire.coalesce import DEFAULT_WINDOW, Coalescer
 from tiller.wire.jsonrpc import Front
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]
@@ -104,6 +108,10 @@ V1_UPDATES = frozenset({"session_info_update", "config_option_update", "usage_up
 """Session updates that ACP's v1 schema has and no earlier version does: sent only to a client
 whose ``initialize`` declared ``protocolVersion`` 1 or later (a client still on 0, the pre-1.0
 protocol, carries on after our answer of 1 at its own risk, but gets none of these)."""
+
+CHUNKS = {"text": "agent_message_chunk", "thinking": "agent_thought_chunk"}
+"""The streamed deltas merged within ``DEFAULT_WINDOW`` (``tiller.wire.coalesce``) before they
+go out as these ``session/update`` kinds."""
 
 
 def is_acp_initialize(message: dict[str, Any]) -> bool:
@@ -119,7 +127,7 @@ def _roots(directories: list[str]) -> list[Path]:
     """``additionalDirectories`` as paths (resolved); each must be absolute (-32602)."""
     for index, directory in enumerate(directories):
         if not Path(directory).is_absolute():
-            raise JsonRpcInvalidParams(f"Invalid params: additionalDirectories[{index}]: "
+            raise InvalidParams(f"Invalid params: additionalDirectories[{index}]: "
                                        f"not an absolute path: {directory!r}")
     return [Path(directory).resolve() for directory in directories]
 
@@ -149,6 +157,8 @@ class AcpFront:
             translate=acp_error,
         )
         self.editor = AcpEditorBridge(self.front.client_request, self._session_info)
+        self._chunks: dict[str, Coalescer] = {}
+        """Per session: its streamed text and thought deltas, merged (``CHUNKS``)."""
         self._background: set[asyncio.Task[None]] = set()
         self._register()
 
@@ -157,7 +167,24 @@ class AcpFront:
         (``V1_UPDATES``)."""
         if self.client_version < 1 and update.get("sessionUpdate") in V1_UPDATES:
             return
-        self.front.notify("session/update", {"sessionId": session_id, "update": update})
+        chunks = self._chunks.get(session_id)
+        if chunks is not None:  # a merged chunk held back goes first
+            chunks.flush()
+        self.front.write_message(to_json({"jsonrpc": "2.0", "method": "session/update",
+                                          "params": {"sessionId": session_id, "update": update}}))
+
+    def _chunk_writer(self, session_id: str) -> Coalescer:
+        """The session's merged ``agent_message_chunk``/``agent_thought_chunk`` updates, each
+        written as one preformatted body."""
+        prefix = ('{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":'
+                  f'{json.dumps(session_id)},"update":{{"sessionUpdate":"')
+
+        def write(kind: Hashable, text: str) -> None:
+            body = (f'{prefix}{kind}","content":{{"type":"text","text":'
+                    f'{json.dumps(text, ensure_ascii=False)}}}}}}}}}')
+            self.front.write_message(body.encode())
+
+        return Coalescer(write, lambda: DEFAULT_WINDOW)
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel``: abort the session's run; its prompts are answered ``cancelled``."""
@@ -176,8 +203,12 @@ class AcpFront:
         call the permission gate lets through."""
         mapper = self.mappers[session.id] = UpdateMapper(
             session.cwd, session.tools, context_window=lambda: session.context_window)
+        chunks = self._chunks[session.id] = self._chunk_writer(session.id)
 
         def send(event: AgentEvent) -> None:
+            if isinstance(event, MessageUpdate) and event.delta and event.kind in CHUNKS:
+                chunks.add(CHUNKS[event.kind], event.delta)
+                return
             if isinstance(event, CommandsChanged):
                 self.send_update(session.id, available_commands(event.commands))
             for update in mapper.on_event(event):
@@ -204,8 +235,8 @@ class AcpFront:
 
     def _announce_commands(self, session: Session) -> None:
         """Send ``available_commands_update`` (if the session has commands) just after the
-        response being prepared: two hops through the event loop put it behind pygls's
-        send-the-response callback."""
+        response being prepared: two hops through the event loop put it behind the endpoint's
+        send-the-response callback (``tiller.wire.endpoint``)."""
         commands = session.command_entries()
         if not commands:
             return
@@ -266,7 +297,7 @@ class AcpFront:
         try:
             return user_content(blocks)
         except ValueError as exc:
-            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+            raise InvalidParams(f"Invalid params: {exc}") from None
 
     # -------------------------------------------------------------------------- turns
 
@@ -279,7 +310,11 @@ class AcpFront:
                 await self.turns.in_order(session, ready)
             if ready.cancelled:  # cancelled while getting ready: the turn never starts
                 return AcpPromptResult(stop_reason="cancelled")
-            return await self.turns.prompt(session, message)
+            try:
+                return await self.turns.prompt(session, message)
+            finally:  # the turn's last chunk before its answer
+                if (chunks := self._chunks.get(session.id)) is not None:
+                    chunks.flush()
 
     # -------------------------------------------------------------------------- methods
 
@@ -340,7 +375,7 @@ class AcpFront:
         variable = missing_key(config)
         if variable is not None:
             if params.method_id != method_id(variable):
-                raise JsonRpcInvalidParams(f"Invalid params: methodId: unknown method "
+                raise InvalidParams(f"Invalid params: methodId: unknown method "
                                            f"{params.method_id!r}")
             raise AuthRequiredError(f"{variable} is still not set", {"envVar": variable})
         self.config = config
@@ -383,7 +418,7 @@ class AcpFront:
 
     async def session_list(self, params: AcpListParams) -> AcpListResult:
         if params.cursor is not None and not params.cursor.isdigit():
-            raise JsonRpcInvalidParams("Invalid params: cursor: not a cursor this agent gave")
+            raise InvalidParams("Invalid params: cursor: not a cursor this agent gave")
         page, cursor = await self.sessions.list_saved(params.cwd, LIST_PAGE, params.cursor)
         return AcpListResult(sessions=[session_info(s) for s in page], next_cursor=cursor)
 
@@ -392,6 +427,8 @@ class AcpFront:
         self.cancel(params.session_id)
         await self.sessions.close(params.session_id)
         self.mappers.pop(params.session_id, None)
+        if (chunks := self._chunks.pop(params.session_id, None)) is not None:
+            chunks.flush()
         return WireModel()
 
     async def session_set_config_option(self, params: AcpSetConfigParams) -> AcpConfigResult:
@@ -400,7 +437,7 @@ class AcpFront:
         try:
             await set_option(self.config, session, params.config_id, params.value)
         except OptionError as exc:
-            raise JsonRpcInvalidParams(f"Invalid params: {exc}") from None
+            raise InvalidParams(f"Invalid params: {exc}") from None
         self._options_changed(session, session.permission_mode != mode)
         return AcpConfigResult(config_options=config_options(self.config, session))
 
@@ -426,7 +463,7 @@ class AcpFront:
         options = (params.meta or {}).get("steering") or {}
         idle = options.get("idleBehavior", "startNewTurn") if isinstance(options, dict) else None
         if idle not in IDLE_BEHAVIORS:
-            raise JsonRpcInvalidParams("Invalid params: _meta.steering.idleBehavior: one of "
+            raise InvalidParams("Invalid params: _meta.steering.idleBehavior: one of "
                                        + ", ".join(IDLE_BEHAVIORS))
         content = self._content(params.prompt)
         with self.turns.preparing(session) as ready:

@@ -14,34 +14,31 @@ coalesced within the ``initialize`` ``deltaWindowMs``).
 
 from __future__ import annotations
 
+import gc
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
-from pygls.exceptions import JsonRpcInvalidParams
 
-from tiller import PROTOCOL_VERSION, __version__
+from tiller import PROTOCOL_VERSION
 from tiller.config import ServerConfig
-from tiller.errors import RequestError
-from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
-from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
-from tiller.session.capabilities import (
-    checkpoints_off_reason,
-    default_model_notice,
-    sandbox_info,
-)
-from tiller.wire.jsonrpc import Front, Handler, Method, SerializedResult
+from tiller.errors import InvalidParams, RequestError
+from tiller.fronts.tiller.hello import Initialize, initialize_result, speaks_our_version
+from tiller.protocol.names import METHODS
+from tiller.wire.endpoint import SerializedResult
+from tiller.wire.jsonrpc import Front, Handler, Method
 
 if TYPE_CHECKING:  # the session machinery is imported on first use, not for initialize
     from tiller.fronts.tiller.handlers import Methods
-    from tiller.protocol.models import InitializeParams, SessionIdParams
+    from tiller.protocol.models import SessionIdParams
     from tiller.session.registry import SessionRegistry
     from tiller.session.session import Session
     from tiller.store.saved import SavedSession
 
-__all__ = ["LAZY", "OWN", "Initialize", "SessionId", "TillerFront"]
+__all__ = ["LAZY", "OWN", "SessionId", "TillerFront"]
 
 log = logging.getLogger(__name__)
 
@@ -50,54 +47,6 @@ OWN = ("initialize", "session/load")
 the rest of ``tiller.protocol.names.METHODS`` (and ``session/load`` of a live session)."""
 LAZY = tuple(name for name in METHODS if name not in OWN)
 """The methods whose handlers (and models) are imported on the first call of one of them."""
-
-
-@dataclass(frozen=True)
-class Initialize:
-    """``initialize``'s params as the handler uses them. ``model_validate`` reads plain JSON of
-    the usual shape itself; anything else (snake_case names, numbers as strings, a wrong type
-    ...) goes through the params model of ``initialize``'s row in ``tiller.protocol.methods``,
-    which coerces it or answers -32602 as for every method. Both read the same: a test holds
-    them to it."""
-
-    capabilities: dict[str, Any]
-    """As the client sent them, camelCase, nulls dropped."""
-    protocol_version: int | None = None
-    delta_window_ms: float | None = None
-
-    @classmethod
-    def model_validate(cls, raw: dict[str, Any]) -> Initialize:
-        plain = cls._plain(raw)
-        if plain is not None:
-            return plain
-        from tiller.protocol.methods import METHODS as ROWS
-
-        params = cast("InitializeParams", ROWS["initialize"].params.model_validate(raw))
-        return cls(params.capabilities.dump(), params.protocol_version, params.delta_window_ms)
-
-    @classmethod
-    def _plain(cls, raw: dict[str, Any]) -> Initialize | None:
-        """The params if they hold only known camelCase names with exactly JSON's types."""
-        version, window = raw.get("protocolVersion"), raw.get("deltaWindowMs")
-        info, capabilities = raw.get("clientInfo"), raw.get("capabilities", {})
-        fs = capabilities.get("fs") if isinstance(capabilities, dict) else None
-        asks = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
-        if not (
-            raw.keys() <= {"clientInfo", "capabilities", "protocolVersion", "deltaWindowMs"}
-            and (version is None or type(version) is int)
-            and (window is None or (type(window) in (int, float) and 0 <= window <= 1000))
-            and (info is None or (_only(info, {"name", "version"}, str)
-                                  and type(info.get("name")) is str))
-            and _only(capabilities, {"permissions", "fs", "elicitation", "openUrl"}, bool)
-            and (fs is None or _only(fs, {"readTextFile", "writeTextFile", "keepsUnsaved"}, bool))
-            and (asks is None or _only(asks, {"form", "url"}, bool))
-        ):
-            return None
-        dumped = {key: value for key, value in capabilities.items() if value is not None}
-        for name, inner in (("fs", fs), ("elicitation", asks)):
-            if inner is not None:
-                dumped[name] = {key: value for key, value in inner.items() if value is not None}
-        return cls(dumped, version, window)
 
 
 @dataclass(frozen=True)
@@ -137,15 +86,6 @@ class _Loads:
             await self._done.wait()
 
 
-def _only(value: Any, names: set[str], kind: type) -> bool:
-    """``value`` is an object of only ``names``, each None or exactly a ``kind`` (the members
-    ``fs`` and ``elicitation`` excepted: the caller checks them)."""
-    return isinstance(value, dict) and value.keys() <= names and all(
-        item is None or type(item) is kind or key in ("fs", "elicitation")
-        for key, item in value.items()
-    )
-
-
 class TillerFront:
     """protocol.md's methods over one session registry, served by ``front``."""
 
@@ -158,6 +98,7 @@ class TillerFront:
         self._loads = _Loads()
         self._handlers: Methods | None = None
         self._closed = False
+        self._warming: anyio.Event | None = None
         self.front.register("initialize", Initialize, self.initialize)
         self.front.register("session/load", SessionId, self.session_load)
         self.front.register_lazy(LAZY, self._methods)
@@ -181,8 +122,35 @@ class TillerFront:
             self._handlers = Methods(self.front, self.config, lambda: self.sessions)
         return self._handlers
 
-    def _methods(self) -> Mapping[str, Method]:
-        """The lazily registered methods, each waiting for a load in progress (``_Loads``)."""
+    async def warm(self) -> None:
+        """Get ready for the first prompt once ``initialize`` is answered: import what it needs
+        in a worker thread (``tiller.session.warm``; the event loop goes on serving), then
+        build the handlers and the session registry and learn the served model
+        (``SessionRegistry.ready``). Runs once; never raises."""
+        if self._warming is not None or self._closed:
+            return
+        self._warming = anyio.Event()
+        try:
+            from tiller.session.warm import import_ahead
+
+            took = await anyio.to_thread.run_sync(
+                import_ahead, self.config, ("tiller.fronts.tiller.handlers",
+                                            "tiller.fronts.tiller.events"))
+            self._warming.set()
+            self.handlers  # noqa: B018 (built now, not by the first request)
+            await self.sessions.ready()
+            gc.freeze()  # the modules live as long as the process: no collection walks them
+            log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
+        except Exception:
+            log.debug("warming up failed; the first request does it", exc_info=True)
+        finally:
+            self._warming.set()
+
+    async def _methods(self) -> Mapping[str, Method]:
+        """The lazily registered methods, each waiting for a load in progress (``_Loads``);
+        imported after the warm-up's, if one runs (so two threads never import them)."""
+        if self._warming is not None:
+            await self._warming.wait()
         return {name: (params, self._after_loads(fn))
                 for name, (params, fn) in self.handlers.table(LAZY).items()}
 
@@ -224,6 +192,8 @@ class TillerFront:
         """Make a session whose ``session/load`` was answered live. If its messages are not
         valid, requests for it get the error (``SessionRegistry.adopt``)."""
         try:
+            if self._warming is not None:  # its imports first: one thread imports them
+                await self._warming.wait()
             if self._closed:
                 saved.close()
             else:
@@ -260,41 +230,23 @@ class TillerFront:
 
         session.subscribe(EventNotifier(session.id, self.front.write_message, window))
 
-    async def initialize(self, params: Initialize) -> dict[str, Any]:
+    async def initialize(self, params: Initialize) -> SerializedResult:
         """Take the client's capabilities; a ``protocolVersion`` other than ours is refused."""
-        if params.protocol_version not in (None, PROTOCOL_VERSION):
-            raise JsonRpcInvalidParams(
+        if not speaks_our_version(params):
+            raise InvalidParams(
                 f"Invalid params: protocolVersion: this server speaks Tiller protocol version "
                 f"{PROTOCOL_VERSION}, not {params.protocol_version}"
             )
+        self.accept(params)
+        result = SerializedResult(
+            json.dumps(initialize_result(self.config), separators=(",", ":")).encode())
+        result.then = self.warm
+        return result
+
+    def accept(self, params: Initialize) -> None:
+        """Take what an ``initialize`` answered (here, or before this front existed:
+        ``tiller.fronts.tiller.early``) declared."""
         self._capabilities = params.capabilities
         self._connect_client()
         if params.delta_window_ms is not None:
             self.delta_window_ms = params.delta_window_ms
-        result: dict[str, Any] = {
-            "serverInfo": {"name": "tiller", "version": __version__},
-            "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {
-                "agent": {"steer": True, "followUp": True, "continue": True, "abort": True},
-                "queueModes": list(QUEUE_MODES),
-                "permissionModes": list(PERMISSION_MODES),
-                "thinkingLevels": list(THINKING_LEVELS),
-                "sessions": {
-                    "new": True, "list": True, "load": True, "fork": True,
-                    "persistent": self.config.session_dir is not None,
-                },
-                "checkpoints": self._checkpoints_info(),
-                "sandbox": sandbox_info(self.config),
-                "methods": [*METHODS, *NOTIFICATIONS],
-                "serverRequests": list(SERVER_REQUESTS),
-                "events": list(EVENT_TYPES),
-            },
-        }
-        if notice := default_model_notice(self.config):
-            result["notice"] = notice
-        return result
-
-    def _checkpoints_info(self) -> dict[str, Any]:
-        """Whether new sessions get checkpoints, and why not (protocol.md's CheckpointsInfo)."""
-        reason = checkpoints_off_reason(self.config)
-        return {"enabled": True} if reason is None else {"enabled": False, "reason": reason}
