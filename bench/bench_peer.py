@@ -275,11 +275,16 @@ async def guarded(spec: PeerSpec, samples: Samples, fakes: Fakes, step: str,
         print(f"{spec.name}: its model server: {'; '.join(problems)}", flush=True)
 
 
-async def measure_rounds(specs: Sequence[PeerSpec], fakes: Fakes, cwd: Path, rounds: int,
+async def measure_rounds(specs: Sequence[PeerSpec], fakes: Fakes, root: Path, rounds: int,
                          results: dict[str, Samples]) -> None:
+    """The warm-up spawns, then ``rounds`` rounds; each peer works in a folder of its own
+    under ``root`` (what one writes there is not in another's workspace)."""
+    places = {spec.key: root / spec.key for spec in specs}
+    for place in places.values():
+        place.mkdir(exist_ok=True)
     for spec in specs:  # warm-up, untimed
         await guarded(spec, results[spec.key], fakes, "warm-up",
-                      lambda spec=spec: first_spawn(spec, fakes, cwd, None))
+                      lambda spec=spec: first_spawn(spec, fakes, places[spec.key], None))
     for number in range(rounds):
         live = [spec for spec in specs if results[spec.key].failure is None]
         shift = number % max(len(live), 1)
@@ -288,10 +293,12 @@ async def measure_rounds(specs: Sequence[PeerSpec], fakes: Fakes, cwd: Path, rou
             if spec.key == "tiller":
                 into.floor += await anyio.to_thread.run_sync(python_runs, FLOOR_CODE, 1)
             await guarded(spec, into, fakes, f"round {number + 1}",
-                          lambda spec=spec, into=into: first_spawn(spec, fakes, cwd, into))
+                          lambda spec=spec, into=into: first_spawn(
+                              spec, fakes, places[spec.key], into))
             if into.failure is None:
                 await guarded(spec, into, fakes, f"round {number + 1}",
-                              lambda spec=spec, into=into: second_spawn(spec, fakes, cwd, into))
+                              lambda spec=spec, into=into: second_spawn(
+                                  spec, fakes, places[spec.key], into))
         print(f"round {number + 1}/{rounds} done ({loadavg()})", flush=True)
 
 
@@ -620,7 +627,7 @@ async def main(argv: Sequence[str] | None = None) -> None:
         if not args.no_extras and "tiller" in by_key:
             print()
             try:
-                many = await measure_many_sessions(by_key["tiller"], fakes, cwd)
+                many = await measure_many_sessions(by_key["tiller"], fakes, cwd / "tiller")
                 load = await measure_session_load(root)
                 print(render_tiller_extras(many, load))
                 if "pi" in by_key:
