@@ -68,9 +68,12 @@ bench: install
 	$(BIN)/python bench/bench_checkpoints.py
 	$(BIN)/python bench/bench_sandbox.py
 
-# Tiller against pi 1.6.0 (installed once from npm, with node@22, into ~/.cache/tiller/peer).
+# Tiller against its peers: Codex app-server, codex-acp, pi 1.6.0 and Claude Code (installed once
+# from npm into ~/.cache/tiller/peer). BENCH_ARGS="--quick" runs 2 rounds; "--peers tiller,pi"
+# a subset (bench/README.md).
+BENCH_ARGS ?=
 bench-peer: install
-	$(BIN)/python bench/bench_peer.py
+	$(BIN)/python bench/bench_peer.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -110,7 +110,6 @@ def render(tiller: Billed, pi: Billed) -> str:
 
 if __name__ == "__main__":
     import anyio
-    from bench_peer import ensure_peer, measure_cache
+    from bench_peer import measure_cache
 
-    node, cli, _ = ensure_peer()
-    print(render(*anyio.run(measure_cache, node, cli)))
+    print(render(*anyio.run(measure_cache)))

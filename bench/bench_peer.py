@@ -1,59 +1,61 @@
-"""Tiller side by side with its peer, pi 1.6.0, on the same scripted OpenAI-compatible server.
+"""Tiller side by side with its peers, each on a scripted loopback model server, in rounds.
 
-pi (npm ``@earendil-works/pi-coding-agent@1.6.0``) needs Node >= 22.19; both come from the npm
-registry (the ``node@22`` package ships the binary) and are installed once into a cache folder,
-``~/.cache/tiller/peer`` (``TILLER_PEER_CACHE`` overrides it). pi runs as ``pi --mode rpc
---no-session`` with a custom provider in ``$PI_CODING_AGENT_DIR/models.json`` pointing at the
-loopback fake of bench_providers.py (``RecordingOpenAI``: tests/support/fake_openai.py's server,
-paced when asked); Tiller as ``python -m tiller --no-session --base-url``. Both speak NDJSON on
-stdio and are driven by the same minimal client here, which counts every byte they write.
+The peers (bench/peer_agents.py installs and starts them; npm versions pinned there):
 
-Measured, for each:
+- Tiller's own front (NDJSON) and its ACP front (``--acp``), ``--no-session``, on the Chat
+  Completions fake (``--base-url``);
+- Codex's ``app-server`` (npm ``@openai/codex``, its Rust binary; JSON-RPC v2 over stdio) and
+  Zed's ``codex-acp`` (npm ``@zed-industries/codex-acp``), both with a ``CODEX_HOME`` whose
+  config.toml names a custom model provider on the Responses API fake;
+- pi 1.6.0 (``pi --mode rpc --no-session`` on Node 22, a custom provider on the Chat
+  Completions fake);
+- Claude Code in stream-json mode (npm ``@anthropic-ai/claude-code``, ``claude -p
+  --input-format stream-json --output-format stream-json --include-partial-messages``) with
+  ``ANTHROPIC_BASE_URL`` at the Anthropic fake.
 
-1. spawn -> first response (Tiller: ``initialize``; pi: ``get_state``), median of 15 spawns;
-   and, as the floor under Tiller, a bare ``python -c "import pygls.server"``. The spawns go in
-   rounds (floor, Tiller, pi), since this VM's speed drifts within seconds, and Tiller's distance
-   to the floor is the median of the paired differences (each with the floor sample just before);
-2. idle RSS (VmRSS a second after that response);
-3. a 3,000-token reply (one ``"tok "`` per SSE chunk), prompt -> end (Tiller: the
-   ``agent/prompt`` response; pi: ``agent_settled``), after one warm-up prompt, and the bytes each
-   wrote to stdout in that span per token;
-4. the server's CPU time while the provider streams 100 tokens/s (300 tokens), as % of one core;
-5. Tiller alone: server CPU per token of a 3,000-token reply in one session (the mean over 5
-   fresh sessions, one after another) against 50 fresh sessions streaming it at once in the
-   same process;
-6. Tiller alone: ``session/load`` of bench_sessions.py's 10,000-entry session in a fresh
-   process, request -> the response's last byte (and until an ``agent/getState`` sent right
-   after the answer is answered: the session is live), then again after ``session/close``;
-7. the billed input of the same scripted 20-call Anthropic session (bench_cache.py) on
-   tests/support/fake_anthropic.py with Anthropic's real prompt-cache accounting, and the share
-   of the input read from the cache (pi as a custom ``anthropic-messages`` provider).
+Each fake (bench_providers.py's recording subclasses of tests/support/fake_*.py) streams one
+4-character token per SSE event, at full speed or paced. A round measures every peer once, in a
+rotated order (this VM's speed drifts within seconds, so the peers share the machine's moods):
 
-Run from the repository root (about a minute on 2 idle cores, plus the npm install once)::
+1. spawn -> ready for a prompt (what "ready" means per peer: ``Dialect.ready_means``), then the
+   first prompt at once: prompt -> its first reply text on stdout ("1st token, at once");
+2. a second spawn: ready, 2 s idle, the tree's RSS ("idle RSS": the process and its children),
+   the first prompt -> first reply text ("1st token, 2 s after ready"); then a 3,000-token reply
+   at full speed, prompt -> the turn's end, and the stdout bytes in that span per token; then
+   300 tokens paced at 100 tokens/s, the process tree's CPU seconds per 1,000 tokens.
 
-    python bench/bench_peer.py      # or: make bench-peer
+One untimed spawn per peer comes first (a warm-up that also finds a peer that cannot start).
+The table shows medians over the rounds, the ratios of Tiller's two fronts to pi and to the best
+peer in each column, and the issue's targets. A peer that cannot be installed or started, or
+fails mid-run, is reported with the reason and left out. Then Tiller alone: server CPU per token
+of one session against 50 sessions streaming at once, ``session/load`` of bench_sessions.py's
+10,000-entry session, and bench_cache.py's billed Anthropic session, Tiller against pi.
+
+Run from the repository root (about 8 minutes on 2 cores, plus the npm installs once)::
+
+    python bench/bench_peer.py                    # or: make bench-peer
+    python bench/bench_peer.py --quick            # 2 rounds: for iterating
+    python bench/bench_peer.py --peers tiller,tiller-acp,pi --rounds 3 --no-extras
 
 It prints one run's numbers and asserts nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+import traceback
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.abc
 
 BENCH = Path(__file__).resolve().parent
 for _path in (BENCH, BENCH.parent / "tests", BENCH.parent / "server"):
@@ -64,175 +66,104 @@ from bench_cache import MODEL as CACHE_MODEL  # noqa: E402
 from bench_cache import PROMPT as CACHE_PROMPT  # noqa: E402
 from bench_cache import Billed, billed, pi_models_json, script_session  # noqa: E402
 from bench_cache import render as render_cache  # noqa: E402
-from bench_providers import RecordingOpenAI  # noqa: E402
-from bench_server import (  # noqa: E402
-    cpu_seconds,
-    header,
-    python_runs,
-    rss_kib,
-    server_env,
+from bench_providers import (  # noqa: E402
+    RecordingAnthropic,
+    RecordingOpenAI,
+    RecordingResponses,
 )
+from bench_server import cpu_seconds, header, python_runs, server_env  # noqa: E402
 from bench_sessions import ENTRIES, Load, build_entries, load_in_server, write_log  # noqa: E402
+from peer_agents import (  # noqa: E402
+    CACHE,
+    PEER_KEYS,
+    Line,
+    Peer,
+    PeerFailed,
+    PeerSpec,
+    TillerDialect,
+    Unavailable,
+    Wire,
+    running,
+    setup_peer,
+    tail,
+    tree_cpu_seconds,
+    tree_rss_kib,
+)
 
+from support import fake_anthropic, fake_openai, fake_openai_responses  # noqa: E402
 from support.fake_anthropic import FakeAnthropic  # noqa: E402
-from support.fake_openai import text_reply  # noqa: E402
 from tiller.store.saved import workspace_dir_name  # noqa: E402
 
-PI_PACKAGE = "@earendil-works/pi-coding-agent"
-PI_VERSION = "1.6.0"
-NODE_PACKAGE = "node@22"
-CACHE = Path(os.environ.get("TILLER_PEER_CACHE", Path.home() / ".cache" / "tiller" / "peer"))
-SPAWNS = 15
+ROUNDS = 7
+QUICK_ROUNDS = 2
+IDLE = 2.0  # seconds between ready and the first prompt, in the second spawn of a round
 TOKENS = 3_000
 TOKEN = "tok "
 PACED_RATE = 100.0  # tokens/s
 PACED_TOKENS = 300
+FIRST_REPLY = "Hello! The first reply of this process."
 MANY = 50  # sessions streaming at once
 SINGLE = 5  # sessions streaming one after another, for the single-session figure
 MANY_TOKENS = TOKENS  # each: the same reply as the single session's
-MODEL = "fake-model"
+FLOOR_CODE = "import pygls.server"
 
 
 # ---------------------------------------------------------------------------------------------
-# Installing the peer
+# The fakes
 
 
-def ensure_peer() -> tuple[Path, Path, str]:
-    """(node binary, pi's cli.js, node's version), installed into CACHE with npm if not yet."""
-    node = CACHE / "node_modules" / ".bin" / "node"
-    package = CACHE / "node_modules" / PI_PACKAGE
-    manifest = package / "package.json"
-    installed = manifest.exists() and json.loads(manifest.read_text())["version"] == PI_VERSION
-    if not (installed and node.exists()):
-        CACHE.mkdir(parents=True, exist_ok=True)
-        print(f"installing {PI_PACKAGE}@{PI_VERSION} and {NODE_PACKAGE} into {CACHE} ...",
-              flush=True)
-        subprocess.run(
-            ["npm", "install", "--prefix", str(CACHE), "--no-audit", "--no-fund",
-             "--loglevel=error", f"{PI_PACKAGE}@{PI_VERSION}", NODE_PACKAGE],
-            check=True,
-        )
-    cli = package / json.loads(manifest.read_text())["bin"]["pi"]
-    return node, cli, subprocess.check_output([str(node), "--version"], text=True).strip()
+Fake = RecordingOpenAI | RecordingResponses | RecordingAnthropic
 
 
-# ---------------------------------------------------------------------------------------------
-# One NDJSON client for both
+class Fakes:
+    """One recording fake per wire, each serving replies enqueued just before each prompt."""
 
+    def __init__(self) -> None:
+        self.by_wire: dict[Wire, Fake] = {"chat": RecordingOpenAI(),
+                                          "responses": RecordingResponses(),
+                                          "anthropic": RecordingAnthropic()}
 
-@dataclass
-class Line:
-    at: float
-    size: int  # bytes, newline included
-    message: dict[str, Any]
+    def __enter__(self) -> Fakes:
+        for fake in self.by_wire.values():
+            fake.start()
+        return self
 
-
-@dataclass
-class Agent:
-    """How to start one agent and speak to it."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    first_request: dict[str, Any]
-    prompt: Callable[[str, int], dict[str, Any]]
-    is_end: Callable[[dict[str, Any], int], bool]
-
-
-class Peer:
-    """A spawned NDJSON process; every line it writes is kept with its size and arrival time."""
-
-    def __init__(self, process: anyio.abc.Process) -> None:
-        self.process = process
-        self.lines: list[Line] = []
-        self._arrived = anyio.Event()
-        self._ids = 0
+    def __exit__(self, *exc: object) -> None:
+        for fake in self.by_wire.values():
+            fake.close()
 
     @property
-    def pid(self) -> int:
-        return int(self.process.pid)
+    def urls(self) -> dict[Wire, str]:
+        return {wire: fake.url for wire, fake in self.by_wire.items()}
 
-    def next_id(self) -> int:
-        self._ids += 1
-        return self._ids
+    def script(self, wire: Wire, text: str, rate: float | None) -> Fake:
+        """Enqueue one reply of ``text`` (a token per event) at ``rate`` tokens/s."""
+        fake = self.by_wire[wire]
+        size = len(TOKEN)
+        if isinstance(fake, RecordingOpenAI):
+            fake.enqueue(fake_openai.text_reply(text, chunk_size=size))
+        elif isinstance(fake, RecordingResponses):
+            fake.enqueue(fake_openai_responses.response_reply(
+                fake_openai_responses.message(text), chunk_size=size))
+        else:
+            fake.enqueue(fake_anthropic.text_reply(text, chunk_size=size))
+        fake.rate = rate
+        return fake
 
-    async def read_loop(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for data in self.process.stdout:
-            buffer += data
-            *complete, buffer = buffer.split(b"\n")
-            now = time.perf_counter()
-            for raw in complete:
-                if raw.strip():
-                    self.lines.append(Line(now, len(raw) + 1, json.loads(raw)))
-            if complete:
-                self._arrived.set()
-                self._arrived = anyio.Event()
-
-    async def send(self, message: dict[str, Any]) -> None:
-        assert self.process.stdin is not None
-        await self.process.stdin.send(json.dumps(message).encode() + b"\n")
-
-    async def wait(self, match: Callable[[dict[str, Any]], bool], start: int = 0) -> int:
-        """Index of the first line from ``start`` on that matches, waiting for it."""
-        with anyio.fail_after(120):
-            while True:
-                for index in range(start, len(self.lines)):
-                    if match(self.lines[index].message):
-                        return index
-                start = len(self.lines)
-                await self._arrived.wait()
-
-
-@asynccontextmanager
-async def running(agent: Agent, cwd: Path) -> AsyncIterator[Peer]:
-    process = await anyio.open_process(agent.argv, env=agent.env, cwd=cwd, stderr=sys.stderr)
-    peer = Peer(process)
-    async with anyio.create_task_group() as group:
-        group.start_soon(peer.read_loop)
-        try:
-            yield peer
-        finally:
-            assert process.stdin is not None
-            await process.stdin.aclose()
-            with anyio.move_on_after(10) as scope:
-                await process.wait()
-            if scope.cancelled_caught:
-                process.kill()
-            group.cancel_scope.cancel()
-
-
-def tiller_agent(url: str) -> Agent:
-    return Agent(
-        name="Tiller",
-        argv=[sys.executable, "-m", "tiller", "--base-url", url, "--model", MODEL,
-              "--no-session"],
-        env=server_env(),
-        first_request={"jsonrpc": "2.0", "method": "initialize", "params": {
-            "clientInfo": {"name": "bench", "version": "0"}, "capabilities": {}}},
-        prompt=lambda text, i: {"jsonrpc": "2.0", "id": i, "method": "agent/prompt",
-                                "params": {"message": text}},
-        is_end=lambda message, i: message.get("id") == i and "method" not in message,
-    )
-
-
-def pi_agent(url: str, node: Path, cli: Path, home: Path) -> Agent:
-    (home / "models.json").write_text(json.dumps({"providers": {"bench": {
-        "baseUrl": url, "api": "openai-completions", "apiKey": "bench",
-        "models": [{"id": MODEL}]}}}))
-    env = server_env()
-    env.update(PI_CODING_AGENT_DIR=str(home), PI_OFFLINE="1", PI_SKIP_VERSION_CHECK="1",
-               PI_TELEMETRY="0")
-    return Agent(
-        name=f"pi {PI_VERSION}",
-        argv=[str(node), str(cli), "--mode", "rpc", "--no-session", "--provider", "bench",
-              "--model", MODEL],
-        env=env,
-        first_request={"type": "get_state"},
-        prompt=lambda text, i: {"id": str(i), "type": "prompt", "message": text},
-        is_end=lambda message, i: message.get("type") == "agent_settled",
-    )
+    def problems(self, wire: Wire) -> list[str]:
+        """What went wrong on ``wire``'s fake since the last call (unscripted or refused
+        requests, replies nobody asked for), which is then forgotten."""
+        fake = self.by_wire[wire]
+        with fake._condition:
+            found = list(fake._failures) + [
+                f"refused request {number}: {status} {message}"
+                for number, status, message in fake._refusals]
+            if fake._script:
+                found.append(f"{len(fake._script)} scripted replies not requested")
+            fake._failures.clear()
+            fake._refusals.clear()
+            fake._script.clear()
+        return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -240,105 +171,152 @@ def pi_agent(url: str, node: Path, cli: Path, home: Path) -> Agent:
 
 
 @dataclass
-class Numbers:
+class Samples:
     startup: list[float] = field(default_factory=list)
-    floor: list[float] = field(default_factory=list)
-    idle_rss_kib: int = 0
-    reply_wall: float = 0.0
-    reply_bytes: int = 0
-    reply_updates: int = 0
-    paced_cpu: float = 0.0
-    paced_wall: float = 0.0
+    first_at_once: list[float] = field(default_factory=list)
+    first_after_idle: list[float] = field(default_factory=list)
+    idle_rss_kib: list[int] = field(default_factory=list)
+    reply_wall: list[float] = field(default_factory=list)
+    reply_bytes: list[int] = field(default_factory=list)
+    reply_text_lines: list[int] = field(default_factory=list)
+    paced_cpu: list[float] = field(default_factory=list)  # seconds per 1,000 tokens
+    floor: list[float] = field(default_factory=list)  # Tiller's row only
+    failure: str | None = None
 
 
-def first_request(agent: Agent, peer: Peer) -> dict[str, Any]:
-    """The agent's first request with a fresh id (an int for JSON-RPC, a string for pi)."""
-    request_id = peer.next_id()
-    return dict(agent.first_request, id=request_id if "jsonrpc" in agent.first_request
-                else str(request_id))
+@dataclass
+class Turn:
+    sent: float
+    first_text: Line
+    end: Line
+    lines: list[Line]  # from the first line after the prompt to the end, included
+    text_lines: int
 
 
-async def answer_first(agent: Agent, peer: Peer) -> None:
-    request = first_request(agent, peer)
-    await peer.send(request)
-    await peer.wait(lambda m: m.get("id") == request["id"] and "method" not in m
-                    and m.get("type", "response") == "response")
-
-
-async def measure_startups(agents: Sequence[Agent], cwd: Path,
-                           numbers: Sequence[Numbers]) -> None:
-    """Spawn -> first response, in SPAWNS rounds: each round samples the floor, then spawns each
-    agent once, so all three see the same machine (this VM's speed drifts by a third within
-    seconds). The floor samples go into the first agent's numbers."""
-    for _ in range(SPAWNS):
-        numbers[0].floor += await anyio.to_thread.run_sync(python_runs, FLOOR_CODE, 1)
-        for agent, into in zip(agents, numbers, strict=True):
-            start = time.perf_counter()
-            async with running(agent, cwd) as peer:
-                await answer_first(agent, peer)
-                into.startup.append(time.perf_counter() - start)
-
-
-async def prompt_until_end(peer: Peer, agent: Agent, text: str) -> tuple[int, int]:
-    """Send a prompt and wait for its end: (index of the first line after the prompt, end)."""
-    request_id = peer.next_id()
+async def prompt(spec: PeerSpec, peer: Peer, text: str, expected: str) -> Turn:
+    """Send a prompt, wait for its end; PeerFailed unless the reply text is ``expected``."""
     mark = len(peer.lines)
-    await peer.send(agent.prompt(text, request_id))
-    end = await peer.wait(lambda m: agent.is_end(m, request_id), mark)
-    return mark, end
+    sent = time.perf_counter()
+    is_end = await spec.dialect.send_prompt(peer, text)
+    end = await peer.wait(is_end, mark)
+    reason = spec.dialect.failure(peer.lines[end].message)
+    if reason is not None:
+        raise PeerFailed(reason)
+    span = peer.lines[mark : end + 1]
+    texts = [(line, spec.dialect.text(line.message)) for line in span]
+    carrying = [(line, piece) for line, piece in texts if piece]
+    got = "".join(piece for _, piece in carrying)
+    if got != expected:
+        raise PeerFailed(f"reply text {len(got)} chars ({got[:40]!r}...), expected "
+                         f"{len(expected)}")
+    return Turn(sent, carrying[0][0], span[-1], span, len(carrying))
 
 
-async def measure_streams(
-    agent: Agent, fake: RecordingOpenAI, cwd: Path, numbers: Numbers
-) -> None:
-    """Idle RSS, the full-speed 3,000-token reply, then the paced one, in one process."""
-    fake.enqueue(text_reply("warm-up"), text_reply(TOKEN * TOKENS, chunk_size=len(TOKEN)),
-                 text_reply(TOKEN * PACED_TOKENS, chunk_size=len(TOKEN)))
-    async with running(agent, cwd) as peer:
-        await answer_first(agent, peer)
-        await anyio.sleep(1.0)  # let start-up work that runs after the answer finish
-        numbers.idle_rss_kib = rss_kib(peer.pid)
-        await prompt_until_end(peer, agent, "warm up")
-        fake.rate = None
-        start = time.perf_counter()
-        mark, end = await prompt_until_end(peer, agent, "talk a lot")
-        numbers.reply_wall = peer.lines[end].at - start
-        span = peer.lines[mark : end + 1]
-        numbers.reply_bytes = sum(line.size for line in span)
-        numbers.reply_updates = sum(
-            1 for line in span if is_update(line.message)
-        )
-        fake.rate = PACED_RATE
-        cpu, start = cpu_seconds(peer.pid), time.perf_counter()
-        await prompt_until_end(peer, agent, "talk slowly")
-        numbers.paced_cpu = cpu_seconds(peer.pid) - cpu
-        numbers.paced_wall = time.perf_counter() - start
-        fake.rate = None
+async def first_spawn(spec: PeerSpec, fakes: Fakes, cwd: Path, into: Samples | None) -> None:
+    """Spawn -> ready, then the first prompt at once."""
+    start = time.perf_counter()
+    async with running(spec, cwd) as peer:
+        await spec.dialect.ready(peer)
+        ready = time.perf_counter()
+        fakes.script(spec.wire, FIRST_REPLY, None)
+        turn = await prompt(spec, peer, "hello", FIRST_REPLY)
+    if into is not None:
+        into.startup.append(ready - start)
+        into.first_at_once.append(turn.first_text.at - turn.sent)
 
 
-async def measure_many_sessions(fake: RecordingOpenAI, cwd: Path) -> tuple[float, float]:
+async def second_spawn(spec: PeerSpec, fakes: Fakes, cwd: Path, into: Samples) -> None:
+    """Spawn -> ready, idle, idle RSS, the first prompt, the full-speed reply, the paced one."""
+    start = time.perf_counter()
+    async with running(spec, cwd) as peer:
+        await spec.dialect.ready(peer)
+        into.startup.append(time.perf_counter() - start)
+        await anyio.sleep(IDLE)
+        into.idle_rss_kib.append(tree_rss_kib(peer.pid))
+        fakes.script(spec.wire, FIRST_REPLY, None)
+        turn = await prompt(spec, peer, "hello", FIRST_REPLY)
+        into.first_after_idle.append(turn.first_text.at - turn.sent)
+
+        long_reply = TOKEN * TOKENS
+        fakes.script(spec.wire, long_reply, None)
+        turn = await prompt(spec, peer, "talk a lot", long_reply)
+        into.reply_wall.append(turn.end.at - turn.sent)
+        into.reply_bytes.append(sum(line.size for line in turn.lines))
+        into.reply_text_lines.append(turn.text_lines)
+
+        paced = TOKEN * PACED_TOKENS
+        fakes.script(spec.wire, paced, PACED_RATE)
+        cpu = tree_cpu_seconds(peer.pid)
+        await prompt(spec, peer, "talk slowly", paced)
+        into.paced_cpu.append((tree_cpu_seconds(peer.pid) - cpu) / PACED_TOKENS * 1000)
+
+
+async def guarded(spec: PeerSpec, samples: Samples, fakes: Fakes, step: str,
+                  work: Callable[[], Any]) -> None:
+    """Run one step of a peer; a failure leaves the peer out of the rest of the run, with the
+    reason, the fake's complaints and the tail of its stderr."""
+    try:
+        await work()
+    except Exception as error:  # any failure of a peer is reported, not raised
+        while isinstance(error, ExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        reason = str(error) or type(error).__name__
+        if not isinstance(error, (PeerFailed, Unavailable, TimeoutError, OSError)):
+            reason = "".join(traceback.format_exception_only(error)).strip()
+        problems = fakes.problems(spec.wire)
+        if problems:
+            reason += f"; its model server: {'; '.join(problems[:3])}"
+        stderr = spec.log.read_text(errors="replace") if spec.log.exists() else ""
+        samples.failure = f"{step}: {reason}; stderr: {tail(stderr, 3)}"
+        print(f"{spec.name}: FAILED {samples.failure}", flush=True)
+        return
+    problems = fakes.problems(spec.wire)
+    if problems:
+        print(f"{spec.name}: its model server: {'; '.join(problems)}", flush=True)
+
+
+async def measure_rounds(specs: Sequence[PeerSpec], fakes: Fakes, root: Path, rounds: int,
+                         results: dict[str, Samples]) -> None:
+    """The warm-up spawns, then ``rounds`` rounds; each peer works in a folder of its own
+    under ``root`` (what one writes there is not in another's workspace)."""
+    places = {spec.key: root / spec.key for spec in specs}
+    for place in places.values():
+        place.mkdir(exist_ok=True)
+    for spec in specs:  # warm-up, untimed
+        await guarded(spec, results[spec.key], fakes, "warm-up",
+                      lambda spec=spec: first_spawn(spec, fakes, places[spec.key], None))
+    for number in range(rounds):
+        live = [spec for spec in specs if results[spec.key].failure is None]
+        shift = number % max(len(live), 1)
+        for spec in live[shift:] + live[:shift]:
+            into = results[spec.key]
+            if spec.key == "tiller":
+                into.floor += await anyio.to_thread.run_sync(python_runs, FLOOR_CODE, 1)
+            await guarded(spec, into, fakes, f"round {number + 1}",
+                          lambda spec=spec, into=into: first_spawn(
+                              spec, fakes, places[spec.key], into))
+            if into.failure is None:
+                await guarded(spec, into, fakes, f"round {number + 1}",
+                              lambda spec=spec, into=into: second_spawn(
+                                  spec, fakes, places[spec.key], into))
+        print(f"round {number + 1}/{rounds} done ({loadavg()})", flush=True)
+
+
+async def measure_many_sessions(spec: PeerSpec, fakes: Fakes, cwd: Path) -> tuple[float, float]:
     """Tiller's server CPU per streamed token: SINGLE fresh sessions one after another, then
     MANY fresh sessions at once (MANY_TOKENS each), in one warmed-up process. (single, many) in
     seconds per token. Several single replies, since /proc counts CPU in 10 ms ticks and one
     3,000-token reply takes only ~0.15 s."""
-    agent = tiller_agent(fake.url)
-    fake.rate = None
-    fake.enqueue(text_reply("warm-up"),
-                 *(text_reply(TOKEN * MANY_TOKENS, chunk_size=len(TOKEN))
-                   for _ in range(SINGLE + MANY)))
-    async with running(agent, cwd) as peer:
-        await answer_first(agent, peer)
-        await prompt_until_end(peer, agent, "warm up")
+    async with running(spec, cwd) as peer:
+        await spec.dialect.ready(peer)
+        fakes.script("chat", FIRST_REPLY, None)
+        await prompt(spec, peer, "warm up", FIRST_REPLY)
+        fake = fakes.by_wire["chat"]
+        fake.enqueue(*(fake_openai.text_reply(TOKEN * MANY_TOKENS, chunk_size=len(TOKEN))
+                       for _ in range(SINGLE + MANY)))
 
         async def new_sessions(count: int) -> list[str]:
-            sessions = []
-            for _ in range(count):
-                request_id = peer.next_id()
-                await peer.send({"jsonrpc": "2.0", "id": request_id, "method": "session/new",
-                                 "params": {}})
-                index = await peer.wait(lambda m, i=request_id: m.get("id") == i)
-                sessions.append(peer.lines[index].message["result"]["sessionId"])
-            return sessions
+            return [(await peer.request("session/new", {}))["sessionId"] for _ in range(count)]
 
         async def talk(sessions: list[str]) -> float:
             """CPU seconds per token while ``sessions`` each stream one reply, all at once."""
@@ -354,11 +332,14 @@ async def measure_many_sessions(fake: RecordingOpenAI, cwd: Path) -> tuple[float
 
         singles = [await talk([session]) for session in await new_sessions(SINGLE)]
         many = await talk(await new_sessions(MANY))
+    problems = fakes.problems("chat")
+    if problems:
+        print(f"50 sessions: the model server: {'; '.join(problems)}", flush=True)
     return statistics.mean(singles), many
 
 
 async def measure_session_load(root: Path) -> Load:
-    """Step 6: bench_sessions.py's session written under ``root``, loaded by a fresh server."""
+    """bench_sessions.py's session written under ``root``, loaded by a fresh server."""
     cwd = (root / "load-workspace").resolve()
     cwd.mkdir()
     session_dir, session_id = root / "sessions", uuid.uuid4().hex
@@ -368,137 +349,294 @@ async def measure_session_load(root: Path) -> Load:
 
 
 PI_TOOLS = "read,bash,edit,write,grep,find,ls"
-"""pi's tools for step 7: Tiller's (but ``todo``, which pi does not have), so both declare
-about the same tools; pi's default is only the first four."""
+"""pi's tools for the cache session: Tiller's (but ``todo``, which pi does not have), so both
+declare about the same tools; pi's default is only the first four."""
 
 
-async def measure_cache(node: Path, cli: Path) -> tuple[Billed, Billed]:
-    """Step 7: (Tiller, pi) billed for the same 20-call session, each on a fresh fake."""
+async def measure_cache(pi: PeerSpec | None = None) -> tuple[Billed, Billed]:
+    """(Tiller, pi) billed for bench_cache.py's 20-call session, each on a fresh fake."""
     results = []
-    for who in ("tiller", "pi"):
-        with tempfile.TemporaryDirectory(prefix=f"tiller-cache-{who}-") as tmp, \
-                FakeAnthropic() as fake:
-            root = Path(tmp)
-            cwd, home = root / "work", root / "pi-home"
-            cwd.mkdir()
-            home.mkdir()
-            script_session(fake)
-            if who == "tiller":
-                env = server_env()
-                env.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=fake.url,
-                           XDG_DATA_HOME=str(root / "data"))
-                agent = Agent(
-                    name="Tiller",
-                    argv=[sys.executable, "-m", "tiller", "--provider", "anthropic", "--model",
-                          CACHE_MODEL, "--no-session", "--permission-mode", "auto"],
-                    env=env, first_request=tiller_agent(fake.url).first_request,
-                    prompt=tiller_agent(fake.url).prompt, is_end=tiller_agent(fake.url).is_end)
-            else:
-                agent = pi_agent(fake.url, node, cli, home)
-                (home / "models.json").write_text(json.dumps(pi_models_json(fake.url)))
-                agent.argv = [str(node), str(cli), "--mode", "rpc", "--no-session", "--provider",
-                              "bench-anthropic", "--model", CACHE_MODEL, "--tools", PI_TOOLS]
-            async with running(agent, cwd) as peer:
-                await answer_first(agent, peer)
-                await prompt_until_end(peer, agent, CACHE_PROMPT)
-            problems = fake.failures + (
-                [f"{len(fake.unused_replies)} replies unused"] if fake.unused_replies else [])
-            if problems:
-                print(f"{agent.name} on the Anthropic fake: {'; '.join(problems)}", flush=True)
-            results.append(billed(fake))
+    with tempfile.TemporaryDirectory(prefix="tiller-cache-") as tmp:
+        root = Path(tmp)
+        if pi is None:
+            pi = setup_peer("pi", {"chat": "http://127.0.0.1:9/v1"}, root / "pi-home",
+                            root / "pi.log")
+        for who in ("tiller", "pi"):
+            with FakeAnthropic() as fake:
+                cwd = root / f"work-{who}"
+                cwd.mkdir()
+                script_session(fake)
+                if who == "tiller":
+                    env = server_env()
+                    env.update(ANTHROPIC_API_KEY="bench", ANTHROPIC_BASE_URL=fake.url,
+                               XDG_DATA_HOME=str(root / "data"))
+                    spec = PeerSpec(
+                        "tiller", "Tiller", "anthropic", TillerDialect(),
+                        [sys.executable, "-m", "tiller", "--provider", "anthropic", "--model",
+                         CACHE_MODEL, "--no-session", "--permission-mode", "auto"],
+                        env, "", root / "tiller.log")
+                else:
+                    home = Path(pi.env["PI_CODING_AGENT_DIR"]).parent / "cache-agent"
+                    home.mkdir(exist_ok=True)
+                    (home / "models.json").write_text(json.dumps(pi_models_json(fake.url)))
+                    node, cli = pi.argv[:2]
+                    spec = PeerSpec(
+                        "pi", pi.name, "anthropic", pi.dialect,
+                        [node, cli, "--mode", "rpc", "--no-session", "--provider",
+                         "bench-anthropic", "--model", CACHE_MODEL, "--tools", PI_TOOLS],
+                        dict(pi.env, PI_CODING_AGENT_DIR=str(home)), pi.version, pi.log)
+                async with running(spec, cwd) as peer:
+                    await spec.dialect.ready(peer)
+                    end = await spec.dialect.send_prompt(peer, CACHE_PROMPT)
+                    await peer.wait(end, timeout=300)
+                problems = fake.failures + (
+                    [f"{len(fake.unused_replies)} replies unused"] if fake.unused_replies
+                    else [])
+                if problems:
+                    print(f"{spec.name} on the Anthropic fake: {'; '.join(problems)}",
+                          flush=True)
+                results.append(billed(fake))
     return results[0], results[1]
-
-
-def is_update(message: dict[str, Any]) -> bool:
-    if message.get("type") == "message_update":
-        return True
-    params = message.get("params")
-    return isinstance(params, dict) and params.get("type") == "message_update"
-
-
-FLOOR_CODE = "import pygls.server"
 
 
 # ---------------------------------------------------------------------------------------------
 # Report
 
 
+def loadavg() -> str:
+    return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms"
+    return f"{seconds * 1000:,.0f} ms"
 
 
-def render(tiller: Numbers, pi: Numbers, floor: Sequence[float],
-           many: tuple[float, float], load: Load) -> str:
-    def row(name: str, ours: float, theirs: float, show: Callable[[float], str],
-            target: str) -> str:
-        ratio = ours / theirs if theirs else float("nan")
-        return f"| {name} | {show(ours)} | {show(theirs)} | {ratio:.2f} | {target} |"
+@dataclass(frozen=True)
+class Column:
+    title: str
+    value: Callable[[Samples], float]
+    show: Callable[[float], str]
 
-    def percent(cpu: float, wall: float) -> float:
-        return 100 * cpu / wall if wall else float("nan")
 
-    paired = [ours - base for ours, base in zip(tiller.startup, floor, strict=True)]
-    apart = statistics.median(tiller.startup) - statistics.median(floor)
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
+
+def ratio(ours: float, theirs: float) -> float:
+    return ours / theirs if theirs else float("nan")
+
+
+COLUMNS = [
+    Column("spawn → ready", lambda s: _median(s.startup), ms),
+    Column(f"1st prompt → 1st token, sent {IDLE:g} s after ready",
+           lambda s: _median(s.first_after_idle), ms),
+    Column("1st prompt → 1st token, sent at once", lambda s: _median(s.first_at_once), ms),
+    Column("idle RSS", lambda s: _median(s.idle_rss_kib) / 1024, lambda v: f"{v:.0f} MB"),
+    Column(f"{TOKENS:,}-token reply", lambda s: _median(s.reply_wall),
+           lambda v: f"{v:.2f} s"),
+    Column("stdout B/token", lambda s: _median(s.reply_bytes) / TOKENS, lambda v: f"{v:.0f}"),
+    Column(f"CPU s per 1k tokens at {PACED_RATE:.0f} tok/s", lambda s: _median(s.paced_cpu),
+           lambda v: f"{v:.2f}"),
+]
+SPAWN, FIRST_IDLE, FIRST_AT_ONCE, RSS, REPLY, BYTES, CPU = COLUMNS
+
+
+@dataclass(frozen=True)
+class Target:
+    who: str  # a peer key
+    column: Column
+    against: str  # a peer key, or "best": the best of the peers that are not Tiller
+    at_most: float  # the ratio it must not exceed
+
+
+TARGETS = [
+    *(target for front in ("tiller", "tiller-acp") for target in (
+        Target(front, SPAWN, "pi", 1.0),
+        Target(front, FIRST_IDLE, "pi", 1.0),
+        Target(front, FIRST_AT_ONCE, "pi", 1.5),
+        Target(front, RSS, "pi", 0.5),
+        Target(front, CPU, "best", 1.0),
+    )),
+    Target("tiller-acp", REPLY, "tiller", 1.2),
+    Target("tiller-acp", BYTES, "pi", 0.5),
+    Target("tiller", REPLY, "pi", 1.0),
+    Target("tiller", BYTES, "pi", 0.35),
+]
+TILLER_KEYS = ("tiller", "tiller-acp")
+
+
+def best_peer(column: Column, specs: Sequence[PeerSpec],
+              results: dict[str, Samples]) -> tuple[str, float] | None:
+    """(name, value) of the lowest value in ``column`` among the measured non-Tiller peers."""
+    values = [(spec.name, column.value(results[spec.key])) for spec in specs
+              if spec.key not in TILLER_KEYS and results[spec.key].failure is None]
+    values = [(name, value) for name, value in values if value == value]  # not NaN
+    return min(values, key=lambda item: item[1]) if values else None
+
+
+def render(specs: Sequence[PeerSpec], results: dict[str, Samples], rounds: int) -> str:
+    measured = [spec for spec in specs if results[spec.key].failure is None
+                and results[spec.key].startup]
+    by_key = {spec.key: spec for spec in measured}
     lines = [
-        f"| measure | Tiller | pi {PI_VERSION} | Tiller/pi | target |",
-        "|---|---|---|---|---|",
-        row(f"spawn -> first response (median of {SPAWNS})", statistics.median(tiller.startup),
-            statistics.median(pi.startup), ms, "<= 1.0"),
-        row("idle RSS", tiller.idle_rss_kib / 1024, pi.idle_rss_kib / 1024,
-            lambda v: f"{v:.0f} MB", "<= 0.5"),
-        row(f"{TOKENS:,}-token reply, prompt -> end", tiller.reply_wall, pi.reply_wall,
-            lambda v: f"{v:.2f} s", "<= 1.0"),
-        row("bytes on the wire per token", tiller.reply_bytes / TOKENS, pi.reply_bytes / TOKENS,
-            lambda v: f"{v:.0f}", "<= 0.35"),
-        row(f"CPU while streaming {PACED_RATE:.0f} tokens/s (% of one core)",
-            percent(tiller.paced_cpu, tiller.paced_wall), percent(pi.paced_cpu, pi.paced_wall),
-            lambda v: f"{v:.1f}%", "Tiller <= 10%"),
-        "",
-        f"floor: `python -c 'import pygls.server'`, median of {SPAWNS} (each run just before one "
-        f"of Tiller's spawns): {ms(statistics.median(floor))}; Tiller start-up minus floor: "
-        f"{ms(statistics.median(paired))} (target <= 60 ms; the median of the {SPAWNS} paired "
-        f"differences; the difference of the medians: {ms(apart)})",
-        f"message_update lines in the {TOKENS:,}-token reply: Tiller {tiller.reply_updates:,},"
-        f" pi {pi.reply_updates:,}",
-        f"Tiller server CPU per token: 1 session {many[0] * 1e6:.0f} us (mean of {SINGLE});"
-        f" {MANY} sessions at once ({MANY_TOKENS} tokens each) {many[1] * 1e6:.0f} us;"
-        f" ratio {many[1] / many[0]:.2f}"
-        " (target <= 1.5)",
-        f"session/load of a {ENTRIES:,}-entry session ({load.messages:,} messages, "
-        f"{load.response_bytes / 2**20:.1f} MiB): first of a process {ms(load.first)}, "
-        f"again after session/close {ms(load.second)} (target <= 250 ms; to the response's "
-        f"last byte); the first session live (agent/getState answered) after {ms(load.live)}",
-        "start-up samples: Tiller " + ", ".join(ms(s) for s in tiller.startup)
-        + "; pi " + ", ".join(ms(s) for s in pi.startup)
-        + "; floor " + ", ".join(ms(s) for s in floor),
+        "| peer | " + " | ".join(column.title for column in COLUMNS) + " |",
+        "|---" * (len(COLUMNS) + 1) + "|",
     ]
+    for spec in measured:
+        cells = [column.show(column.value(results[spec.key])) for column in COLUMNS]
+        lines.append(f"| {spec.name} | " + " | ".join(cells) + " |")
+
+    lines += ["", "| ratio | " + " | ".join(column.title for column in COLUMNS) + " |",
+              "|---" * (len(COLUMNS) + 1) + "|"]
+    for key in TILLER_KEYS:
+        if key not in by_key:
+            continue
+        ours = results[key]
+        if "pi" in by_key:
+            cells = [f"{ratio(column.value(ours), column.value(results['pi'])):.2f}"
+                     for column in COLUMNS]
+            lines.append(f"| {by_key[key].name} / pi | " + " | ".join(cells) + " |")
+        cells = []
+        for column in COLUMNS:
+            best = best_peer(column, measured, results)
+            cells.append(f"{ratio(column.value(ours), best[1]):.2f} ({best[0]})" if best
+                         else "n/a")
+        lines.append(f"| {by_key[key].name} / best peer | " + " | ".join(cells) + " |")
+
+    lines += ["", "| target | measured | reference | ratio | holds |", "|---|---|---|---|---|"]
+    for target in TARGETS:
+        if target.who not in by_key:
+            continue
+        ours = target.column.value(results[target.who])
+        if target.against == "best":
+            best = best_peer(target.column, measured, results)
+            reference = (f"best peer ({best[0]})", best[1]) if best else None
+        elif target.against in by_key:
+            reference = (by_key[target.against].name, target.column.value(
+                results[target.against]))
+        else:
+            reference = None
+        against = ("the best peer" if target.against == "best" else
+                   by_key[target.against].name if target.against in by_key else target.against)
+        what = (f"{by_key[target.who].name}: {target.column.title} ≤ "
+                f"{'' if target.at_most == 1 else f'{target.at_most:g}× '}{against}'s")
+        if reference is None:
+            lines.append(f"| {what} | {target.column.show(ours)} | not measured | | |")
+            continue
+        share = ratio(ours, reference[1])
+        lines.append(f"| {what} | {target.column.show(ours)} | {reference[0]}: "
+                     f"{target.column.show(reference[1])} | {share:.2f} | "
+                     f"{'yes' if share <= target.at_most else '**no**'} |")
+
+    lines += ["", f"medians over {rounds} rounds (spawn → ready: {2 * rounds} spawns); "
+              "ready means:"]
+    lines += [f"- {spec.name} ({spec.version}; {WIRE_NAMES[spec.wire]}): "
+              f"{spec.dialect.ready_means}" for spec in measured]
+    lines.append(f"reply text lines in the {TOKENS:,}-token reply: " + ", ".join(
+        f"{spec.name} {_median(results[spec.key].reply_text_lines):,.0f}" for spec in measured))
+    for spec in measured:
+        lines.append(f"spawn → ready samples, {spec.name}: "
+                     + ", ".join(ms(s) for s in results[spec.key].startup))
+    if "tiller" in by_key:
+        tiller = results["tiller"]
+        firsts = tiller.startup[0::2] if len(tiller.startup) == 2 * len(tiller.floor) else []
+        if firsts:
+            paired = [ours - base for ours, base in zip(firsts, tiller.floor, strict=True)]
+            lines.append(
+                f"floor: `python -c '{FLOOR_CODE}'`, median of {len(tiller.floor)} (each run "
+                f"just before one of Tiller's spawns): {ms(_median(tiller.floor))}; Tiller "
+                f"spawn → ready minus floor: {ms(_median(paired))} (target ≤ 60 ms; median of "
+                "the paired differences)")
+    for spec in specs:
+        failure = results[spec.key].failure
+        if failure is not None:
+            lines.append(f"left out: {spec.name}: {failure}")
     return "\n".join(lines)
 
 
-async def main() -> None:
-    node, cli, node_version = ensure_peer()
-    print(header().replace("server benchmark", "vs pi benchmark"), flush=True)
-    print(f"peer: pi {PI_VERSION} on node {node_version} ({CACHE})", flush=True)
-    with tempfile.TemporaryDirectory(prefix="tiller-peer-") as tmp, RecordingOpenAI() as fake:
-        root = Path(tmp)
-        cwd, home = root / "work", root / "pi-home"
+WIRE_NAMES: dict[Wire, str] = {"chat": "Chat Completions fake",
+                               "responses": "Responses API fake",
+                               "anthropic": "Anthropic Messages fake"}
+
+
+def render_tiller_extras(many: tuple[float, float], load: Load) -> str:
+    return "\n".join([
+        f"Tiller server CPU per token: 1 session {many[0] * 1e6:.0f} us (mean of {SINGLE});"
+        f" {MANY} sessions at once ({MANY_TOKENS} tokens each) {many[1] * 1e6:.0f} us;"
+        f" ratio {many[1] / many[0]:.2f} (target ≤ 1.5)",
+        f"session/load of a {ENTRIES:,}-entry session ({load.messages:,} messages, "
+        f"{load.response_bytes / 2**20:.1f} MiB): first of a process {ms(load.first)}, "
+        f"again after session/close {ms(load.second)} (target ≤ 250 ms; to the response's "
+        f"last byte); the first session live (agent/getState answered) after {ms(load.live)}",
+    ])
+
+
+# ---------------------------------------------------------------------------------------------
+# Main
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--peers", default=",".join(PEER_KEYS),
+                        help=f"comma-separated subset of {','.join(PEER_KEYS)} (default: all)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"interleaved rounds (default {ROUNDS}; --quick: {QUICK_ROUNDS})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_ROUNDS} rounds, for iterating")
+    parser.add_argument("--no-extras", action="store_true",
+                        help="skip Tiller's 50 sessions, session/load and the cache session")
+    args = parser.parse_args(argv)
+    args.keys = [key.strip() for key in args.peers.split(",") if key.strip()]
+    unknown = [key for key in args.keys if key not in PEER_KEYS]
+    if unknown:
+        parser.error(f"unknown peers {', '.join(unknown)}; known: {', '.join(PEER_KEYS)}")
+    if args.rounds is None:
+        args.rounds = QUICK_ROUNDS if args.quick else ROUNDS
+    return args
+
+
+async def main(argv: Sequence[str] | None = None) -> None:
+    args = parse_args(argv)
+    print(header().replace("server benchmark", "vs peers benchmark"), flush=True)
+    print(f"peers installed under {CACHE}", flush=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="tiller-peer-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="homes-", dir=CACHE) as homes, Fakes() as fakes:
+        root, cwd = Path(tmp), Path(tmp) / "work"
         cwd.mkdir()
-        home.mkdir()
-        agents = [tiller_agent(fake.url), pi_agent(fake.url, node, cli, home)]
-        results = [Numbers() for _ in agents]
-        await measure_startups(agents, cwd, results)
-        print("start-up: done", flush=True)
-        for agent, numbers in zip(agents, results, strict=True):
-            await measure_streams(agent, fake, cwd, numbers)
-            print(f"{agent.name}: done", flush=True)
-        many = await measure_many_sessions(fake, cwd)
-        fake.assert_script_complete()
-        load = await measure_session_load(root)
-    cache = await measure_cache(node, cli)
-    print(render(results[0], results[1], results[0].floor, many, load))
+        specs: list[PeerSpec] = []
+        results: dict[str, Samples] = {}
+        for key in args.keys:
+            samples = results.setdefault(key, Samples())
+            try:
+                spec = await anyio.to_thread.run_sync(
+                    setup_peer, key, fakes.urls, Path(homes) / key, root / f"{key}.log")
+            except (Unavailable, OSError) as error:
+                samples.failure = f"not installed: {error}"
+                print(f"{key}: {samples.failure}", flush=True)
+                specs.append(PeerSpec(key, key, "chat", TillerDialect(), [], {}, "",
+                                      root / f"{key}.log"))
+                continue
+            print(f"{spec.name}: {spec.version}", flush=True)
+            specs.append(spec)
+        runnable = [spec for spec in specs if results[spec.key].failure is None]
+        await measure_rounds(runnable, fakes, cwd, args.rounds, results)
+        print()
+        print(render(specs, results, args.rounds))
+        by_key = {spec.key: spec for spec in runnable if results[spec.key].failure is None}
+        if not args.no_extras and "tiller" in by_key:
+            print()
+            try:
+                many = await measure_many_sessions(by_key["tiller"], fakes, cwd / "tiller")
+                load = await measure_session_load(root)
+                print(render_tiller_extras(many, load))
+                if "pi" in by_key:
+                    print()
+                    print(render_cache(*await measure_cache(by_key["pi"])))
+            except Exception as error:  # reported, not raised: the table above stands
+                print(f"Tiller alone: FAILED: {''.join(traceback.format_exception(error))}")
     print()
-    print(render_cache(*cache))
+    print(f"{loadavg()} at the end ({time.strftime('%Y-%m-%d %H:%M:%S')})")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ from bench_server import (  # noqa: E402
     server_env,
 )
 
-from support import fake_anthropic, fake_openai  # noqa: E402
+from support import fake_anthropic, fake_openai, fake_openai_responses  # noqa: E402
 from tiller import __version__ as tiller_version  # noqa: E402
 
 TOKENS = 5_000
@@ -153,6 +153,12 @@ def _anthropic_chars(frame: str) -> int:
     return len(delta["text"]) if delta["type"] == "text_delta" else 0
 
 
+def _responses_chars(name: str, data: str) -> int:
+    if name != "response.output_text.delta":
+        return 0
+    return len(json.loads(data)["delta"])
+
+
 class _OpenAIHandler(_Recording, fake_openai._Handler):
     def _send_reply(self, reply: fake_openai.Reply, request: Any) -> None:
         arrived = time.perf_counter()
@@ -168,14 +174,22 @@ class _OpenAIHandler(_Recording, fake_openai._Handler):
 class _AnthropicHandler(_Recording, fake_anthropic._Handler):
     def _send_reply(self, reply: fake_anthropic.Reply, request: Any) -> None:
         arrived = time.perf_counter()
-        frames = [
-            (frame.encode(), _anthropic_chars(frame))
-            for frame in fake_anthropic._render(reply, request)
-        ]
+        frames = [(frame, _anthropic_chars(frame.decode()))
+                  for frame in self._frames(reply, request)]  # the fake's usage accounting
         headers = [("Content-Type", "text/event-stream; charset=utf-8"),
                    ("Cache-Control", "no-cache"), ("Connection", "close"),
                    ("request-id", "req_fakebench")]
         self._stream(arrived, frames, headers)
+
+
+class _ResponsesHandler(_Recording, fake_openai_responses._Handler):
+    def _send_reply(self, reply: fake_openai_responses.Reply, request: Any) -> None:
+        arrived = time.perf_counter()
+        frames = []
+        for name, data in self._fake.render(reply, request):
+            head = f"event: {name}\n" if name else ""
+            frames.append((f"{head}data: {data}\n\n".encode(), _responses_chars(name, data)))
+        self._stream(arrived, frames, self._stream_headers())
 
 
 class RecordingOpenAI(fake_openai.FakeOpenAI):
@@ -201,6 +215,22 @@ class RecordingAnthropic(fake_anthropic.FakeAnthropic):
         super().start()
         assert self._httpd is not None
         self._httpd.RequestHandlerClass = _AnthropicHandler
+        return self
+
+
+class RecordingResponses(fake_openai_responses.FakeResponses):
+    """The Responses API fake (tests/support/fake_openai_responses.py), timestamped and paced
+    like the others: ``rate`` text deltas per second (None: as fast as it can)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rate: float | None = None
+        self.wires: list[Wire] = []
+
+    def start(self) -> RecordingResponses:
+        super().start()
+        assert self._httpd is not None
+        self._httpd.RequestHandlerClass = _ResponsesHandler
         return self
 
 
