@@ -40,6 +40,7 @@ from tiller.errors import (
     CheckpointsOffError,
     CommandFailedError,
     NoActiveRunError,
+    PromptBlockedError,
     ProviderNotConfiguredError,
     RequestError,
     ResourceLimitError,
@@ -63,7 +64,7 @@ JSONRPC_ERRORS: tuple[type[Exception], ...] = (
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
-    CommandFailedError, ResourceLimitError, RunFailedError,
+    CommandFailedError, ResourceLimitError, RunFailedError, PromptBlockedError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 
