@@ -357,3 +357,66 @@ async def test_a_pre_tool_use_ask_goes_through_the_permission_question(
     (question,) = asked  # asked although the mode is auto
     assert "deploys are big" in question["reason"]
     assert "not today" in tool_texts(fake_openai.requests[1])[0]
+
+
+BATCH_CONTEXT = """
+import json, sys
+data = json.load(sys.stdin)
+(call,) = data["tool_calls"]
+assert call["tool_name"] == "Bash" and call["tool_response"]["success"]
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "PostToolBatch",
+                  "additionalContext": "batch context: " + call["tool_response"]["output"]}}))
+"""
+PRE_COMPACT = """
+import json, pathlib, sys
+data = json.load(sys.stdin)
+pathlib.Path(data["cwd"], "..", "compacted").write_text(data["trigger"])
+"""
+
+
+async def test_session_start_and_post_tool_batch_add_context_and_pre_compact_runs(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    fake_openai.enqueue(tool_call_reply([("c1", "bash", {"command": "echo hi"})]),
+                        text_reply("done"), text_reply("summary"))
+    args = user_config(tmp_path, {
+        "SessionStart": command_hook("startup", "echo 'session context: use tabs'"),
+        "PostToolBatch": command_hook(None, hook(tmp_path, "batch", BATCH_CONTEXT)),
+        "PreCompact": command_hook("manual", hook(tmp_path, "compact", PRE_COMPACT)),
+    })
+    async with spawn_tiller(fake_openai, ws, *args, "--permission-mode", "auto") as tiller:
+        await tiller.request("initialize", {"capabilities": {}})
+        result = await tiller.prompt("say hi")
+        await tiller.request("agent/compact", {})
+        ends = hook_events(tiller, "hook_end")
+
+    assert result["stopReason"] == "stop"
+    first = user_texts(fake_openai.requests[0])[-1]
+    assert "say hi" in first and "session context: use tabs" in first
+    second = fake_openai.requests[1]["messages"]
+    assert [m["role"] for m in second][-3:] == ["assistant", "tool", "user"]
+    assert "batch context: hi" in user_texts(fake_openai.requests[1])[-1]
+    assert (tmp_path / "compacted").read_text() == "manual"
+    assert [e["hookEvent"] for e in ends] == ["SessionStart", "PostToolBatch", "PreCompact"]
+
+
+async def test_what_a_hook_leaves_running_ends_with_the_session(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pid_file = tmp_path / "left.pid"
+    fake_openai.enqueue(tool_call_reply([("w1", "write", {"path": "a.txt", "content": "a"})]),
+                        text_reply("ok"))
+    leave = f"setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $! > {pid_file}"
+    args = user_config(tmp_path, {"PostToolUse": command_hook("Write", leave)})
+    async with spawn_tiller(fake_openai, ws, *args, "--permission-mode", "auto") as tiller:
+        await tiller.request("initialize", {"capabilities": {}})
+        sid = (await tiller.request("session/new"))["sessionId"]
+        await tiller.prompt("write", session_id=sid)
+        pid = int(pid_file.read_text())
+        assert Path(f"/proc/{pid}").exists()  # it escaped the hook's process group
+        await tiller.request("session/close", {"sessionId": sid})
+        assert not Path(f"/proc/{pid}").exists()

@@ -147,3 +147,23 @@ def test_exit_codes_and_json_mean_what_claude_code_says() -> None:
     assert (halt.stop, halt.context, halt.message) == ("enough", "formatted", "enough")
     late = interpret("Stop", CommandOutcome(None, timed_out=True), 5)
     assert (late.outcome, late.message) == ("timeout", "timed out after 5 seconds; it was killed")
+
+
+def test_the_readme_s_hook_examples_parse_and_cover_every_event() -> None:
+    import re
+    import tomllib
+
+    from support.paths import REPO
+    from tiller.modes import HOOK_EVENTS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Hooks\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```toml\n(.*?)```", section, re.DOTALL)
+    events = []
+    for block in blocks:
+        text = "\n".join(line.removeprefix("  ") for line in block.splitlines())
+        hooks = parse_hooks(tomllib.loads(text)["hooks"], "README.md", "README.md")
+        assert hooks.ignored == ()
+        events += [group.event for group in hooks.groups]
+    assert sorted(set(events)) == sorted(HOOK_EVENTS)
+    assert "ruff format" in section and "prettier --write" in section
