@@ -479,6 +479,9 @@ def test_tools_it_cannot_know_by_name_show_as_the_server_describes_them(
         "header": "✗ runner: rm -rf data",
         "lines": ["⚠ PreToolUse hook blocked (no-rm.sh): use trash",
                   "⚠ PreToolUse hook timed out (no-rm.sh): timed out after 1 seconds"],
+        "question": ["? trust the hooks in .claude/settings.json:",
+                     "    .claude/settings.json asks to run 2 commands as hooks",
+                     "    $ Stop: make test", "    $ PreToolUse (Bash): no-rm.sh"],
     }
 
 

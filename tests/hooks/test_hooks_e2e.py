@@ -312,8 +312,9 @@ async def test_workspace_hooks_run_only_once_trusted_and_a_changed_file_asks_aga
         assert marker.read_text() == "xx" and len(asked) == 2
 
     question = asked[0]
-    assert command in question["preview"]["command"]
-    assert question["preview"]["kind"] == "command" and question["toolName"] == "hooks"
+    assert question["preview"] == {"kind": "hooks", "file": ".claude/settings.json",
+                                   "commands": [f"UserPromptSubmit: {command}"]}
+    assert question["toolName"] == "hooks"
     assert ".claude/settings.json" in question["reason"]
     assert "context: first" in user_texts(fake_openai.requests[1])[-1]
     assert "context: changed" not in user_texts(fake_openai.requests[3])[-1]
@@ -410,7 +411,9 @@ async def test_what_a_hook_leaves_running_ends_with_the_session(
     pid_file = tmp_path / "left.pid"
     fake_openai.enqueue(tool_call_reply([("w1", "write", {"path": "a.txt", "content": "a"})]),
                         text_reply("ok"))
-    leave = f"setsid sleep 600 >/dev/null 2>&1 </dev/null & echo $! > {pid_file}"
+    # The left process writes its pid once it is in a session of its own; the hook waits for it.
+    leave = (f"setsid sh -c 'echo $$ > {pid_file}; exec sleep 600' >/dev/null 2>&1 </dev/null &"
+             f" until [ -s {pid_file} ]; do sleep 0.01; done")
     args = user_config(tmp_path, {"PostToolUse": command_hook("Write", leave)})
     async with spawn_tiller(fake_openai, ws, *args, "--permission-mode", "auto") as tiller:
         await tiller.request("initialize", {"capabilities": {}})

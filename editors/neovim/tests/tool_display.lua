@@ -58,6 +58,11 @@ harness.run(function(config, obs)
     end
   end
   obs.hooked = { header = chat.lines()[chat.block_line('h')], lines = hook_lines }
+  -- The question that asks to trust a workspace's hooks.
+  obs.hooked.question = require('tiller.review').question_lines({
+    toolName = 'hooks', reason = '.claude/settings.json asks to run 2 commands as hooks',
+    preview = { kind = 'hooks', file = '.claude/settings.json', commands = { 'Stop: make test', 'PreToolUse (Bash): no-rm.sh' } },
+  })
 
   -- A saved session: its calls shown as session/load's toolCalls say, the same id twice.
   local client = require('tiller.client')

@@ -485,6 +485,15 @@ export interface HookStart {
   toolCallId?: string;
 }
 
+/** A workspace's hook file to trust (protocol.md, "Hooks"). */
+export interface HooksPreview {
+  kind: 'hooks';
+  /** the settings file, relative to the workspace */
+  file: string;
+  /** each hook: its event, matcher and command */
+  commands: string[];
+}
+
 export type Id = number | string;
 
 export interface ImageContent {
@@ -734,7 +743,7 @@ export interface RequestPermissionParams {
   toolCallId: string;
   toolName: string;
   args: Record<string, unknown>;
-  preview: DiffPreview | CommandPreview | PathPreview | NoPreview;
+  preview: DiffPreview | CommandPreview | PathPreview | NoPreview | HooksPreview;
   reason: string;
   options: PermissionOutcome[];
 }

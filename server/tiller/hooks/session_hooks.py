@@ -236,7 +236,7 @@ class SessionHooks:
         question = PermissionRequest(
             tool_call_id=f"hooks:{shown}", tool_name="hooks",
             args={"file": shown, "sha256": digest, "commands": commands},
-            preview={"kind": "command", "command": "\n".join(commands), "cwd": str(self.cwd)},
+            preview={"kind": "hooks", "file": shown, "commands": commands},
             reason=(f"{shown} in this workspace asks to run {len(commands)} command"
                     f"{'s' if len(commands) != 1 else ''} as hooks, as you, outside the "
                     "sandbox. Trust them? (Asked again if the file changes.)"),
