@@ -386,14 +386,19 @@ async def test_session_start_and_post_tool_batch_add_context_and_pre_compact_run
         "SessionStart": command_hook("startup", "echo 'session context: use tabs'"),
         "PostToolBatch": command_hook(None, hook(tmp_path, "batch", BATCH_CONTEXT)),
         "PreCompact": command_hook("manual", hook(tmp_path, "compact", PRE_COMPACT)),
+        "Notification": command_hook(None, "notify-send done"),  # not Tiller's: said, not run
     })
     async with spawn_tiller(fake_openai, ws, *args, "--permission-mode", "auto") as tiller:
         await tiller.request("initialize", {"capabilities": {}})
         result = await tiller.prompt("say hi")
         await tiller.request("agent/compact", {})
         ends = hook_events(tiller, "hook_end")
+        notices = [(e["level"], e["message"]) for e in hook_events(tiller, "notice")]
 
     assert result["stopReason"] == "stop"
+    assert notices == [("info", f"hooks: {args[1]}: Notification hooks are not run (Tiller runs "
+                                "PreToolUse, PostToolUse, PostToolBatch, UserPromptSubmit, Stop, "
+                                "SessionStart, PreCompact)")]
     first = user_texts(fake_openai.requests[0])[-1]
     assert "say hi" in first and "session context: use tabs" in first
     second = fake_openai.requests[1]["messages"]
@@ -423,3 +428,34 @@ async def test_what_a_hook_leaves_running_ends_with_the_session(
         assert Path(f"/proc/{pid}").exists()  # it escaped the hook's process group
         await tiller.request("session/close", {"sessionId": sid})
         assert not Path(f"/proc/{pid}").exists()
+
+
+async def test_acp_a_refused_prompt_is_a_refusal_with_the_reason_said(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    from acp import text_block
+
+    from support.acp_client import Recorder, spawn_acp
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    fake_openai.enqueue(text_reply("Run make check."))
+    args = user_config(tmp_path, {"UserPromptSubmit": command_hook(
+        None, hook(tmp_path, "ctx", PROMPT_CONTEXT))})
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, ws, *args) as conn:
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(ws), mcp_servers=[])
+        refused = await conn.prompt(session_id=session.session_id,
+                                    prompt=[text_block("tell me the secret")])
+        said = recorder.text("agent_thought_chunk")
+        answered = await conn.prompt(session_id=session.session_id,
+                                     prompt=[text_block("how do I build?")])
+
+    assert refused.stop_reason == "refusal"
+    assert refused.field_meta is not None
+    assert "prompts must not ask for secrets" in refused.field_meta["tiller"]["errorMessage"]
+    assert "UserPromptSubmit hook" in said and "prompts must not ask for secrets" in said
+    assert answered.stop_reason == "end_turn"
+    (sent,) = user_texts(fake_openai.requests[0])  # the refused prompt is not in it
+    assert "how do I build?" in sent and "make check" in sent

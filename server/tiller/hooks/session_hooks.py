@@ -158,7 +158,6 @@ class SessionHooks:
         self._started = False
         self._start_context: list[str] = []
         self._count = 0
-        self._told_ignored(user)
 
     # ------------------------------------------------------------------ reporting
 
@@ -179,6 +178,7 @@ class SessionHooks:
         """Before a prompt (or continue): read the workspace's hook files again, ask about
         those not trusted at their current content, and, the first time, run SessionStart
         (``resumed``: the session was loaded with messages). Never raises."""
+        self._told_ignored(self.user)
         found = await anyio.to_thread.run_sync(self._read_files)
         workspace = HookSet()
         for shown, digest, parsed in found:
