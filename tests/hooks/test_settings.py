@@ -60,10 +60,9 @@ CLAUDE_CODE_SETTINGS = {
 }
 
 
-def test_claude_code_s_documented_settings_parse_unchanged(tmp_path: Path) -> None:
-    path = tmp_path / "settings.json"
-    path.write_text(json.dumps(CLAUDE_CODE_SETTINGS, indent=2))
-    hooks = read_settings_file(path, ".claude/settings.json")
+def test_claude_code_s_documented_settings_parse_unchanged() -> None:
+    data = json.dumps(CLAUDE_CODE_SETTINGS, indent=2).encode()
+    hooks = read_settings_file(data, ".claude/settings.json")
     assert [(g.event, g.matcher) for g in hooks.groups] == [
         ("PreToolUse", "Bash"), ("PreToolUse", "mcp__memory__.*"), ("PreToolUse", "Edit|Write"),
         ("PostToolUse", "Edit|Write"), ("UserPromptSubmit", None), ("SessionStart", "compact")]

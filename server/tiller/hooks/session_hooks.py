@@ -209,7 +209,7 @@ class SessionHooks:
                 found.append((name, "", f"{name}: cannot read it: {exc}"))
                 continue
             try:
-                found.append((name, content_hash(data), read_settings_file(path, name)))
+                found.append((name, content_hash(data), read_settings_file(data, name)))
             except ConfigError as exc:
                 found.append((name, content_hash(data), str(exc)))
         return found

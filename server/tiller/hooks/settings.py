@@ -26,7 +26,6 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from tiller.errors import ConfigError
@@ -181,16 +180,17 @@ def _group(event: HookEventName, entry: Any, where: str, source: str,
                      test=match_names(matcher, where))
 
 
-def read_settings_file(path: Path, shown: str) -> HookSet:
-    """The hooks of a JSON settings file (Claude Code's ``settings.json``; keys other than
-    ``hooks`` are not Tiller's and are left alone); ``shown`` names it in messages. ConfigError
-    for a file that is not a JSON object or whose hooks are malformed."""
+def read_settings_file(data: bytes, shown: str) -> HookSet:
+    """The hooks of a JSON settings file's content ``data`` (Claude Code's ``settings.json``;
+    keys other than ``hooks`` are not Tiller's and are left alone); ``shown`` names it in
+    messages. The caller reads the file once: what it hashed is what is parsed. ConfigError for
+    content that is not a JSON object or whose hooks are malformed."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        parsed = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{shown}: cannot read it as JSON: {exc}") from None
-    if not isinstance(data, dict):
+    if not isinstance(parsed, dict):
         raise ConfigError(f"{shown}: not a JSON object")
-    if "hooks" not in data:
+    if "hooks" not in parsed:
         return HookSet()
-    return parse_hooks(data["hooks"], shown, shown)
+    return parse_hooks(parsed["hooks"], shown, shown)
