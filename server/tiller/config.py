@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from tiller import __version__
 from tiller.errors import ConfigError
+from tiller.hooks.settings import HookSet, parse_hooks
 from tiller.mcp.config import McpServerConfig, parse_server_table
 from tiller.modes import (
     PERMISSION_MODES,
@@ -150,6 +151,8 @@ class ServerConfig:
     (tiller.checkpoints.checkpoints)."""
     mcp_servers: list[McpServerConfig] = field(default_factory=list)
     """The config file's ``[mcp_servers.NAME]`` (tiller.mcp), started by every session."""
+    hooks: HookSet = field(default_factory=HookSet)
+    """The config file's ``[hooks]`` (tiller.hooks): the user's own, run in every session."""
 
     def key_variables(self) -> set[str]:
         """The environment variables that hold a configured provider's API key."""
@@ -275,7 +278,7 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
              "compaction", "permissions", "tools", "sandbox", "providers", "models",
-             "mcp_servers", "cache_ttl"}
+             "mcp_servers", "cache_ttl", "hooks"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -322,6 +325,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         parse_server_table(name, table, where)
         for name, table in _typed(data, "mcp_servers", dict, where, default={}).items()
     ]
+    if "hooks" in data:
+        updates["hooks"] = parse_hooks(data["hooks"], where, where)
     return replace(config, **updates)
 
 

@@ -17,6 +17,8 @@
     │   ├── ResourceLimitError       -32019  the server reached its open-file limit
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │   │                                    (tiller.fronts.acp)
+    │   ├── PromptBlockedError       -32021  a UserPromptSubmit hook refused the prompt
+    │   │                                    (tiller.hooks)
     │   ├── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
     │   │   ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │   │   └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
@@ -59,6 +61,7 @@ __all__ = [
     "MethodNotFound",
     "NoActiveRunError",
     "ParseError",
+    "PromptBlockedError",
     "ProviderNotConfiguredError",
     "RequestError",
     "ResourceLimitError",
@@ -151,6 +154,14 @@ class RunFailedError(RequestError):
     failed); ``data`` carries ``{stopReason: "error", errorMessage, usage}``."""
 
     code = -32020
+
+
+class PromptBlockedError(RequestError):
+    """A UserPromptSubmit hook refused the prompt (exit code 2, or ``decision: "block"``); the
+    message carries its reason, ``data`` ``{hookEvent, reason}``. No run started: nothing was
+    added to the conversation."""
+
+    code = -32021
 
 
 class AcpRequestError(RequestError):

@@ -14,12 +14,15 @@ from typing import Literal, get_args
 
 __all__ = [
     "ESCALATIONS",
+    "HOOK_EVENTS",
     "PERMISSION_MODES",
     "QUEUE_MODES",
     "SANDBOX_MODES",
     "SUMMARY_PREFIX",
     "THINKING_LEVELS",
     "Escalation",
+    "HookEventName",
+    "HookOutcome",
     "PermissionMode",
     "QueueMode",
     "SandboxMode",
@@ -37,6 +40,13 @@ THINKING_LEVELS: tuple[ThinkingLevel, ...] = get_args(ThinkingLevel)
 PermissionMode = Literal["ask", "acceptEdits", "auto", "readonly"]
 """A session's permission policy (protocol.md, "Permissions"; ``tiller.gate.permissions``)."""
 PERMISSION_MODES: tuple[PermissionMode, ...] = get_args(PermissionMode)
+
+HookEventName = Literal["PreToolUse", "PostToolUse", "PostToolBatch", "UserPromptSubmit", "Stop",
+                        "SessionStart", "PreCompact"]
+"""The hook events Tiller runs, by Claude Code's names (protocol.md, "Hooks"; tiller.hooks)."""
+HOOK_EVENTS: tuple[HookEventName, ...] = get_args(HookEventName)
+HookOutcome = Literal["ok", "blocked", "error", "timeout"]
+"""How a hook command ended (``hook_end``'s ``outcome``)."""
 
 SandboxMode = Literal["workspace-write", "read-only", "off", "required"]
 """Where a session's commands run (protocol.md, "Sandbox"; ``tiller.sandbox``): writes in the

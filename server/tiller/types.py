@@ -14,6 +14,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from tiller.modes import (
+    HookEventName,
+    HookOutcome,
     ToolKind,
     now_ms,
 )
@@ -32,6 +34,8 @@ __all__ = [
     "CompactionEnd",
     "CompactionReason",
     "CompactionStart",
+    "HookEnd",
+    "HookStart",
     "ImageContent",
     "McpRenamedTool",
     "McpServerState",
@@ -456,6 +460,37 @@ class Notice(WireModel):
     message: str
 
 
+class HookStart(WireModel):
+    """A hook command started (tiller.hooks): ``hookId`` pairs it with its ``hook_end``;
+    ``source`` is the settings file it came from; ``toolCallId`` the call a tool event's hook
+    runs for."""
+
+    type: Literal["hook_start"] = "hook_start"
+    hook_id: str
+    hook_event: HookEventName
+    command: str
+    source: str
+    tool_call_id: str | None = None
+
+
+class HookEnd(WireModel):
+    """A hook command ended: ``outcome`` ``ok``, ``blocked`` (it blocked or denied: exit code 2
+    or a ``block``/``deny`` decision), ``error`` (another exit code, or it could not start) or
+    ``timeout`` (killed); ``decision`` what its output decided (``block``, ``allow``, ``ask``);
+    ``message`` the reason, the error output, or what it added to the context, shortened."""
+
+    type: Literal["hook_end"] = "hook_end"
+    hook_id: str
+    hook_event: HookEventName
+    command: str
+    source: str
+    tool_call_id: str | None = None
+    outcome: HookOutcome
+    exit_code: int | None = None
+    decision: Literal["block", "allow", "ask"] | None = None
+    message: str | None = None
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -473,7 +508,8 @@ AgentEvent = Annotated[
     | CompactionEnd
     | CheckpointEvent
     | AgentSettled
-    | CommandsChanged | McpStatus | PlanChanged | Notice,
+    | CommandsChanged | McpStatus | PlanChanged | Notice
+    | HookStart | HookEnd,
     Field(discriminator="type"),
 ]
 

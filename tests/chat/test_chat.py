@@ -1051,3 +1051,17 @@ def test_a_tool_call_is_one_readable_line() -> None:
         "read: a.py (from line 40, 10 lines)")
     assert tool_line("ls", {}) == "ls"
     assert tool_line("mcp__t__now", {"zone": "UTC", "n": 2}) == 'mcp__t__now: zone="UTC", n=2'
+
+
+def test_a_hook_that_blocks_fails_or_says_something_is_one_line() -> None:
+    from tiller.chat.status import Status
+
+    hook = {"type": "hook_end", "hookId": "hook-1", "hookEvent": "PreToolUse",
+            "command": "no-rm.sh", "source": "config.toml"}
+    assert Status.notice({**hook, "outcome": "ok"}) is None
+    assert Status.notice({**hook, "outcome": "blocked", "message": "use trash"}) == (
+        "⚠ PreToolUse hook blocked (no-rm.sh): use trash")
+    assert Status.notice({**hook, "outcome": "timeout", "message": "timed out"}) == (
+        "⚠ PreToolUse hook timed out (no-rm.sh): timed out")
+    assert Status.notice({**hook, "outcome": "ok", "message": "formatted"}) == (
+        "↪ PreToolUse hook ran (no-rm.sh): formatted")

@@ -475,6 +475,14 @@ def test_tools_it_cannot_know_by_name_show_as_the_server_describes_them(
     }
     headers = [line for line in obs["loaded"] if line[:2] in ("⚙ ", "✓ ", "✗ ")]
     assert headers == ["✓ runner: make", "✓ stamp: sub/a.txt", "✓ Touch b"]
+    assert obs["hooked"] == {  # hook_end lines; a quiet hook shows nothing
+        "header": "✗ runner: rm -rf data",
+        "lines": ["⚠ PreToolUse hook blocked (no-rm.sh): use trash",
+                  "⚠ PreToolUse hook timed out (no-rm.sh): timed out after 1 seconds"],
+        "question": ["? trust the hooks in .claude/settings.json:",
+                     "    .claude/settings.json asks to run 2 commands as hooks",
+                     "    $ Stop: make test", "    $ PreToolUse (Bash): no-rm.sh"],
+    }
 
 
 def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:

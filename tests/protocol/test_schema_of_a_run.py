@@ -30,6 +30,8 @@ def config(tmp_path: Path) -> str:
         "[compaction]\nreserve_tokens = 500\nkeep_recent_tokens = 300\n"
         '[[models]]\nprovider = "openai"\nid = "tiny"\ncontext_window = 3000\n'
         "cost = { input = 2.0, output = 10.0 }\n"
+        '[[hooks.PostToolUse]]\nmatcher = "todo"\n'
+        'hooks = [{ type = "command", command = "true" }]\n'
     )
     return str(path)
 

@@ -42,6 +42,28 @@ harness.run(function(config, obs)
     bare = call('b', 'mystery', { args = { level = 3 }, title = 'mystery', kind = 'other' }, true),
   }
 
+  -- A hook's runs during a call: quiet when it says nothing, one line when it blocks, and the
+  -- call's block still ends as it should.
+  chat.handle_event({ type = 'tool_execution_start', toolCallId = 'h', toolName = 'runner', args = { script = 'rm -rf data' }, title = 'rm -rf data', kind = 'execute' })
+  local hook = { hookId = 'hook-1', hookEvent = 'PreToolUse', command = 'no-rm.sh', source = 'config.toml', toolCallId = 'h' }
+  chat.handle_event(vim.tbl_extend('force', hook, { type = 'hook_start' }))
+  chat.handle_event(vim.tbl_extend('force', hook, { type = 'hook_end', outcome = 'blocked', exitCode = 2, message = 'use trash' }))
+  chat.handle_event(vim.tbl_extend('force', hook, { type = 'hook_end', hookId = 'hook-2', outcome = 'ok' }))
+  chat.handle_event(vim.tbl_extend('force', hook, { type = 'hook_end', hookId = 'hook-3', outcome = 'timeout', message = 'timed out after 1 seconds' }))
+  chat.handle_event({ type = 'tool_execution_end', toolCallId = 'h', toolName = 'runner', isError = true, result = result('Tool call blocked: use trash') })
+  local hook_lines = {}
+  for _, line in ipairs(chat.lines()) do
+    if line:find(' hook ', 1, true) then
+      table.insert(hook_lines, line)
+    end
+  end
+  obs.hooked = { header = chat.lines()[chat.block_line('h')], lines = hook_lines }
+  -- The question that asks to trust a workspace's hooks.
+  obs.hooked.question = require('tiller.review').question_lines({
+    toolName = 'hooks', reason = '.claude/settings.json asks to run 2 commands as hooks',
+    preview = { kind = 'hooks', file = '.claude/settings.json', commands = { 'Stop: make test', 'PreToolUse (Bash): no-rm.sh' } },
+  })
+
   -- A saved session: its calls shown as session/load's toolCalls say, the same id twice.
   local client = require('tiller.client')
   local history = {

@@ -72,6 +72,11 @@ export function describeRequest(
       }
       always = 'Always allow: this exact command (word for word), for the rest of this session.';
       break;
+    case 'hooks':
+      title = `run the hooks in ${preview.file}`;
+      detail = preview.commands.join('\n');
+      always = `Always allow: the hooks of ${preview.file} as they are now (a change asks again).`;
+      break;
     case 'path':
       title = `${toolName} ${preview.path}`;
       detail = 'The path is outside the workspace.';

@@ -171,6 +171,16 @@ export class ChatModel {
       }
       case 'notice': // the model is deprecated, was replaced, or lacks the thinking level
         return [...this.flush(), { op: 'notice', level: 'info', text: event.level === 'warning' ? `⚠ ${event.message}` : event.message }];
+      case 'hook_start': // shown when it ends: a hook that says nothing stays quiet
+        return this.flush();
+      case 'hook_end': {
+        const line = hookLine(event);
+        if (line === undefined) {
+          return this.flush();
+        }
+        const level = event.outcome === 'error' || event.outcome === 'timeout' ? 'error' : 'info';
+        return [...this.flush(), { op: 'notice', level, text: line }];
+      }
       case 'checkpoint':
         this.changes ??= { entryId: event.entryId, files: new Set() };
         for (const file of event.files) {
@@ -473,4 +483,20 @@ function runChanges(
     ops.set(end, { op: 'changes', id: `changes-loaded-${end}`, entryId: run.entryId, files: [...run.files].sort() });
   }
   return ops;
+}
+
+/** One line for a hook that ended (`hook_end`): what it did, unless it ran quietly (ok, with
+ * nothing to say). */
+export function hookLine(event: Extract<AgentEvent, { type: 'hook_end' }>): string | undefined {
+  if (event.outcome === 'ok' && !event.message) {
+    return undefined;
+  }
+  const what = {
+    ok: 'ran',
+    blocked: 'blocked',
+    error: 'failed',
+    timeout: 'timed out',
+  }[event.outcome];
+  const said = event.message ? `: ${event.message}` : '';
+  return `${event.outcome === 'ok' ? '↪' : '⚠'} ${event.hookEvent} hook ${what} (${event.command})${said}`;
 }

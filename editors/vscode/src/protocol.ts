@@ -44,6 +44,12 @@ export const ErrorCode = {
    * carries `{stopReason: "error", errorMessage, usage}`.
    */
   RunFailedError: -32020,
+  /**
+   * A UserPromptSubmit hook refused the prompt (exit code 2, or `decision: "block"`); the message
+   * carries its reason, `data` `{hookEvent, reason}`. No run started: nothing was added to the
+   * conversation.
+   */
+  PromptBlockedError: -32021,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -109,6 +115,15 @@ export type CompactionReason = (typeof CompactionReason)[number];
 export const ElicitAction = ['accept', 'decline', 'cancel'] as const;
 export type ElicitAction = (typeof ElicitAction)[number];
 
+export const HookEventName = [
+  'PreToolUse', 'PostToolUse', 'PostToolBatch', 'UserPromptSubmit', 'Stop', 'SessionStart',
+  'PreCompact'
+] as const;
+export type HookEventName = (typeof HookEventName)[number];
+
+export const HookOutcome = ['ok', 'blocked', 'error', 'timeout'] as const;
+export type HookOutcome = (typeof HookOutcome)[number];
+
 export const McpStatusName = ['starting', 'ready', 'needsAuth', 'failed', 'stopped'] as const;
 export type McpStatusName = (typeof McpStatusName)[number];
 
@@ -172,7 +187,9 @@ export type AgentEvent =
   | CommandsChanged
   | McpStatus
   | PlanChanged
-  | Notice;
+  | Notice
+  | HookStart
+  | HookEnd;
 
 /** Nothing else will follow for this run: no retry, no queued message. The idle signal. */
 export interface AgentSettled {
@@ -431,6 +448,52 @@ export interface GetStateResult {
   notice?: string;
 }
 
+/**
+ * A hook command ended: `outcome` `ok`, `blocked` (it blocked or denied: exit code 2
+ * or a `block`/`deny` decision), `error` (another exit code, or it could not start) or
+ * `timeout` (killed); `decision` what its output decided (`block`, `allow`, `ask`);
+ * `message` the reason, the error output, or what it added to the context, shortened.
+ */
+export interface HookEnd {
+  sessionId: string;
+  seq: number;
+  type: 'hook_end';
+  hookId: string;
+  hookEvent: HookEventName;
+  command: string;
+  source: string;
+  toolCallId?: string;
+  outcome: HookOutcome;
+  exitCode?: number;
+  decision?: 'block' | 'allow' | 'ask';
+  message?: string;
+}
+
+/**
+ * A hook command started (tiller.hooks): `hookId` pairs it with its `hook_end`;
+ * `source` is the settings file it came from; `toolCallId` the call a tool event's hook
+ * runs for.
+ */
+export interface HookStart {
+  sessionId: string;
+  seq: number;
+  type: 'hook_start';
+  hookId: string;
+  hookEvent: HookEventName;
+  command: string;
+  source: string;
+  toolCallId?: string;
+}
+
+/** A workspace's hook file to trust (protocol.md, "Hooks"). */
+export interface HooksPreview {
+  kind: 'hooks';
+  /** the settings file, relative to the workspace */
+  file: string;
+  /** each hook: its event, matcher and command */
+  commands: string[];
+}
+
 export type Id = number | string;
 
 export interface ImageContent {
@@ -680,7 +743,7 @@ export interface RequestPermissionParams {
   toolCallId: string;
   toolName: string;
   args: Record<string, unknown>;
-  preview: DiffPreview | CommandPreview | PathPreview | NoPreview;
+  preview: DiffPreview | CommandPreview | PathPreview | NoPreview | HooksPreview;
   reason: string;
   options: PermissionOutcome[];
 }

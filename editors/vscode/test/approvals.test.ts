@@ -87,6 +87,14 @@ test('"always" says what it covers', () => {
   assert.match(words.always, /write on src\/a\.py, for the rest of this session/);
   assert.match(words.detail, /^'write' changes/);
   assert.match(describeRequest(request('c', 'git status'), (f) => f).always, /exact command/);
+  const hooks = describeRequest({
+    sessionId: 's', toolCallId: 'hooks:.claude/settings.json', toolName: 'hooks', args: {},
+    preview: { kind: 'hooks', file: '.claude/settings.json', commands: ['Stop: make test', 'PreToolUse (Bash): no-rm.sh'] },
+    options: ['allowOnce', 'allowAlways'], reason: '.claude/settings.json in this workspace asks to run 2 commands as hooks',
+  }, (f) => f);
+  assert.equal(hooks.title, 'Tiller wants to run the hooks in .claude/settings.json');
+  assert.equal(hooks.detail, '.claude/settings.json in this workspace asks to run 2 commands as hooks\nStop: make test\nPreToolUse (Bash): no-rm.sh');
+  assert.match(hooks.always, /as they are now \(a change asks again\)/);
   const escalated = request('e', 'npm install');
   escalated.preview = { kind: 'command', command: 'npm install', cwd: '/w',
     sandbox: { mode: 'off', network: true, escalated: 'unsandboxed', reason: 'fetch packages' } };

@@ -426,6 +426,22 @@ test('a notice event (a deprecated or replaced model, a level it lacks) becomes 
   assert.deepEqual(info, [{ op: 'notice', level: 'info', text: 'using claude-sonnet-5-5' }]);
 });
 
+test('hook_end becomes a line unless the hook ran quietly; failures are errors', () => {
+  const model = new ChatModel();
+  const hook = { hookId: 'hook-1', hookEvent: 'PreToolUse', command: 'no-rm.sh', source: 'config.toml', toolCallId: 'c1' } as const;
+  assert.deepEqual(model.apply(ev({ type: 'hook_start', ...hook })), []);
+  assert.deepEqual(model.apply(ev({ type: 'hook_end', ...hook, outcome: 'ok', exitCode: 0 })), []);
+  assert.deepEqual(model.apply(ev({ type: 'hook_end', ...hook, outcome: 'blocked', exitCode: 2, decision: 'block', message: 'use trash' })), [
+    { op: 'notice', level: 'info', text: '⚠ PreToolUse hook blocked (no-rm.sh): use trash' },
+  ]);
+  assert.deepEqual(model.apply(ev({ type: 'hook_end', ...hook, hookEvent: 'PostToolUse', command: 'ruff format', outcome: 'ok', message: 'formatted a.py' })), [
+    { op: 'notice', level: 'info', text: '↪ PostToolUse hook ran (ruff format): formatted a.py' },
+  ]);
+  assert.deepEqual(model.apply(ev({ type: 'hook_end', ...hook, outcome: 'timeout', message: 'timed out after 1 seconds; it was killed' })), [
+    { op: 'notice', level: 'error', text: '⚠ PreToolUse hook timed out (no-rm.sh): timed out after 1 seconds; it was killed' },
+  ]);
+});
+
 // ---------------------------------------------------------------------------------------------
 // An MCP server's questions (mcpAsk)
 

@@ -191,7 +191,7 @@ class Agent:
         try:
             return await run_compaction(
                 self.messages, provider.stream, self.settings.compaction or CompactionSettings(),
-                self._emit, "manual", self._abort, instructions,
+                self._emit, "manual", self._abort, instructions, self.settings.run_hooks,
             )
         finally:
             self._abort = None
@@ -251,7 +251,8 @@ class Agent:
         call = with_retry(call, settings.retry, self._emit, abort)
         window = model.context_window if model else None
         call = with_compaction(
-            call, provider.stream, settings.compaction, window, self._emit, abort
+            call, provider.stream, settings.compaction, window, self._emit, abort,
+            settings.run_hooks,
         )
         cost = model.cost.at_ttl(provider.cache_ttl) if model and model.cost else None
         return _explained(priced(call, cost), self.guard)

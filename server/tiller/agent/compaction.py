@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from tiller.agent.abort import AbortSignal
 from tiller.agent.model_call import Emit, ModelCall, StreamFn, model_context
+from tiller.agent.run_hooks import RunHooks
 from tiller.config import CompactionSettings
 from tiller.modes import SUMMARY_PREFIX
 from tiller.providers.base import ModelRequest
@@ -190,9 +191,13 @@ async def run_compaction(
     reason: CompactionReason,
     abort: AbortSignal,
     instructions: str | None = None,
+    hooks: RunHooks | None = None,
 ) -> bool:
-    """Compact ``context`` in place between compaction_start and compaction_end; never raises.
-    True if anything was compacted."""
+    """Compact ``context`` in place between compaction_start and compaction_end, after the
+    PreCompact hooks (``hooks``) ran; never raises. True if anything was compacted."""
+    if hooks is not None:
+        with abort.scope():
+            await hooks.before_compact(reason, instructions)
     before = estimate_tokens(model_context(context))
     emit(CompactionStart(reason=reason, tokens_before=before))
     outcome: CompactionOutcome | str = "compaction aborted"
@@ -221,20 +226,23 @@ def with_compaction(
     context_window: int | None,
     emit: Emit,
     abort: AbortSignal,
+    hooks: RunHooks | None = None,
 ) -> ModelCall:
     """``call``, preceded by a compaction when the context nears the window (``context_window``
     minus ``reserve_tokens``, the reserve being at most a quarter of the window), and made once
     more after a compaction when it fails because the context overflowed. ``stream`` writes the
-    summaries. Never raises."""
+    summaries; ``hooks``' PreCompact hooks run before each. Never raises."""
 
     async def compacting(context: list[Message]) -> AssistantMessage:
         if settings is not None and settings.enabled and context_window is not None:
             reserve = min(settings.reserve_tokens, context_window // 4)  # small windows keep 3/4
             if estimate_tokens(model_context(context)) > context_window - reserve:
-                await run_compaction(context, stream, settings, emit, "threshold", abort)
+                await run_compaction(context, stream, settings, emit, "threshold", abort,
+                                     hooks=hooks)
         final = await call(context)
         if is_context_overflow(final) and await run_compaction(
-            context, stream, settings or CompactionSettings(), emit, "overflow", abort
+            context, stream, settings or CompactionSettings(), emit, "overflow", abort,
+            hooks=hooks,
         ):
             final = await call(context)
         return final

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tiller.agent.abort import AbortSignal
 from tiller.agent.model_call import Emit, ModelCall
+from tiller.agent.run_hooks import MAX_STOP_CONTINUATIONS
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import ToolBatch, execute_tool_calls, fail_tool_calls
 from tiller.types import (
@@ -30,6 +31,7 @@ from tiller.types import (
     TurnEnd,
     TurnStart,
     Usage,
+    UserMessage,
 )
 
 __all__ = ["LENGTH_POISON_MESSAGE", "Queues", "run_agent_loop"]
@@ -74,6 +76,8 @@ class _Run:
         self.usage = Usage()
         self.new_messages: list[Message] = []
         self.turns = 0
+        self.continued = 0
+        """How often the Stop hooks sent the agent on."""
 
     def append(self, message: Message) -> None:
         """Add a finished message to the context, then announce it."""
@@ -118,6 +122,31 @@ class _Run:
         self.append(final)
         return final
 
+    async def after_batch(
+        self, message: AssistantMessage, results: list[ToolResultMessage]
+    ) -> list[Message]:
+        """The PostToolBatch hooks' messages for the model (none without hooks)."""
+        hooks = self.settings.run_hooks
+        if hooks is None:
+            return []
+        with self.abort.scope():
+            return await hooks.after_batch(message, results)
+        return []  # aborted
+
+    async def go_on(self, message: AssistantMessage) -> list[Message]:
+        """When the run would end after ``message``: the Stop hooks' reason to go on, as a
+        user message, within the bound and the turn limit; else []."""
+        hooks = self.settings.run_hooks
+        if hooks is None or self.continued >= MAX_STOP_CONTINUATIONS or self.at_turn_limit():
+            return []
+        reason = None
+        with self.abort.scope():
+            reason = await hooks.before_stop(message, self.continued)
+        if reason is None or self.abort.aborted:
+            return []
+        self.continued += 1
+        return [UserMessage(content=f"A Stop hook asks you to go on: {reason}")]
+
     async def run_tools(self, message: AssistantMessage) -> ToolBatch:
         """Run the message's tool calls (or fail them all after a length stop); append the
         results in source order."""
@@ -148,7 +177,8 @@ async def run_agent_loop(
     ``prompts`` (possibly empty, for a continue) are appended to ``context`` first. Steering is
     polled before the first model call (unless ``poll_steering_first`` is false: a continue
     that already took its input off a queue) and after every turn; follow-ups only when the
-    inner loop would exit. Emits exactly one ``agent_start`` and one ``agent_end``; never raises.
+    inner loop would exit, and then the Stop hooks (``settings.run_hooks``). Emits exactly one
+    ``agent_start`` and one ``agent_end``; never raises.
     """
     run = _Run(context, settings, call_model, emit, abort)
     emit(AgentStart())
@@ -183,8 +213,14 @@ async def run_agent_loop(
                     return run.end("maxTurns", run.turn_limit_message())
                 if run.at_token_limit():
                     return run.end("maxTokens", run.token_limit_message())
-            pending = queues.poll_steering()
-        follow_ups = queues.poll_follow_up()
+            if message.tool_calls and more_tools:
+                pending = await run.after_batch(message, results)
+                if abort.aborted:
+                    return run.end("aborted", "the run was aborted")
+            pending = [*pending, *queues.poll_steering()]
+        follow_ups = queues.poll_follow_up() or await run.go_on(message)
+        if abort.aborted:
+            return run.end("aborted", "the run was aborted")
         if not follow_ups:
             break
         pending = follow_ups

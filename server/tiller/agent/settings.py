@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tiller.agent.run_hooks import RunHooks
 from tiller.agent.tool_batch import AfterToolCall, BeforeToolCall
 from tiller.config import CompactionSettings, RetryPolicy
 from tiller.tools.base import EditorFiles, Terminal, Tool
@@ -27,7 +28,8 @@ class AgentSettings:
     raise (a raising ``before_tool_call`` blocks the call); ``tool_timeout`` (seconds) bounds
     each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
     ``compaction`` None compacts only on overflow or request; ``cache_key`` names the
-    conversation to the provider's prompt cache."""
+    conversation to the provider's prompt cache; ``run_hooks`` are awaited at the loop's fixed
+    points (tiller.agent.run_hooks)."""
 
     tools: Sequence[Tool[Any]] = ()
     system_prompt: str | None = None
@@ -41,5 +43,6 @@ class AgentSettings:
     max_run_tokens: int | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     compaction: CompactionSettings | None = None
+    run_hooks: RunHooks | None = None
     cache_key: str | None = None
     """Sent with every model request for the provider's prompt cache: the session's id."""

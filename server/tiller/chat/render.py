@@ -227,6 +227,10 @@ class Renderer:
                 yield self.style(f"  {describe_use(sandbox)}", "dim")
         elif kind == "path":
             yield f"  {preview.get('path', '')}"
+        elif kind == "hooks":
+            yield self.style(f"  run the hooks in {preview.get('file', '')}:", "bold")
+            for command in preview.get("commands") or []:
+                yield f"  $ {command}"
         else:
             yield self.style("  " + json.dumps(args or {}, ensure_ascii=False), "dim")
 

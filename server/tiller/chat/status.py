@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["SPINNER", "InputArea", "Status", "money", "remembered", "text_of", "tool_line"]
+__all__ = ["SPINNER", "InputArea", "Status", "hook_line", "money", "remembered", "text_of",
+           "tool_line"]
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -125,6 +126,8 @@ class Status:
                     f"{event.get('maxAttempts')} in {delay:.0f}s")
         if kind == "retry_end":
             return "⟳ the retry worked" if event.get("success") else "⟳ retries exhausted"
+        if kind == "hook_end":
+            return hook_line(event)
         if kind == "compaction_start":
             return (f"⟳ compacting the context ({event.get('reason')}, "
                     f"{int(event.get('tokensBefore', 0)):,} tokens)…")
@@ -137,6 +140,20 @@ class Status:
                     f"{int(event.get('tokensAfter') or 0):,} tokens, "
                     f"{event.get('removedCount', 0)} messages summarized")
         return None
+
+
+_HOOK_OUTCOMES = {"ok": "ran", "blocked": "blocked", "error": "failed", "timeout": "timed out"}
+
+
+def hook_line(event: Mapping[str, Any]) -> str | None:
+    """The line for a ``hook_end``: what the hook did; None for one that ran quietly (ok, with
+    nothing to say)."""
+    outcome, message = event.get("outcome"), event.get("message")
+    if outcome == "ok" and not message:
+        return None
+    said = f": {message}" if message else ""
+    return (f"{'↪' if outcome == 'ok' else '⚠'} {event.get('hookEvent')} hook "
+            f"{_HOOK_OUTCOMES.get(str(outcome), outcome)} ({event.get('command')}){said}")
 
 
 def money(usd: float) -> str:

@@ -66,7 +66,7 @@ from tiller.tools.files import resolve_path, unified_diff
 from tiller.tools.safefs import pin
 from tiller.types import ToolCall
 
-__all__ = ["OPTIONS", "PermissionGate", "PermissionRequest"]
+__all__ = ["OPTIONS", "RULE_ASK", "Ask", "Outcome", "PermissionGate", "PermissionRequest"]
 
 Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
@@ -85,6 +85,8 @@ class PermissionRequest:
 
 
 Ask = Callable[[PermissionRequest], Awaitable[tuple[Outcome, str | None]]]
+RULE_ASK = "a permission rule says ask"
+"""How a verdict that an ``ask`` rule gave begins (here and in tiller.gate.shell)."""
 
 
 @dataclass
@@ -107,11 +109,18 @@ class PermissionGate:
     sandbox: CommandSandbox | None = None
 
     async def __call__(
-        self, call: ToolCall, args: dict[str, Any]
+        self, call: ToolCall, args: dict[str, Any],
+        hook: tuple[Literal["allow", "ask"], str | None] | None = None,
     ) -> BeforeToolCallResult | None:
+        """The verdict on ``call``. ``hook``: the PreToolUse hooks' permission decision and
+        reason (tiller.hooks): ``ask`` asks where the call would be allowed; ``allow`` allows
+        where the mode would ask, but not past a deny, an ``ask`` rule, a protected path or a
+        command leaving the sandbox."""
         path = self._path_of(call.name, args)
         use = self._plan(call.name, args)
         verdict, reason, key = self.decide(call.name, args, path, use)
+        if hook is not None and verdict != "deny":
+            verdict, reason = self._hooked(call.name, verdict, reason, hook, path, use)
         if verdict == "allow":
             return self._allowed(path, use)
         if verdict == "deny":
@@ -123,6 +132,23 @@ class PermissionGate:
                 "permissions capability); change the permission mode to allow it",
             )
         return await self._ask_user(call, args, reason, key, path, use)
+
+    def _hooked(
+        self, tool: str, verdict: Verdict, reason: str,
+        hook: tuple[Literal["allow", "ask"], str | None], path: Path | None,
+        use: SandboxUse | None,
+    ) -> tuple[Verdict, str]:
+        """``verdict`` (allow or ask) as a PreToolUse hook's decision changes it."""
+        decision, why = hook
+        because = f": {why}" if why else ""
+        if decision == "ask" and verdict == "allow":
+            return "ask", f"a PreToolUse hook asks to confirm '{tool}'{because}"
+        if decision == "allow" and verdict == "ask":
+            held = (RULE_ASK in reason or self._protected(describe(self.tools, tool), path)
+                    or use is not None and use.escalated)
+            if not held:
+                return "allow", f"a PreToolUse hook allowed it{because}"
+        return verdict, reason
 
     def may_escalate(self) -> bool:
         """A command asking to leave the sandbox can be allowed now: the mode asks the user

@@ -17,6 +17,7 @@ __all__ = [
     "ElicitAction",
     "ElicitParams",
     "ElicitResult",
+    "HooksPreview",
     "NoPreview",
     "OpenUrlParams",
     "PathPreview",
@@ -57,8 +58,17 @@ class NoPreview(WireModel):
     kind: Literal["none"] = "none"
 
 
+class HooksPreview(WireModel):
+    """A workspace's hook file to trust (protocol.md, "Hooks")."""
+
+    kind: Literal["hooks"] = "hooks"
+    file: str = Field(description="the settings file, relative to the workspace")
+    commands: list[str] = Field(description="each hook: its event, matcher and command")
+
+
 PermissionPreview = Annotated[
-    DiffPreview | CommandPreview | PathPreview | NoPreview, Field(discriminator="kind")
+    DiffPreview | CommandPreview | PathPreview | NoPreview | HooksPreview,
+    Field(discriminator="kind"),
 ]
 
 

@@ -46,6 +46,7 @@ EVENT_TYPES = (
     "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
     "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
     "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan", "notice",
+    "hook_start", "hook_end",
 )
 """Every ``agent/event`` type, in the order of ``tiller.types.AgentEvent``'s members (a test
 keeps the two equal; protocol.md documents each)."""

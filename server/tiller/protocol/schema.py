@@ -34,6 +34,7 @@ from tiller.errors import (
     CheckpointsOffError,
     CommandFailedError,
     NoActiveRunError,
+    PromptBlockedError,
     ProviderNotConfiguredError,
     RequestError,
     ResourceLimitError,
@@ -53,7 +54,7 @@ SCHEMA_ID = f"urn:tiller:protocol:{PROTOCOL_VERSION}"
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
-    CommandFailedError, ResourceLimitError, RunFailedError,
+    CommandFailedError, ResourceLimitError, RunFailedError, PromptBlockedError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

@@ -26,7 +26,7 @@ from tiller.agent.agent import Agent
 from tiller.agent.compaction import estimate_tokens
 from tiller.agent.model_call import model_context
 from tiller.agent.settings import AgentSettings
-from tiller.agent.tool_batch import BeforeToolCallResult
+from tiller.agent.tool_batch import AfterToolCallResult, BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_data_dir
 from tiller.context.confined import RefusedFile
@@ -35,6 +35,8 @@ from tiller.errors import AgentBusyError, ConfigError, ToolError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
+from tiller.hooks.session_hooks import SessionHooks
+from tiller.hooks.trust import TrustStore
 from tiller.mcp.client import McpHost, McpServer, McpServers
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.mcp.elicit import NoUser
@@ -75,6 +77,7 @@ from tiller.types import (
     Message,
     PlanItem,
     RunResult,
+    TextContent,
     ToolCall,
     ToolExecutionUpdate,
     ToolResultMessage,
@@ -239,6 +242,14 @@ class Session:
         """The session's MCP servers; their tools join ``tools`` once started, their prompts
         the slash commands (tiller.mcp.prompts)."""
         self.context.catalog.add_source(McpPromptSource(self.mcp))
+        self.hooks = SessionHooks(
+            config.hooks, cwd=cwd, session_id=session_id, transcript=session_log.path,
+            processes=self.processes, publish=self.publish, tools=lambda: self.tools,
+            mode=lambda: self.gate.mode, model=lambda: self.model,
+            trust=TrustStore(config.data_dir) if config.data_dir is not None else None,
+            sanitize_env=config.sanitize_env,
+        )
+        """The user's hooks and the trusted workspace's (tiller.hooks)."""
         self._refreshing = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
         settings = AgentSettings(
@@ -251,6 +262,7 @@ class Session:
             max_run_tokens=config.max_run_tokens,
             before_tool_call=self._before_tool_call,
             after_tool_call=self._after_tool_call,
+            run_hooks=self.hooks,
             cache_key=session_id,
         )
         self.agent = Agent(
@@ -347,14 +359,29 @@ class Session:
     async def _before_tool_call(
         self, call: ToolCall, args: dict[str, Any]
     ) -> BeforeToolCallResult | None:
-        verdict = await self.gate(call, args)
+        """The PreToolUse hooks, then the permission gate (told what the hooks decided), then
+        the cleared hooks of a call that runs."""
+        hooked = await self.hooks.pre_tool_use(call)
+        if hooked.block is not None:
+            return BeforeToolCallResult(block=True, reason=hooked.block)
+        permission = (hooked.permission, hooked.reason) if hooked.permission else None
+        verdict = await self.gate(call, args, permission)
         if verdict is None or not verdict.block:
             for hook in self._cleared_hooks:
                 await hook(call, args)
         return verdict
 
-    async def _after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> None:
+    async def _after_tool_call(
+        self, call: ToolCall, result: ToolResultMessage
+    ) -> AfterToolCallResult | None:
+        """The PostToolUse hooks (a formatter's changes count as the call's), then the
+        checkpoint after the call; the hooks' texts join the result."""
+        texts = await self.hooks.post_tool_use(call, result)
         await self.checkpoints.after_tool(call, result)
+        if not texts:
+            return None
+        return AfterToolCallResult(content=[*result.content,
+                                            *(TextContent(text=text) for text in texts)])
 
     # ------------------------------------------------------------------ the editor
 
@@ -387,6 +414,7 @@ class Session:
             ask=asker, files=files, waiting=waiting, protected=protected_paths(self.config),
             sandbox=self.sandbox,
         )
+        self.hooks.ask = asker
         self.mcp.host.user = NoUser() if request is None else self._mcp_user(request, caps)
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
@@ -447,7 +475,9 @@ class Session:
         them, later ones wait for that start to end; a server that fails is reported, never
         raised), then a leading ``/name ...`` expanded by its command (an MCP prompt's needs its
         server), the message as typed when it names no known command. None (a continue) only
-        starts the servers."""
+        starts the servers. The hooks are made ready first (tiller.hooks: the workspace's
+        files asked about, SessionStart run once)."""
+        await self.hooks.prepare(resumed=bool(self.agent.messages))
         await self.mcp.ensure_started()
         if message is None:
             return None
@@ -455,9 +485,12 @@ class Session:
         return await expand_mentions(await self.context.expand(message), self.mcp)
 
     async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
-        """Run ``content`` (``prepare``d) as new user input; returns when the run has ended.
-        AgentBusyError while a run is active."""
-        return await self.agent.prompt(content)
+        """Run ``content`` (``prepare``d) as new user input, after the UserPromptSubmit hooks
+        (which may add context, or refuse it: PromptBlockedError); returns when the run has
+        ended. AgentBusyError while a run is active."""
+        if self.agent.is_running:
+            return await self.agent.prompt(content)  # raises AgentBusyError
+        return await self.agent.prompt(await self.hooks.submit_prompt(content))
 
     async def continue_(self) -> RunResult:
         """Resume from the transcript (after an error, an abort, a restart), delivering the

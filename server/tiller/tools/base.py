@@ -72,7 +72,8 @@ class ToolInfo:
     argument holding a shell command line (the gate judges each simple command of it; it is the
     call's title). ``title``: a ``str.format`` template for showing a call, its fields the call's
     string arguments ("" when absent) with ``{path}`` the path or its default ("." without
-    one); empty: the tool's name.
+    one); empty: the tool's name. ``hook_name``: the name Claude Code's hooks know the same
+    tool by (``Bash``, ``Edit``...): a hook's matcher matches either name (tiller.hooks).
 
     The defaults describe a tool that declares nothing: kind ``other``, mutating, no path."""
 
@@ -82,6 +83,7 @@ class ToolInfo:
     path_default: str | None = None
     command_arg: str | None = None
     title: str = ""
+    hook_name: str | None = None
 
     @property
     def changes_files(self) -> bool:

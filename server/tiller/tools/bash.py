@@ -287,7 +287,7 @@ SANDBOXED = (
 
 class BashTool(Tool[BashParams]):
     name = "bash"
-    info = ToolInfo(kind="execute", command_arg="command")
+    info = ToolInfo(kind="execute", command_arg="command", hook_name="Bash")
     description = (
         "Run a bash command in the working directory; stdout and stderr are merged. Output is "
         f"truncated to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB "

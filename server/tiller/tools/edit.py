@@ -199,7 +199,7 @@ async def _edit_via_editor(
 
 class EditTool(Tool[EditParams]):
     name = "edit"
-    info = ToolInfo(kind="edit", path_arg="path", title="Edit {path}")
+    info = ToolInfo(kind="edit", path_arg="path", title="Edit {path}", hook_name="Edit")
     description = (
         "Edit a file by exact text replacement. Each edits[i].oldText must match the current "
         "file exactly (whitespace included) and occur exactly once; all edits are matched "

@@ -54,7 +54,7 @@ class FindTool(Tool[FindParams]):
     name = "find"
     info = ToolInfo(
         kind="search", mutates=False, path_arg="path", path_default=".",
-        title="Find {pattern} in {path}",
+        title="Find {pattern} in {path}", hook_name="Glob",
     )
     description = (
         "Find files by glob ('*.py' matches names at any depth; '**/*.ts', 'src/*.go' match paths "

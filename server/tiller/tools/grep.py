@@ -393,7 +393,7 @@ class GrepTool(Tool[GrepParams]):
     name = "grep"
     info = ToolInfo(
         kind="search", mutates=False, path_arg="path", path_default=".",
-        title="Search {pattern!r} in {path}",
+        title="Search {pattern!r} in {path}", hook_name="Grep",
     )
     description = (
         "Search file contents for a regex (or a literal string with literal=true), respecting "

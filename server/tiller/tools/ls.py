@@ -62,7 +62,8 @@ def _entries(directory: Path) -> list[str]:
 class LsTool(Tool[LsParams]):
     name = "ls"
     info = ToolInfo(
-        kind="read", mutates=False, path_arg="path", path_default=".", title="List {path}"
+        kind="read", mutates=False, path_arg="path", path_default=".", title="List {path}",
+        hook_name="LS",
     )
     description = (
         "List a directory's entries (default: the working directory), sorted case-insensitively, "

@@ -178,7 +178,8 @@ def _notice(cut: Truncation, path: str, first: int, total: int) -> str | None:
 
 class ReadTool(Tool[ReadParams]):
     name = "read"
-    info = ToolInfo(kind="read", mutates=False, path_arg="path", title="Read {path}")
+    info = ToolInfo(kind="read", mutates=False, path_arg="path", title="Read {path}",
+                    hook_name="Read")
     description = (
         "Read a file. Text files: returns the lines, at most "
         f"{DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB per call (a notice says "

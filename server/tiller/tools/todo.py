@@ -42,7 +42,7 @@ class TodoTool(Tool[TodoParams]):
         "multi-step work, not for a single quick change."
     )
     Params = TodoParams
-    info = ToolInfo(kind="think", mutates=False, title="Update the plan")
+    info = ToolInfo(kind="think", mutates=False, title="Update the plan", hook_name="TodoWrite")
 
     async def execute(self, params: TodoParams, ctx: ToolContext) -> ToolResult:
         todos = params.todos

@@ -116,7 +116,7 @@ async def _write_via_editor(
 
 class WriteTool(Tool[WriteParams]):
     name = "write"
-    info = ToolInfo(kind="edit", path_arg="path", title="Write {path}")
+    info = ToolInfo(kind="edit", path_arg="path", title="Write {path}", hook_name="Write")
     description = (
         "Write content to a file, replacing it if it exists and creating parent directories "
         "as needed. Use it for new files or complete rewrites; prefer edit for changes."

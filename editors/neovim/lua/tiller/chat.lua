@@ -126,12 +126,39 @@ local dispatch = {
   tool_execution_end = T.tool_end,
   retry_scheduled = retry_scheduled,
   agent_end = agent_end,
+  -- A hook ended: one line, unless it ran quietly (ok, with nothing to say). Its start is
+  -- shown by its end: most hooks take a moment.
+  hook_end = function(event)
+    local line = M.hook_line(event)
+    if line then
+      local failed = event.outcome == 'error' or event.outcome == 'timeout'
+      M.notice(failed and 'warning' or 'info', line)
+    end
+  end,
   -- The session's model is deprecated, was replaced, or lacks the thinking level.
   notice = function(event)
     local warning = event.level == 'warning'
     M.notice(warning and 'warning' or 'info', (warning and '⚠ ' or 'ℹ ') .. tostring(event.message))
   end,
 }
+
+local HOOK_OUTCOMES = { ok = 'ran', blocked = 'blocked', error = 'failed', timeout = 'timed out' }
+
+--- The line a `hook_end` event is shown as, or nil for a hook that ran quietly.
+function M.hook_line(event)
+  if event.outcome == 'ok' and (event.message == nil or event.message == '') then
+    return nil
+  end
+  local said = (event.message and event.message ~= '') and (': ' .. tostring(event.message)) or ''
+  return string.format(
+    '%s %s hook %s (%s)%s',
+    event.outcome == 'ok' and '↪' or '⚠',
+    tostring(event.hookEvent),
+    HOOK_OUTCOMES[event.outcome] or tostring(event.outcome),
+    tostring(event.command),
+    said
+  )
+end
 
 --- Render one `agent/event` (its params) into the chat buffer.
 function M.handle_event(event)

@@ -108,6 +108,15 @@ function M.question_lines(params)
       table.insert(lines, string.format('    … (%d more lines: gd shows all)', #diff - shown))
     end
     return lines
+  elseif preview.kind == 'hooks' and type(preview.commands) == 'table' then
+    local lines = { string.format('? trust the hooks in %s:', tostring(preview.file)) }
+    if reason then
+      vim.list_extend(lines, indent(split(reason), '    '))
+    end
+    for _, command in ipairs(preview.commands) do
+      vim.list_extend(lines, indent(split(tostring(command)), '    $ '))
+    end
+    return lines
   elseif preview.kind == 'path' then
     local because = reason and (' (' .. reason .. ')') or ''
     return { string.format('? %s: %s%s', tool, tostring(preview.path), because) }

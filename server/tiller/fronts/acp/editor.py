@@ -187,8 +187,9 @@ class AcpEditorBridge:
     async def _preview_content(
         self, params: dict[str, Any], files: EditorFiles | None
     ) -> list[dict[str, Any]]:
-        """What the user should see: the file change as a diff, the full command, or else the
-        gate's reason for asking (e.g. a path outside the workspace)."""
+        """What the user should see: the file change as a diff, the full command, the hooks to
+        trust with the reason, or else the gate's reason for asking (e.g. a path outside the
+        workspace)."""
         preview = params.get("preview") or {}
         kind = preview.get("kind")
         if kind == "diff" and isinstance(preview.get("diff"), str):
@@ -202,6 +203,11 @@ class AcpEditorBridge:
                 text += f"\n{describe_use(sandbox)}"
             return [{"type": "content", "content": {"type": "text", "text": text}}]
         reason = params.get("reason")
-        if isinstance(reason, str) and reason:
+        reason = reason if isinstance(reason, str) and reason else ""
+        if kind == "hooks" and isinstance(commands := preview.get("commands"), list):
+            listed = "\n".join(str(command) for command in commands)
+            text = f"{reason}\n```sh\n{listed}\n```".strip()
+            return [{"type": "content", "content": {"type": "text", "text": text}}]
+        if reason:
             return [{"type": "content", "content": {"type": "text", "text": reason}}]
         return []

@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 
-from tiller.errors import RunFailedError
+from tiller.errors import PromptBlockedError, RunFailedError
 from tiller.fronts.acp.params import AcpPromptResult
 from tiller.fronts.acp.updates import acp_stop_reason
 from tiller.session.session import Session
@@ -147,6 +147,9 @@ class Turns:
         """The session/prompt result for a finished turn (raises for a failed one)."""
         if turn.cancelled:
             return AcpPromptResult(stop_reason="cancelled")
+        if isinstance(turn.error, PromptBlockedError):  # the client drops the prompt: so did we
+            return AcpPromptResult(stop_reason="refusal",
+                                   _meta={"tiller": {"errorMessage": turn.error.message}})
         if turn.error is not None:
             raise turn.error
         result = turn.result

@@ -49,6 +49,7 @@ from tiller.types import (
     AssistantContent,
     AssistantMessage,
     CommandEntry,
+    HookEnd,
     ImageContent,
     Message,
     MessageEnd,
@@ -227,6 +228,10 @@ class UpdateMapper:
             return [_chunk("agent_thought_chunk", _text(note))]
         elif isinstance(event, Notice):  # the model is deprecated, replaced...: ACP has no notice
             return [_chunk("agent_thought_chunk", _text(f"Note: {event.message}\n"))]
+        elif isinstance(event, HookEnd) and event.outcome != "ok":  # ACP has no hooks
+            note = (f"{event.hook_event} hook `{event.command}` {event.outcome}"
+                    f"{f': {event.message}' if event.message else ''}\n")
+            return [_chunk("agent_thought_chunk", _text(note))]
         return []
 
     def tool_result(
