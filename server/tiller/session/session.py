@@ -26,11 +26,14 @@ from tiller.agent.agent import Agent
 from tiller.agent.compaction import estimate_tokens
 from tiller.agent.model_call import model_context
 from tiller.agent.settings import AgentSettings
-from tiller.agent.tool_batch import BeforeToolCallResult
+from tiller.agent.tool_batch import AfterToolCallResult, BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_data_dir
 from tiller.context.confined import RefusedFile
 from tiller.context.project import ContextFile, ProjectContext
+from tiller.diagnostics.commands import CommandDiagnostics
+from tiller.diagnostics.editor import EditorDiagnostics
+from tiller.diagnostics.watch import DiagnosticsWatch
 from tiller.errors import AgentBusyError, ConfigError, ToolError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
@@ -106,7 +109,8 @@ ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
 class EditorClient:
     """The client as the sessions' editor: how to send it a request, and the capabilities it
     declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``fs.keepsUnsaved``,
-    ``permissions``, ``elicitation.form``, ``elicitation.url``, ``openUrl``)."""
+    ``permissions``, ``elicitation.form``, ``elicitation.url``, ``openUrl``,
+    ``diagnostics``)."""
 
     request: ClientRequest
     capabilities: dict[str, Any]
@@ -269,6 +273,12 @@ class Session:
         """The agent's plan (its last ``todo`` call; tiller.session.plan)."""
         self.subscribe(self.plan)
         self.on_tool_cleared(self.checkpoints.before_tool)
+        commands = CommandDiagnostics(config.diagnostics, cwd, self.processes, self.sandbox,
+                                      config.sanitize_env) if config.diagnostics.commands else None
+        self.diagnostics = DiagnosticsWatch(lambda: self.tools, cwd, commands)
+        """The problems the agent's file changes introduce (tiller.diagnostics.watch)."""
+        self.subscribe(self.diagnostics)
+        self.on_tool_cleared(self.diagnostics.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
         self.extra_roots: list[Path] = []
@@ -353,8 +363,12 @@ class Session:
                 await hook(call, args)
         return verdict
 
-    async def _after_tool_call(self, call: ToolCall, result: ToolResultMessage) -> None:
+    async def _after_tool_call(
+        self, call: ToolCall, result: ToolResultMessage
+    ) -> AfterToolCallResult | None:
         await self.checkpoints.after_tool(call, result)
+        content = await self.diagnostics.after_tool(call, result)
+        return None if content is None else AfterToolCallResult(content=content)
 
     # ------------------------------------------------------------------ the editor
 
@@ -388,6 +402,9 @@ class Session:
             sandbox=self.sandbox,
         )
         self.mcp.host.user = NoUser() if request is None else self._mcp_user(request, caps)
+        self.diagnostics.editor = EditorDiagnostics(
+            request, self.id, self.config.diagnostics.editor_timeout,
+        ) if request is not None and caps.get("diagnostics") else None
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
 
