@@ -1,7 +1,8 @@
 """End to end: without the editor's diagnostics, the config file's ``[diagnostics]`` command for
 a file's glob reports what an edit broke: the real ruff (a dev dependency, in the venv) on a
-Python file edited into an error; a command in the generic line formats, run in the session's
-sandbox with the secrets out of its environment; a command that hangs, killed at its timeout.
+Python file edited into an error (through Tiller's protocol and through ACP); a command in the
+generic line formats, run in the session's sandbox with the secrets out of its environment; a
+command that hangs, killed at its timeout.
 The model is the loopback OpenAI fake; its next request shows the result it read.
 """
 
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp import text_block
 
+from support.acp_client import Recorder, spawn_acp, start, tool_messages
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
 
@@ -104,3 +107,24 @@ async def test_a_command_that_hangs_is_killed_and_the_edit_stands(
 
     text = tool_message(fake_openai.requests[1], "call_w1")
     assert "New problems" not in text and (work / "notes.txt").read_text() == "hello\n"
+
+
+async def test_an_acp_client_gets_the_command_s_report_too(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "calc.py").write_text("def f():\n    return 1\n")
+    command = f"{RUFF} check --isolated --no-cache --output-format json {{path}}"
+    toml = config(tmp_path, f"'*.py' = '{command}'\n")
+    edit = {"path": "calc.py", "edits": [{"oldText": "return 1", "newText": "return y"}]}
+    fake_openai.enqueue(tool_call_reply([("e1", "edit", edit)]), text_reply("oops"))
+
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, work, "--config", toml) as conn:
+        session_id = await start(conn, work, mode="auto")
+        await conn.prompt(session_id=session_id, prompt=[text_block("edit")])
+
+    assert tool_messages(fake_openai, 1)[0].endswith(
+        "they were not there before it): 1 error.\ncalc.py:2:12: error: Undefined name `y` "
+        "[ruff F821]")
