@@ -117,8 +117,8 @@ class CommandDiagnostics:
             log.warning("diagnostics: %r ran out of time (%g s)", command, self.settings.timeout)
             return None
         stdout, stderr = output
-        first_word = shlex.split(command)[0] if command.strip() else None
-        source = os.path.basename(first_word) if first_word else None
+        words = command.split()
+        source = os.path.basename(words[0]) if words else None  # who reports: ruff, mypy...
         return parse_output(stdout, stderr, path, self.cwd, source)
 
     async def _run(self, command: str) -> tuple[str, str] | None:
