@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tiller import __version__
+from tiller.diagnostics.settings import DiagnosticsSettings, parse_diagnostics
 from tiller.errors import ConfigError
 from tiller.hooks.settings import HookSet, parse_hooks
 from tiller.mcp.config import McpServerConfig, parse_server_table
@@ -153,6 +154,8 @@ class ServerConfig:
     """The config file's ``[mcp_servers.NAME]`` (tiller.mcp), started by every session."""
     hooks: HookSet = field(default_factory=HookSet)
     """The config file's ``[hooks]`` (tiller.hooks): the user's own, run in every session."""
+    diagnostics: DiagnosticsSettings = field(default_factory=DiagnosticsSettings)
+    """The config file's ``[diagnostics]`` (tiller.diagnostics.settings)."""
 
     def key_variables(self) -> set[str]:
         """The environment variables that hold a configured provider's API key."""
@@ -278,7 +281,7 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
              "compaction", "permissions", "tools", "sandbox", "providers", "models",
-             "mcp_servers", "cache_ttl", "hooks"}
+             "mcp_servers", "cache_ttl", "hooks", "diagnostics"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -311,6 +314,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
             raise ConfigError(f"{where}: unknown tools key(s) {', '.join(unknown)}")
         if "sanitize_env" in tools:
             updates["sanitize_env"] = _typed(tools, "sanitize_env", bool, f"{where}: tools")
+    if "diagnostics" in data:
+        updates["diagnostics"] = parse_diagnostics(data["diagnostics"], f"{where}: diagnostics")
     if "sandbox" in data:
         updates["sandbox"] = _sandbox(config.sandbox, data["sandbox"], f"{where}: sandbox")
     providers = dict(config.providers)

@@ -490,6 +490,8 @@ def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     workdir.mkdir()
     (workdir / "a.txt").write_text("disk line 1\ndisk line 2\n")
     (workdir / "b.txt").write_text("b1\nb2\nb3")
+    (workdir / "d.txt").write_text("a bad word\nhinted\n")
+    (workdir / "e.txt").write_text("nobody reports on me\n")
     obs = run_nvim(nvim, "handlers.lua", {"workdir": str(workdir)}, tmp_path)
 
     # Reads: the buffer's unsaved text, else the disk's; `line`/`limit` select lines.
@@ -530,6 +532,19 @@ def test_editor_request_handlers(nvim: Neovim, tmp_path: Path) -> None:
     assert obs["url"]["result"] == {"action": "accept"}
     assert obs["open_url"]["result"] == {}
     assert obs["opened"] == ["https://bank.example/link", "https://auth.example/authorize?x=1"]
+
+    # Diagnostics: 1-based, severities named, a hint included (the server drops it), the code
+    # kept as sent; a file not loaded is loaded hidden; no paths is -32602.
+    d, e = str(workdir / "d.txt"), str(workdir / "e.txt")
+    assert obs["diagnostics"]["result"] == {"files": [
+        {"path": d, "diagnostics": [
+            {"line": 1, "column": 3, "endLine": 1, "endColumn": 6, "severity": "error",
+             "message": "bad word", "source": "linter", "code": "L1"},
+            {"line": 2, "column": 1, "endLine": 2, "endColumn": 1, "severity": "hint",
+             "message": "a hint", "code": 7}]},
+        {"path": e, "diagnostics": []}]}
+    assert obs["e_loaded_hidden"] is True
+    assert obs["diagnostics_no_paths"]["code"] == -32602
 
 
 def test_help_file(nvim: Neovim, tmp_path: Path) -> None:
@@ -1024,3 +1039,45 @@ def test_messages_never_hold_the_screen(
     requests = fake_openai.requests
     assert requests[2]["messages"][-1] == {"role": "user", "content": "use the other file"}
     assert (workdir / "notes.txt").read_text() == "disk line\n"  # the buffer was not saved
+
+
+def test_diagnostics_of_the_agent_s_edits(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """The plugin answers client/getDiagnostics from a real language server (a pygls one,
+    attached on FileType): each edit's result tells the model the error it introduced and not
+    the warnings that were there before, for a file open in a window and one not loaded."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "calc.py").write_text("def f():\n    return OLDSTYLE\n")
+    (workdir / "other.py").write_text("VALUE = 1  # OLDSTYLE\n")
+    calc = {"path": "calc.py", "edits": [{"oldText": "def f():\n",
+                                          "newText": "def f():\n    x = BROKEN\n"}]}
+    other = {"path": "other.py", "edits": [{"oldText": "VALUE = 1", "newText": "VALUE = BROKEN"}]}
+    fake_openai.enqueue(
+        tool_call_reply([("call_calc", "edit", calc), ("call_other", "edit", other)]),
+        text_reply("Broken."),
+    )
+    toml = tmp_path / "config.toml"
+    toml.write_text("[diagnostics]\neditor_timeout = 30\n")  # a bound: answers come sooner
+    args = ["--base-url", fake_openai.url, "--session-dir", str(tmp_path / "sessions"),
+            "--permission-mode", "auto", "--config", str(toml)]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir),
+              "lsp": [sys.executable, str(SUPPORT / "marker_lsp.py"), "--delay", "1"]}
+    obs = run_nvim(nvim, "diagnostics.lua", config, tmp_path)
+
+    assert sorted(obs["ended"]) == ["call_calc", "call_other"]
+    assert obs["calc_lines"] == ["def f():", "    x = BROKEN", "    return OLDSTYLE"]
+    # other.py was loaded for its language server, hidden and unlisted, and reported on
+    assert obs["other_loaded"] is True and obs["other_listed"] is False
+    assert obs["other_diagnostics"] == 2  # the new error and the old warning
+    results = {m["tool_call_id"]: m["content"] for m in fake_openai.requests[1]["messages"]
+               if m["role"] == "tool"}
+    said = ("\n\nNew problems after this change (the editor's diagnostics; they were not there "
+            "before it): 1 error.\n")
+    assert results["call_calc"] == (
+        "Applied 1 edit to calc.py" + said
+        + "calc.py:2:9: error: BROKEN marks a broken line [marker-lsp M1]")
+    assert results["call_other"] == (
+        "Applied 1 edit to other.py" + said
+        + "other.py:1:9: error: BROKEN marks a broken line [marker-lsp M1]")

@@ -161,6 +161,9 @@ PNG = (  # a 1x1 red PNG
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 )
 STREAM = "Hello from the **scripted** model, streamed in small pieces to VS Code."
+TS_SOURCE = "export const flag: boolean = 0;\nexport const one: number = 1;\n"
+TS_EDIT = {"path": "calc.ts", "edits": [{"oldText": "= 1;", "newText": '= "one";'}]}
+TS_REPLY = "one is a word now."
 
 
 def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> None:
@@ -172,6 +175,9 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     print(f"\nscreenshots: {shots}")
     workspace = root / "workspace"
     workspace.mkdir()
+    (workspace / "calc.ts").write_text(TS_SOURCE)
+    toml = root / "config.toml"  # the language server's answers come sooner: a bound only
+    toml.write_text("[diagnostics]\neditor_timeout = 30\n")
     png = root / "red.png"
     png.write_bytes(base64.b64decode(PNG))
     settings = {
@@ -185,7 +191,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         "tiller.baseUrl": fake.url,
         "tiller.model": "fake-model",
         # the review and withdraw steps answer the question a command asks: unsandboxed
-        "tiller.extraArgs": ["--session-dir", str(root / "sessions"), *UNSANDBOXED],
+        "tiller.extraArgs": ["--session-dir", str(root / "sessions"), "--config", str(toml),
+                             *UNSANDBOXED],
     }
     fake.enqueue(
         text_reply(STREAM, chunk_size=3),
@@ -199,6 +206,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
         tool_call_reply([("call_9", "write", {"path": "undone.txt", "content": "to be undone\n"})]),
         text_reply("Wrote undone.txt."),
         text_reply("A tiny red square."),
+        tool_call_reply([("call_ts", "edit", TS_EDIT)]),
+        text_reply(TS_REPLY),
     )
     steps: list[dict[str, Any]] = [
         {"name": "stream", "kind": "stream", "prompt": "say hello",
@@ -223,6 +232,8 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
          "reply": "A tiny red square."},
         {"name": "history", "kind": "history", "title": "say hello",
          "texts": ["say hello", "A tiny red square."]},
+        {"name": "diagnostics", "kind": "diagnostics", "file": "calc.ts",
+         "prompt": "make one a word", "reply": TS_REPLY},
     ]
     server = CodeServer(root, workspace, settings, vsix)
     try:
@@ -240,16 +251,25 @@ def test_chat_in_real_vscode(vsix: Path, fake: FakeOpenAI, tmp_path: Path) -> No
     cat_result = fake.requests[3]["messages"][-1]
     assert cat_result["role"] == "tool" and NOTES.strip() in cat_result["content"]
     # After the settings change the restarted server still had the whole conversation.
-    after_restart = [m["content"] for m in fake.requests[-5]["messages"] if m["role"] == "user"]
+    after_restart = [m["content"] for m in fake.requests[-7]["messages"] if m["role"] == "user"]
     assert after_restart[0] == "say hello" and after_restart[-1] == "still there?"
     # The @notes.txt mention sent the file's content along with the prompt.
-    mentioned = json.dumps(fake.requests[-4]["messages"][-1]["content"])
+    mentioned = json.dumps(fake.requests[-6]["messages"][-1]["content"])
     assert "what do @notes.txt say?" in mentioned and '<file path=\\"notes.txt\\">' in mentioned
     assert NOTES.strip() in mentioned
     # The attached image went to the model as an image part of the user message.
-    image_parts = fake.requests[-1]["messages"][-1]["content"]
+    image_parts = fake.requests[-3]["messages"][-1]["content"]
     image_url = {"url": f"data:image/png;base64,{PNG}"}
     assert {"type": "image_url", "image_url": image_url} in image_parts
     # Undo of the last run removed the file it created; the earlier run's file stays.
     assert not (workspace / "undone.txt").exists()
     assert (workspace / "notes.txt").read_text() == NOTES
+    # The edit's result told the model the TypeScript server's new error, not the old one.
+    edited = fake.requests[-1]["messages"][-1]
+    assert edited["role"] == "tool" and edited["tool_call_id"] == "call_ts"
+    assert edited["content"].startswith("Applied 1 edit to calc.ts\n\nNew problems after this "
+                                         "change (the editor's diagnostics; they were not there "
+                                         "before it): 1 error.\ncalc.ts:2:14: error: ")
+    assert "Type 'string' is not assignable to type 'number'." in edited["content"]
+    assert "[ts 2322]" in edited["content"] and "'boolean'" not in edited["content"]
+    assert (workspace / "calc.ts").read_text() == TS_SOURCE.replace("= 1;", '= "one";')

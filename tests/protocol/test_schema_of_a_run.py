@@ -74,12 +74,21 @@ async def test_every_message_of_a_real_run_conforms(
         async def write_text(params: dict[str, Any]) -> None:
             return None
 
+        asked: list[dict[str, Any]] = []
+
+        async def diagnostics(params: dict[str, Any]) -> dict[str, Any]:
+            asked.append(params)
+            found = [{"line": 1, "column": 1, "severity": "warning", "message": "new text",
+                      "source": "spell", "code": 7}] if len(asked) > 1 else []
+            return {"files": [{"path": params["paths"][0], "diagnostics": found}]}
+
         tiller.on_request("client/requestPermission", permission)
         tiller.on_request("client/readTextFile", read_text)
         tiller.on_request("client/writeTextFile", write_text)
+        tiller.on_request("client/getDiagnostics", diagnostics)
         await tiller.request("initialize", {
             "clientInfo": {"name": "schema-test"},
-            "capabilities": {"permissions": True,
+            "capabilities": {"permissions": True, "diagnostics": True,
                              "fs": {"readTextFile": True, "writeTextFile": True}},
         })
         await tiller.request("models/list")
@@ -121,6 +130,7 @@ async def test_every_message_of_a_real_run_conforms(
         received = list(tiller.received)
 
     assert steered == [{"queued": 1}]
+    assert len(asked) == 2  # the write's file, before and after
     log = WireLog(sent, received)
     assert log.problems == []
     assert {name for kind, name in log.checked if kind == "event"} == set(SCHEMA["x-events"])

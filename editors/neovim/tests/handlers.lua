@@ -111,4 +111,31 @@ harness.run(function(config, obs)
     sessionId = 's1', server = 'linear', url = 'https://auth.example/authorize?x=1', reason = 'Sign in to MCP server linear',
   })
   obs.opened = opened
+
+  -- Diagnostics (tiller.diagnostics): a linter's in a loaded buffer with no language server,
+  -- answered at once; a file not loaded is loaded hidden (nothing reports on it); bad params.
+  local function dispatch_later(method, params)
+    local answer
+    client.handle_server_request(method, params, function(result, err)
+      answer = errors(result, err)
+    end)
+    harness.wait_for(method .. "'s answer", function()
+      return answer ~= nil
+    end)
+    return answer
+  end
+  vim.cmd('edit ' .. vim.fn.fnameescape(workdir .. '/d.txt'))
+  local d_buf = vim.api.nvim_get_current_buf()
+  local ns = vim.api.nvim_create_namespace('test-linter')
+  vim.diagnostic.set(ns, d_buf, {
+    { lnum = 0, col = 2, end_lnum = 0, end_col = 5, severity = vim.diagnostic.severity.ERROR,
+      message = 'bad word', source = 'linter', code = 'L1' },
+    { lnum = 1, col = 0, severity = vim.diagnostic.severity.HINT, message = 'a hint', code = 7 },
+  })
+  obs.diagnostics = dispatch_later('client/getDiagnostics', {
+    sessionId = 's1', paths = { workdir .. '/d.txt', workdir .. '/e.txt' }, timeoutMs = 20000,
+  })
+  local e_buf = vim.fn.bufnr(workdir .. '/e.txt')
+  obs.e_loaded_hidden = e_buf ~= -1 and vim.api.nvim_buf_is_loaded(e_buf) and not vim.bo[e_buf].buflisted
+  obs.diagnostics_no_paths = dispatch_later('client/getDiagnostics', { sessionId = 's1', timeoutMs = 100 })
 end)

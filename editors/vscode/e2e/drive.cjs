@@ -279,6 +279,38 @@ const steps = {
     await seen(frame, `Undone: ${step.file}`);
   },
 
+  /**
+   * A TypeScript file with an error is opened (quick open), so the built-in TypeScript server
+   * reports on it; the agent then edits it into a second error. The server asks the extension
+   * for the file's diagnostics before and after the edit (client/getDiagnostics); the pytest
+   * side checks that the model was told the new error only.
+   */
+  async diagnostics(page, frame, step) {
+    await page.click('.monaco-workbench .part.editor');
+    await page.keyboard.down('Control');
+    await page.keyboard.press('KeyP');
+    await page.keyboard.up('Control');
+    await page.waitForSelector('.quick-input-widget input', WAIT);
+    await page.keyboard.type(step.file);
+    await page.waitForFunction(
+      (file) => [...document.querySelectorAll('.quick-input-widget .monaco-list-row')].some((row) =>
+        (row.getAttribute('aria-label') ?? row.textContent ?? '').includes(file)),
+      WAIT,
+      step.file,
+    );
+    await page.keyboard.press('Enter');
+    // The TypeScript server has reported the file's error: the editor underlines it.
+    await page.waitForSelector('.monaco-editor .squiggly-error', WAIT);
+    await screenshot(page, 'diagnostics-before');
+    const again = await openChat(page);
+    await send(again, step.prompt);
+    const card = await approvalCard(again, step.file);
+    await clickWhen(again, `#${card} button[data-option="allowOnce"]`);
+    await seen(again, step.reply);
+    await idle(again);
+    return again;
+  },
+
   /** An attached image shows as a thumbnail and goes with the prompt as an image block. */
   async image(page, frame, step) {
     const file = await frame.waitForSelector('#attach-file', WAIT);

@@ -26,6 +26,8 @@ import {
   type ElicitParams,
   type ElicitResult,
   type EmptyResult,
+  type GetDiagnosticsParams,
+  type GetDiagnosticsResult,
   type GetMessagesResult,
   type GetStateResult,
   type InitializeResult,
@@ -66,6 +68,7 @@ export const CLIENT_CAPABILITIES: ClientCapabilities = {
   fs: { readTextFile: true, writeTextFile: true },
   elicitation: { form: true, url: true },
   openUrl: true,
+  diagnostics: true,
 };
 
 /**
@@ -86,6 +89,8 @@ export interface ClientHandlers {
   elicit(params: ElicitParams, token: CancellationToken): Promise<ElicitResult>;
   /** Open an MCP server's sign-in page in the browser. */
   openUrl(params: OpenUrlParams, token: CancellationToken): Promise<EmptyResult>;
+  /** The diagnostics of files, once the language servers have caught up (within timeoutMs). */
+  getDiagnostics(params: GetDiagnosticsParams, token: CancellationToken): Promise<GetDiagnosticsResult>;
 }
 
 /** CLIENT_CAPABILITIES, plus `fs.keepsUnsaved` when written files may stay unsaved. */
@@ -558,6 +563,14 @@ export function parseOpenUrlParams(params: unknown): OpenUrlParams {
   });
 }
 
+export function parseGetDiagnosticsParams(params: unknown): GetDiagnosticsParams {
+  return validate('client/getDiagnostics', params, {
+    sessionId: isString,
+    paths: (value) => Array.isArray(value) && value.length > 0 && value.every(isString),
+    timeoutMs: (value) => typeof value === 'number' && Number.isFinite(value) && value >= 0,
+  }, { toolCallId: isString });
+}
+
 const ELICIT_ACTIONS: readonly string[] = ['accept', 'decline', 'cancel'];
 
 /** The answer when the user dismisses a permission prompt: the mildest rejection offered. */
@@ -640,6 +653,10 @@ export function registerHandlers(connection: MessageConnection, handlers: Client
     on('client/openUrl', parseOpenUrlParams, async (params, token) => {
       await handlers.openUrl(params, token);
       return {};
+    }),
+    on('client/getDiagnostics', parseGetDiagnosticsParams, async (params, token) => {
+      const result = await handlers.getDiagnostics(params, token);
+      return { files: result.files };
     }),
   ];
 }

@@ -13,6 +13,7 @@ import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOutcome, 
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel, pickThinking } from './pickers';
 import { StatusItem, type Activity } from './status';
+import { DiagnosticsTracker } from './diagnostics';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
 
 const FLUSH_MS = 40; // coalesce streamed deltas into at most ~25 view updates a second
@@ -38,6 +39,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   readonly handlers: ClientHandlers;
   readonly approvals = new ApprovalQueue();
   private readonly status = new StatusItem();
+  private readonly diagnostics = new DiagnosticsTracker();
 
   constructor(
     private readonly output: vscode.OutputChannel,
@@ -52,6 +54,7 @@ class TillerController implements ChatHost, vscode.Disposable {
       saveEdits: () => this.saveEdits,
       approvedDiff: (callId, diff) => this.post(this.model.approvedDiff(callId, diff)),
       sessionCwd: (id) => this.sessionCwds.get(id),
+      diagnostics: this.diagnostics,
     });
     this.approvals.onChange((items) => {
       this.post([{ op: 'approvals', items }]);
@@ -245,6 +248,7 @@ class TillerController implements ChatHost, vscode.Disposable {
   async dispose(): Promise<void> {
     clearTimeout(this.flushTimer);
     this.status.dispose();
+    this.diagnostics.dispose();
     const client = this.connected?.client;
     this.connected = undefined;
     this.ops.dispose();

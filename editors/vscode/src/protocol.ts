@@ -98,6 +98,7 @@ export interface ServerRequests {
   'client/writeTextFile': { params: WriteTextFileParams; result: EmptyResult | null };
   'client/elicit': { params: ElicitParams; result: ElicitResult };
   'client/openUrl': { params: OpenUrlParams; result: EmptyResult | null };
+  'client/getDiagnostics': { params: GetDiagnosticsParams; result: GetDiagnosticsResult };
 }
 
 /** Server -> client notifications. */
@@ -111,6 +112,9 @@ export interface ServerNotifications {
 
 export const CompactionReason = ['threshold', 'overflow', 'manual'] as const;
 export type CompactionReason = (typeof CompactionReason)[number];
+
+export const DiagnosticSeverity = ['error', 'warning', 'information', 'hint'] as const;
+export type DiagnosticSeverity = (typeof DiagnosticSeverity)[number];
 
 export const ElicitAction = ['accept', 'decline', 'cancel'] as const;
 export type ElicitAction = (typeof ElicitAction)[number];
@@ -261,6 +265,8 @@ export interface ClientCapabilities {
   fs?: FsCapabilities;
   elicitation?: ElicitationCapabilities;
   openUrl?: boolean;
+  /** answers client/getDiagnostics */
+  diagnostics?: boolean;
 }
 
 export interface ClientInfo {
@@ -351,6 +357,19 @@ export interface ContextFileEntry {
   truncated: boolean;
 }
 
+/** One problem the editor reports in a file (1-based line and column). */
+export interface DiagnosticItem {
+  line: number;
+  column?: number;
+  endLine?: number;
+  endColumn?: number;
+  severity: DiagnosticSeverity;
+  message: string;
+  /** who reports it: a language server, a linter ("Pylance", "ts", "ruff") */
+  source?: string;
+  code?: string | number;
+}
+
 export interface DiffPreview {
   kind: 'diff';
   path: string;
@@ -410,6 +429,11 @@ export interface FileChange {
   binary: boolean;
 }
 
+export interface FileDiagnostics {
+  path: string;
+  diagnostics: DiagnosticItem[];
+}
+
 /**
  * What the client does with files: `keepsUnsaved` says changes written through
  * `client/writeTextFile` stay unsaved in its buffers (the disk keeps the old text).
@@ -418,6 +442,25 @@ export interface FsCapabilities {
   readTextFile?: boolean;
   writeTextFile?: boolean;
   keepsUnsaved?: boolean;
+}
+
+/**
+ * The editor's diagnostics of `paths`, once its language servers have caught up with
+ * each file's text (at most `timeoutMs`).
+ */
+export interface GetDiagnosticsParams {
+  sessionId: string;
+  /** the tool call that changes (or changed) the files */
+  toolCallId?: string;
+  /** absolute paths */
+  paths: string[];
+  /** answer within this many milliseconds, with what the editor has by then */
+  timeoutMs: number;
+}
+
+export interface GetDiagnosticsResult {
+  /** one entry per path asked for; a path left out has no diagnostics */
+  files: FileDiagnostics[];
 }
 
 export interface GetMessagesResult {

@@ -2,13 +2,15 @@
 // permission requests queued for the chat view (approvals.ts) with a diff preview that closes
 // when the request is answered or withdrawn, reads that see unsaved editor content, and writes
 // through WorkspaceEdit (undoable), then saved so the disk agrees (`tiller.saveEdits`, default on;
-// off leaves them dirty and new files untitled, and initialize says so with `fs.keepsUnsaved`).
+// off leaves them dirty and new files untitled, and initialize says so with `fs.keepsUnsaved`);
+// the language servers' diagnostics of files (diagnostics.ts).
 
 import { promises as fs } from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 
 import { describeRequest, type ApprovalQueue } from './approvals';
+import type { DiagnosticsTracker } from './diagnostics';
 import { elicit, type AskUi } from './mcpAsk';
 import { dismissedOutcome, sliceLines, type ClientHandlers } from './client';
 import { proposedContent } from './preview';
@@ -57,6 +59,8 @@ export interface HandlerContext {
   saveEdits(): boolean;
   /** The working directory of a session (relative paths resolve against it). */
   sessionCwd(sessionId: string): string | undefined;
+  /** Answers client/getDiagnostics (diagnostics.ts). */
+  diagnostics: DiagnosticsTracker;
 }
 
 /** The open document for `file`: a file on disk, or a new file not saved yet (untitled). */
@@ -155,6 +159,11 @@ export function createHandlers(context: HandlerContext): ClientHandlers {
   return {
     async elicit(params) {
       return elicit(ui, params);
+    },
+
+    async getDiagnostics(params, token) {
+      const paths = params.paths.map((file) => resolve(params.sessionId, file));
+      return context.diagnostics.get({ ...params, paths }, token);
     },
 
     async openUrl(params) {

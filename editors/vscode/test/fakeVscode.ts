@@ -64,13 +64,19 @@ export class Range {
   ) {}
 }
 
+const LANGUAGES: Record<string, string> = { '.ts': 'typescript', '.py': 'python' };
+
 /** A text document: `offset` positions are encoded in `character` of line 0 (enough here). */
 export class TextDocument {
   isDirty = false;
+  /** From the file name's extension (plaintext when unknown). */
+  readonly languageId: string;
   constructor(
     readonly uri: Uri,
     public text: string,
-  ) {}
+  ) {
+    this.languageId = LANGUAGES[path.extname(uri.path)] ?? 'plaintext';
+  }
   /** Writes a `file:` document to disk (an untitled one would need a Save As dialog). */
   async save(): Promise<boolean> {
     if (this.uri.scheme !== 'file') {
@@ -133,6 +139,19 @@ export interface Recorded {
   picks: Array<{ title?: string; items: Array<{ label: string; description?: string; detail?: string }> }>;
   /** Warning messages shown. */
   warnings: string[];
+  /** Set a URI's diagnostics as a language server would (fires onDidChangeDiagnostics). */
+  setDiagnostics(uri: Uri, diagnostics: FakeDiagnostic[]): void;
+  /** Each onDidChangeTextDocument fired (the document's URI). */
+  textChanges: string[];
+}
+
+/** A diagnostic as `vscode.languages.getDiagnostics` gives it (severity: Error 0 ... Hint 3). */
+export interface FakeDiagnostic {
+  range: Range;
+  message: string;
+  severity: number;
+  source?: string;
+  code?: string | number | { value: string | number; target: Uri };
 }
 
 export interface FakeVscodeOptions {
@@ -158,8 +177,17 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
     output: [],
     picks: [],
     warnings: [],
+    setDiagnostics: (uri, list) => {
+      diagnostics.set(uri.toString(), list);
+      diagnosticsChanged.fire({ uris: [uri] });
+    },
+    textChanges: [],
   };
   const textDocuments: TextDocument[] = [];
+  const diagnostics = new Map<string, FakeDiagnostic[]>();
+  const diagnosticsChanged = new EventEmitter<{ uris: Uri[] }>();
+  const textChanged = new EventEmitter<{ document: TextDocument; contentChanges: unknown[] }>();
+  const opened = new EventEmitter<TextDocument>();
   const disposable = { dispose: () => undefined };
   const vscode = {
     EventEmitter,
@@ -233,7 +261,13 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         return undefined;
       },
     },
+    languages: {
+      onDidChangeDiagnostics: diagnosticsChanged.event,
+      getDiagnostics: (uri: Uri) => diagnostics.get(uri.toString()) ?? [],
+    },
     workspace: {
+      onDidChangeTextDocument: textChanged.event,
+      onDidOpenTextDocument: opened.event,
       workspaceFolders: [{ uri: Uri.file(options.workspaceFolder), name: 'ws', index: 0 }],
       textDocuments,
       getConfiguration: (section: string) => ({
@@ -254,6 +288,7 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         const text = uri.scheme === 'file' ? fs.readFileSync(uri.fsPath, 'utf8') : '';
         const doc = new TextDocument(uri, text);
         textDocuments.push(doc);
+        opened.fire(doc);
         return doc;
       },
       applyEdit: async (edit: WorkspaceEdit) => {
@@ -262,7 +297,9 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         for (const uri of edit.created) {
           fs.mkdirSync(path.dirname(uri.fsPath), { recursive: true });
           fs.writeFileSync(uri.fsPath, '', { flag: 'a' });
-          textDocuments.push(new TextDocument(uri, fs.readFileSync(uri.fsPath, 'utf8')));
+          const created = new TextDocument(uri, fs.readFileSync(uri.fsPath, 'utf8'));
+          textDocuments.push(created);
+          opened.fire(created);
         }
         for (const change of edit.edits) {
           const doc = textDocuments.find((d) => d.uri.toString() === change.uri.toString());
@@ -271,6 +308,8 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
           }
           doc.text = doc.text.slice(0, change.range.start.character) + change.text + doc.text.slice(change.range.end.character);
           doc.isDirty = true;
+          recorded.textChanges.push(doc.uri.toString());
+          textChanged.fire({ document: doc, contentChanges: [change] });
         }
         return true;
       },

@@ -35,6 +35,7 @@ import {
   type AgentEvent,
   type ElicitParams,
   type ElicitResult,
+  type GetDiagnosticsParams,
   type OpenUrlParams,
   type ReadTextFileParams,
   type RequestPermissionParams,
@@ -48,6 +49,7 @@ interface Calls {
   write: WriteTextFileParams[];
   elicit: ElicitParams[];
   opened: OpenUrlParams[];
+  diagnostics: GetDiagnosticsParams[];
   tokens: CancellationToken[];
 }
 
@@ -69,6 +71,12 @@ function fakeHandlers(): ClientHandlers {
     async openUrl(params) {
       calls.opened.push(params);
       return {};
+    },
+    async getDiagnostics(params) {
+      calls.diagnostics.push(params);
+      return { files: params.paths.map((file) => ({ path: file, diagnostics: [
+        { line: 2, column: 5, severity: 'error' as const, message: 'bad', source: 'ts', code: 2304 },
+      ] })) };
     },
     async requestPermission(params, token) {
       calls.permission.push(params);
@@ -97,7 +105,7 @@ function fakeHandlers(): ClientHandlers {
 }
 
 beforeEach(() => {
-  calls = { permission: [], read: [], write: [], elicit: [], opened: [], tokens: [] };
+  calls = { permission: [], read: [], write: [], elicit: [], opened: [], diagnostics: [], tokens: [] };
   elicitAnswer = { action: 'decline' };
   files = new Map([['/w/a.txt', 'one\ntwo\nthree\nfour\n']]);
   answer = 'allowOnce';
@@ -134,7 +142,7 @@ async function rejectsWith(promise: Promise<unknown>, code: number, pattern?: Re
   });
 }
 
-test('initialize advertises permissions and fs capabilities', async () => {
+test('initialize advertises permissions, fs and diagnostics capabilities', async () => {
   let received: unknown;
   server.onRequest('initialize', (params: unknown) => {
     received = params;
@@ -147,6 +155,7 @@ test('initialize advertises permissions and fs capabilities', async () => {
     fs: { readTextFile: true, writeTextFile: true },
     elicitation: { form: true, url: true },
     openUrl: true,
+    diagnostics: true,
   };
   assert.deepEqual(received, { clientInfo: { name: 'tiller-vscode' }, capabilities: declared });
   assert.deepEqual(CLIENT_CAPABILITIES, declared);
@@ -173,6 +182,7 @@ test('initialize says fs.keepsUnsaved when written files may stay unsaved (tille
       fs: { readTextFile: true, writeTextFile: true, keepsUnsaved: true },
       elicitation: { form: true, url: true },
       openUrl: true,
+      diagnostics: true,
     });
     assert.equal(clientCapabilities({ keepsUnsaved: false }), CLIENT_CAPABILITIES);
   } finally {
@@ -347,6 +357,18 @@ test('client/openUrl: the handler gets the URL; {} goes back', async () => {
   const params = { sessionId: 's1', server: 'linear', url: 'https://auth.example/a', reason: 'Sign in to MCP server linear' };
   assert.deepEqual(await server.sendRequest('client/openUrl', params), {});
   assert.deepEqual(calls.opened, [params]);
+});
+
+test('client/getDiagnostics: the handler gets the paths and the time it has; {files} goes back', async () => {
+  const params = { sessionId: 's1', toolCallId: 'call_1', paths: ['/w/a.ts'], timeoutMs: 3000 };
+  assert.deepEqual(await server.sendRequest('client/getDiagnostics', params), { files: [
+    { path: '/w/a.ts', diagnostics: [{ line: 2, column: 5, severity: 'error', message: 'bad', source: 'ts', code: 2304 }] },
+  ] });
+  assert.deepEqual(calls.diagnostics, [params]);
+  await rejectsWith(server.sendRequest('client/getDiagnostics', { sessionId: 's1', paths: [], timeoutMs: 1 }),
+    ErrorCode.InvalidParams, /paths/);
+  await rejectsWith(server.sendRequest('client/getDiagnostics', { sessionId: 's1', paths: ['/w/a.ts'] }),
+    ErrorCode.InvalidParams, /timeoutMs/);
 });
 
 test('an unknown server request is -32601', async () => {

@@ -9,6 +9,8 @@ import type {
   AgentEvent,
   ElicitResult,
   EmptyResult,
+  GetDiagnosticsParams,
+  GetDiagnosticsResult,
   ReadTextFileParams,
   ReadTextFileResult,
   RequestPermissionParams,
@@ -127,6 +129,14 @@ export class FakeEditor implements ClientHandlers {
 
   async openUrl(): Promise<EmptyResult> {
     return {};
+  }
+
+  readonly diagnosticRequests: GetDiagnosticsParams[] = [];
+
+  /** No language servers here: every file has no diagnostics. */
+  async getDiagnostics(params: GetDiagnosticsParams): Promise<GetDiagnosticsResult> {
+    this.diagnosticRequests.push(params);
+    return { files: params.paths.map((file) => ({ path: file, diagnostics: [] })) };
   }
 }
 

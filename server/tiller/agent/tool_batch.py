@@ -198,6 +198,9 @@ class _BatchRunner:
         self.results: dict[int, ToolResultMessage] = {}
         self.terminate: dict[int, bool] = {}
         self.started: set[int] = set()
+        self.done: dict[int, tuple[ToolResultMessage, bool]] = {}
+        """Calls the tool finished whose ``after_tool_call`` hook still runs: an abort then
+        keeps the tool's own result (the call did happen)."""
 
     def start(self, index: int, call: ToolCall) -> None:
         self.started.add(index)
@@ -281,6 +284,7 @@ class _BatchRunner:
             details=outcome.details,
             is_error=outcome.is_error,
         )
+        self.done[prepared.index] = (result, outcome.terminate)
         result = await self.apply_after_hook(call, result)
         self.finish(prepared.index, result, outcome.terminate)
 
@@ -310,7 +314,8 @@ async def execute_tool_calls(
     emit: Callable[[AgentEvent], None],
     abort: AbortSignal,
 ) -> ToolBatch:
-    """Run a batch under ``abort``; calls cut short by it get an ``aborted`` error result."""
+    """Run a batch under ``abort``; calls cut short by it get an ``aborted`` error result (a
+    call cut short in its ``after_tool_call`` hook keeps the tool's result)."""
     runner = _BatchRunner(calls, settings, emit)
     sequential = any(
         (tool := runner.tools.get(call.name)) is not None and tool.sequential for call in calls
@@ -329,7 +334,9 @@ async def execute_tool_calls(
                 for item in prepared:
                     group.start_soon(runner.run, item)
     for index, call in enumerate(calls):
-        if index not in runner.results:
+        if index not in runner.results and index in runner.done:
+            runner.finish(index, *runner.done[index])
+        elif index not in runner.results:
             if index not in runner.started:
                 runner.start(index, call)
             runner.finish(index, _error_result(call, ABORTED_MESSAGE))

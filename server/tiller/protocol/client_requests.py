@@ -1,6 +1,6 @@
 """The server-to-client requests of the protocol (protocol.md, "Requests (server → client)"):
-``client/requestPermission``, the editor's files, an MCP server's questions (``client/elicit``)
-and a URL to open (``client/openUrl``); re-exported by tiller.protocol.models."""
+``client/requestPermission``, the editor's files, an MCP server's questions (``client/elicit``),
+a URL to open (``client/openUrl``) and the editor's diagnostics (``client/getDiagnostics``)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,15 @@ from tiller.types import WireModel
 
 __all__ = [
     "CommandPreview",
+    "DiagnosticItem",
+    "DiagnosticSeverity",
     "DiffPreview",
     "ElicitAction",
     "ElicitParams",
     "ElicitResult",
+    "FileDiagnostics",
+    "GetDiagnosticsParams",
+    "GetDiagnosticsResult",
     "HooksPreview",
     "NoPreview",
     "OpenUrlParams",
@@ -134,3 +139,42 @@ class OpenUrlParams(WireModel):
     server: str = Field(description="the MCP server the URL signs in to")
     url: str
     reason: str = Field(description="what opening it is for, to show the user")
+
+
+DiagnosticSeverity = Literal["error", "warning", "information", "hint"]
+
+
+class GetDiagnosticsParams(WireModel):
+    """The editor's diagnostics of ``paths``, once its language servers have caught up with
+    each file's text (at most ``timeoutMs``)."""
+
+    session_id: str
+    tool_call_id: str | None = Field(default=None, description="the tool call that changes "
+                                     "(or changed) the files")
+    paths: list[str] = Field(description="absolute paths")
+    timeout_ms: int = Field(description="answer within this many milliseconds, with what "
+                            "the editor has by then")
+
+
+class DiagnosticItem(WireModel):
+    """One problem the editor reports in a file (1-based line and column)."""
+
+    line: int = Field(ge=1)
+    column: int | None = Field(default=None, ge=1)
+    end_line: int | None = Field(default=None, ge=1)
+    end_column: int | None = Field(default=None, ge=1)
+    severity: DiagnosticSeverity
+    message: str
+    source: str | None = Field(default=None, description="who reports it: a language "
+                               "server, a linter (\"Pylance\", \"ts\", \"ruff\")")
+    code: str | int | None = None
+
+
+class FileDiagnostics(WireModel):
+    path: str
+    diagnostics: list[DiagnosticItem]
+
+
+class GetDiagnosticsResult(WireModel):
+    files: list[FileDiagnostics] = Field(description="one entry per path asked for; a path "
+                                         "left out has no diagnostics")

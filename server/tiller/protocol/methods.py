@@ -16,6 +16,8 @@ from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertPara
 from tiller.protocol.client_requests import (
     ElicitParams,
     ElicitResult,
+    GetDiagnosticsParams,
+    GetDiagnosticsResult,
     OpenUrlParams,
     ReadTextFileParams,
     ReadTextFileResult,
@@ -110,6 +112,7 @@ SERVER_REQUESTS: dict[str, tuple[type[WireModel], type[WireModel] | None]] = {
     "client/writeTextFile": (WriteTextFileParams, None),
     "client/elicit": (ElicitParams, ElicitResult),
     "client/openUrl": (OpenUrlParams, None),
+    "client/getDiagnostics": (GetDiagnosticsParams, GetDiagnosticsResult),
 }
 """Server-to-client requests: method -> (params, the client's answer); None: the answer is
 ignored, ``{}`` or null."""

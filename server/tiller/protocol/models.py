@@ -107,6 +107,8 @@ class ClientCapabilities(WireModel):
     fs: FsCapabilities | None = None
     elicitation: ElicitationCapabilities | None = None
     open_url: bool | None = None
+    diagnostics: bool | None = Field(default=None, description="answers "
+                                     "client/getDiagnostics")
 
 
 class InitializeParams(WireModel):

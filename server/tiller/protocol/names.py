@@ -31,7 +31,7 @@ NOTIFICATIONS = ("$/cancelRequest",)
 """Client-to-server notifications (that section's last)."""
 
 SERVER_REQUESTS = ("client/requestPermission", "client/readTextFile", "client/writeTextFile",
-                   "client/elicit", "client/openUrl")
+                   "client/elicit", "client/openUrl", "client/getDiagnostics")
 """Server-to-client requests ("Requests (server → client)"), each sent only if the client
 declared it can answer."""
 

@@ -31,6 +31,9 @@ from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_data_dir
 from tiller.context.confined import RefusedFile
 from tiller.context.project import ContextFile, ProjectContext
+from tiller.diagnostics.commands import CommandDiagnostics
+from tiller.diagnostics.editor import EditorDiagnostics
+from tiller.diagnostics.watch import DiagnosticsWatch
 from tiller.errors import AgentBusyError, ConfigError, ToolError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
@@ -109,7 +112,8 @@ ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
 class EditorClient:
     """The client as the sessions' editor: how to send it a request, and the capabilities it
     declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``fs.keepsUnsaved``,
-    ``permissions``, ``elicitation.form``, ``elicitation.url``, ``openUrl``)."""
+    ``permissions``, ``elicitation.form``, ``elicitation.url``, ``openUrl``,
+    ``diagnostics``)."""
 
     request: ClientRequest
     capabilities: dict[str, Any]
@@ -281,6 +285,12 @@ class Session:
         """The agent's plan (its last ``todo`` call; tiller.session.plan)."""
         self.subscribe(self.plan)
         self.on_tool_cleared(self.checkpoints.before_tool)
+        commands = CommandDiagnostics(config.diagnostics, cwd, self.processes, self.sandbox,
+                                      config.sanitize_env) if config.diagnostics.commands else None
+        self.diagnostics = DiagnosticsWatch(lambda: self.tools, cwd, commands)
+        """The problems the agent's file changes introduce (tiller.diagnostics.watch)."""
+        self.subscribe(self.diagnostics)
+        self.on_tool_cleared(self.diagnostics.before_tool)
         self.files: EditorFiles | None = None
         self.explicit_mode: PermissionMode | None = None
         self.extra_roots: list[Path] = []
@@ -375,12 +385,14 @@ class Session:
         self, call: ToolCall, result: ToolResultMessage
     ) -> AfterToolCallResult | None:
         """The PostToolUse hooks (a formatter's changes count as the call's), then the
-        checkpoint after the call; the hooks' texts join the result."""
+        checkpoint after the call, then the problems the call introduced (of the formatted
+        file); the hooks' texts join the result."""
         texts = await self.hooks.post_tool_use(call, result)
         await self.checkpoints.after_tool(call, result)
-        if not texts:
+        content = await self.diagnostics.after_tool(call, result)
+        if content is None and not texts:
             return None
-        return AfterToolCallResult(content=[*result.content,
+        return AfterToolCallResult(content=[*(result.content if content is None else content),
                                             *(TextContent(text=text) for text in texts)])
 
     # ------------------------------------------------------------------ the editor
@@ -416,6 +428,9 @@ class Session:
         )
         self.hooks.ask = asker
         self.mcp.host.user = NoUser() if request is None else self._mcp_user(request, caps)
+        self.diagnostics.editor = EditorDiagnostics(
+            request, self.id, self.config.diagnostics.editor_timeout,
+        ) if request is not None and caps.get("diagnostics") else None
         self.files = files
         self.agent.settings = replace(self.agent.settings, files=files)
 

@@ -214,8 +214,10 @@ function M.start(config)
       },
       elicitation = { form = true, url = true },
       openUrl = true,
+      diagnostics = true,
     },
   }
+  require('tiller.diagnostics') -- follows DiagnosticChanged from now on
   send_request('initialize', params, function(init_err, result)
     if state.rpc ~= rpc or (init_err and init_err.exited) then
       return -- on_exit fails the queued requests

@@ -4,6 +4,7 @@
 --   client/writeTextFile    {sessionId, path, content}         -> {}
 --   client/requestPermission: asked in the chat (tiller.review), answered when the user does
 --   client/elicit, client/openUrl: an MCP server's questions and sign-in pages (tiller.mcp_ask)
+--   client/getDiagnostics   {sessionId, paths, timeoutMs}      -> {files}  (tiller.diagnostics)
 --
 -- Each handler of M.methods returns `result` or `nil, err` (err a JSON-RPC error object); those
 -- of M.async_methods get a `reply(result, err)` to call when the answer is known. Files are
@@ -292,6 +293,9 @@ M.async_methods = {
   end,
   ['client/openUrl'] = function(params, reply)
     require('tiller.mcp_ask').open_url(params, reply)
+  end,
+  ['client/getDiagnostics'] = function(params, reply)
+    require('tiller.diagnostics').get(params, reply)
   end,
 }
 

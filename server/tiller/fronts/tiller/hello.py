@@ -60,7 +60,8 @@ class Initialize:
             and (window is None or (type(window) in (int, float) and 0 <= window <= 1000))
             and (info is None or (_only(info, {"name", "version"}, str)
                                   and type(info.get("name")) is str))
-            and _only(capabilities, {"permissions", "fs", "elicitation", "openUrl"}, bool)
+            and _only(capabilities, {"permissions", "fs", "elicitation", "openUrl",
+                                      "diagnostics"}, bool)
             and (fs is None or _only(fs, {"readTextFile", "writeTextFile", "keepsUnsaved"}, bool))
             and (asks is None or _only(asks, {"form", "url"}, bool))
         ):
