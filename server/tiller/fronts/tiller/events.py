@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tiller.protocol.names import EVENT_METHOD
@@ -39,18 +39,22 @@ class _Held:
 
 class EventNotifier:
     """A subscriber sending one session's events with ``write`` (a framed body writer);
-    ``window`` is read per delta, in seconds (0: no coalescing)."""
+    ``window`` is read per delta, in seconds (0: no coalescing); ``extra`` fields go with each
+    (a child session's ``parentSessionId`` and ``parentToolCallId``)."""
 
     def __init__(
-        self, session_id: str, write: Callable[[bytes], None], window: Callable[[], float]
+        self, session_id: str, write: Callable[[bytes], None], window: Callable[[], float],
+        extra: Mapping[str, str] | None = None,
     ) -> None:
         self.session_id = session_id
         self.write = write
         self.window = window
         self.seq = 0
+        fields = "".join(f"{json.dumps(key)}:{json.dumps(value)},"
+                         for key, value in (extra or {}).items())
         self._prefix = (
             f'{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":'
-            f'{{"sessionId":{json.dumps(session_id)},"seq":'
+            f'{{"sessionId":{json.dumps(session_id)},{fields}"seq":'
         ).encode()
         self._held: _Held | None = None
         self._last_update = float("-inf")
