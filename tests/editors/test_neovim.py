@@ -1016,3 +1016,19 @@ def test_messages_never_hold_the_screen(
     requests = fake_openai.requests
     assert requests[2]["messages"][-1] == {"role": "user", "content": "use the other file"}
     assert (workdir / "notes.txt").read_text() == "disk line\n"  # the buffer was not saved
+
+
+def test_a_task_calls_subagent_is_a_card_inside_its_block(nvim: Neovim, tmp_path: Path) -> None:
+    obs = run_nvim(nvim, "subagents.lua", {}, tmp_path)
+    card = ["⚙ Find it", "  ▸ explore · 1 tool call · working", "    ? Search 'x' in ."]
+    assert obs["waiting"][-3:] == card
+    assert obs["named"][-2:] == ["⚙ Find it", "  ▸ explore · 0 tool calls · working"]
+    assert obs["live"][-4:] == ["⚙ Find it", "  ▸ explore · 1 tool call · stop",
+                                "    ✓ Search 'x' in .", "    │ x is in a.py"]
+    assert "Looking." not in "\n".join(obs["live"])  # the subagent's text is not the chat's
+    assert obs["phase_after_child"] == "tool"  # its agent_settled did not idle the chat
+    header = obs["header"]
+    assert obs["lines"][header - 1 :] == [
+        "✓ Find it", "  ▸ explore · 1 tool call · stop", "    ✓ Search 'x' in .",
+        "    │ x is in a.py", "  x is in a.py"]
+    assert obs["closed_end"] == len(obs["lines"])  # card and result: the call's one fold
