@@ -1051,3 +1051,20 @@ def test_a_tool_call_is_one_readable_line() -> None:
         "read: a.py (from line 40, 10 lines)")
     assert tool_line("ls", {}) == "ls"
     assert tool_line("mcp__t__now", {"zone": "UTC", "n": 2}) == 'mcp__t__now: zone="UTC", n=2'
+
+
+def test_a_subagents_calls_are_indented_lines_and_its_words_are_not_the_reply(
+    terminal_size: None
+) -> None:
+    out = io.StringIO()
+    renderer = Renderer(out, io.StringIO(), {})
+    link = {"sessionId": "c", "parentSessionId": "s", "parentToolCallId": "t1"}
+    renderer.handle({**link, "type": "agent_start"})
+    renderer.handle({**link, **TEXT})
+    renderer.handle({**link, "type": "tool_execution_start", "toolCallId": "g", "toolName": "grep",
+                     "args": {"pattern": "x"}})
+    renderer.handle({**link, "type": "tool_execution_end", "toolCallId": "g", "toolName": "grep",
+                     "isError": True, "result": {"content": []}})
+    renderer.handle({**link, "type": "agent_settled"})
+
+    assert out.getvalue() == "  ↳ ⚙ grep: x in .\n  ↳ ✗ grep\n"
