@@ -361,7 +361,7 @@ class SessionRegistry:
         unload it, closing its provider (``Session.close``); its log stays."""
         session = self.get(session_id)
         await session.close()
-        del self._live[session_id]
+        self._live.pop(session_id, None)  # a shutdown may have cleared it meanwhile
         if self.default_id == session_id:
             self.default_id = None
 

@@ -39,7 +39,7 @@ class ChildProgress:
     call); ``tools`` are the child's (titles come from how each describes itself)."""
 
     call_id: str
-    agent: str
+    agent_name: str
     tools: Sequence[Tool[Any]]
     calls: dict[str, tuple[str, str]] = field(default_factory=dict)
     """The child's tool calls in order: id -> (title, running | completed | failed)."""
@@ -68,7 +68,7 @@ class ChildProgress:
     def content(self) -> list[dict[str, Any]]:
         """The progress as one Markdown text block."""
         count = len(self.calls)
-        head = f"**{self.agent}** · {count} tool call{'s' if count != 1 else ''}"
+        head = f"**{self.agent_name}** · {count} tool call{'s' if count != 1 else ''}"
         if self.ended is not None:
             head += f" · ended: {self.ended}"
         lines = [head, ""]
