@@ -46,6 +46,7 @@ __all__ = [
     "PermissionRule",
     "RetryPolicy",
     "ServerConfig",
+    "TaskSettings",
     "build_parser",
     "config_dir",
     "default_config_path",
@@ -94,6 +95,18 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class TaskSettings:
+    """Subagents (the ``task`` tool, tiller.session.subagents): how many of a session's run at
+    once, how deep they nest (1: a subagent starts none), and each subagent run's limits on
+    turns and tokens (an agent file's ``maxTurns`` wins)."""
+
+    max_concurrent: int = 4
+    max_depth: int = 1
+    max_turns: int = 30
+    max_tokens: int = 2_000_000
+
+
+@dataclass(frozen=True)
 class PermissionRule:
     """A config-file rule; the first that matches decides. ``path`` is a glob against the
     resolved path (relative globs are taken from the workspace root); ``command`` the first words
@@ -125,6 +138,8 @@ class ServerConfig:
     max_turns: int = 50
     max_run_tokens: int = 10_000_000
     compaction: CompactionSettings = field(default_factory=CompactionSettings)
+    tasks: TaskSettings = field(default_factory=TaskSettings)
+    """Subagents (``[tasks]``)."""
     thinking: ThinkingLevel = "off"
     permission_mode: PermissionMode | None = None
     """None: ``ask`` when the client can answer permission requests, else ``auto``."""
@@ -281,7 +296,7 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
     where = str(path)
     known = {"provider", "model", "thinking", "max_turns", "max_run_tokens", "retry",
              "compaction", "permissions", "tools", "sandbox", "providers", "models",
-             "mcp_servers", "cache_ttl", "hooks", "diagnostics"}
+             "mcp_servers", "cache_ttl", "hooks", "diagnostics", "tasks"}
     if unknown := sorted(set(data) - known):
         raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}")
     updates: dict[str, Any] = {"config_path": path}
@@ -306,6 +321,8 @@ def _apply_file(config: ServerConfig, path: Path) -> ServerConfig:
         updates["retry"] = _retry(config.retry, data["retry"], where)
     if "compaction" in data:
         updates["compaction"] = _compaction(config.compaction, data["compaction"], where)
+    if "tasks" in data:
+        updates["tasks"] = _tasks(config.tasks, data["tasks"], f"{where}: tasks")
     if "permissions" in data:
         updates.update(_permissions(data["permissions"], f"{where}: permissions"))
     if "tools" in data:
@@ -470,6 +487,19 @@ def _compaction(base: CompactionSettings, table: Any, where: str) -> CompactionS
     for key in table:
         kind = bool if key == "enabled" else int
         values[key] = _typed(table, key, kind, f"{where}: compaction")
+    return replace(base, **values)
+
+
+def _tasks(base: TaskSettings, table: Any, where: str) -> TaskSettings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    names = [f.name for f in fields(TaskSettings)]
+    _known_keys(table, names, where)
+    values = {key: _typed(table, key, int, where) for key in table}
+    for key, value in values.items():
+        if value < (0 if key == "max_depth" else 1):
+            least = "0 or more" if key == "max_depth" else "positive"
+            raise ConfigError(f"{where}: {key} must be {least}, not {value}")
     return replace(base, **values)
 
 

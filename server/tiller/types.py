@@ -230,6 +230,9 @@ class ToolResultMessage(WireModel):
     details: Any = None
     is_error: bool = False
     timestamp: int = Field(default_factory=now_ms)
+    usage: Usage | None = None
+    """The model usage the call caused (a ``task`` call: its subagent's model calls), counted
+    in the run's and the session's usage; absent for a call that used no model."""
 
     @property
     def text(self) -> str:

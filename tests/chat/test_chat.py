@@ -1065,3 +1065,20 @@ def test_a_hook_that_blocks_fails_or_says_something_is_one_line() -> None:
         "⚠ PreToolUse hook timed out (no-rm.sh): timed out")
     assert Status.notice({**hook, "outcome": "ok", "message": "formatted"}) == (
         "↪ PreToolUse hook ran (no-rm.sh): formatted")
+
+
+def test_a_subagents_calls_are_indented_lines_and_its_words_are_not_the_reply(
+    terminal_size: None
+) -> None:
+    out = io.StringIO()
+    renderer = Renderer(out, io.StringIO(), {})
+    link = {"sessionId": "c", "parentSessionId": "s", "parentToolCallId": "t1"}
+    renderer.handle({**link, "type": "agent_start"})
+    renderer.handle({**link, **TEXT})
+    renderer.handle({**link, "type": "tool_execution_start", "toolCallId": "g", "toolName": "grep",
+                     "args": {"pattern": "x"}})
+    renderer.handle({**link, "type": "tool_execution_end", "toolCallId": "g", "toolName": "grep",
+                     "isError": True, "result": {"content": []}})
+    renderer.handle({**link, "type": "agent_settled"})
+
+    assert out.getvalue() == "  ↳ ⚙ grep: x in .\n  ↳ ✗ grep\n"

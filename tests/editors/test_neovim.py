@@ -1081,3 +1081,19 @@ def test_diagnostics_of_the_agent_s_edits(
     assert results["call_other"] == (
         "Applied 1 edit to other.py" + said
         + "other.py:1:9: error: BROKEN marks a broken line [marker-lsp M1]")
+
+
+def test_a_task_calls_subagent_is_a_card_inside_its_block(nvim: Neovim, tmp_path: Path) -> None:
+    obs = run_nvim(nvim, "subagents.lua", {}, tmp_path)
+    card = ["⚙ Find it", "  ▸ explore · 1 tool call · working", "    ? Search 'x' in ."]
+    assert obs["waiting"][-3:] == card
+    assert obs["named"][-2:] == ["⚙ Find it", "  ▸ explore · 0 tool calls · working"]
+    assert obs["live"][-4:] == ["⚙ Find it", "  ▸ explore · 1 tool call · stop",
+                                "    ✓ Search 'x' in .", "    │ x is in a.py"]
+    assert "Looking." not in "\n".join(obs["live"])  # the subagent's text is not the chat's
+    assert obs["phase_after_child"] == "tool"  # its agent_settled did not idle the chat
+    header = obs["header"]
+    assert obs["lines"][header - 1 :] == [
+        "✓ Find it", "  ▸ explore · 1 tool call · stop", "    ✓ Search 'x' in .",
+        "    │ x is in a.py", "  x is in a.py"]
+    assert obs["closed_end"] == len(obs["lines"])  # card and result: the call's one fold

@@ -103,6 +103,7 @@ async def test_every_message_of_a_real_run_conforms(
         template.write_text("---\ndescription: Once more\n---\nagain\n")
         await tiller.request("agent/prompt", {"message": "/again"})  # commands_changed first
         await tiller.request("commands/list")
+        await tiller.request("agents/list")
         assert (await tiller.request("agent/compact"))["compacted"] is True
         assert (await tiller.request("agent/prompt", {"message": "fail"}))["stopReason"] == "error"
         await tiller.request("agent/continue")

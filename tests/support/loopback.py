@@ -4,7 +4,11 @@
 with a strict script of replies: each request to the fake's one route takes the next reply; a
 request with no reply left gets HTTP 500 and is recorded in ``failures``, as is a request to any
 other route (HTTP 404). ``assert_script_complete`` fails on any failure and on any reply never
-used. A reply can be held by a ``gate`` and a stream can ``stall`` until an ``until`` event;
+used. ``route(match, *replies)`` gives the requests ``match`` accepts a script of their own
+(checked before the main one, first matching route first): what a test that runs several
+conversations at once (a session and its subagents) scripts by content, not arrival order; a
+matching request finding its route's script empty is a failure too. A reply can be held by a
+``gate`` and a stream can ``stall`` until an ``until`` event;
 closing the server sets every event a handler is waiting on, so nothing hangs. A request the
 real API refuses (``_refuse``) is answered with that error without taking a reply, recorded in
 ``requests`` and ``refusals``; requests off the route that the API answers by itself
@@ -23,7 +27,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
@@ -82,6 +86,7 @@ class ScriptedServer(Generic[ReplyT]):
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._script: deque[ReplyT] = deque()
+        self._routes: list[tuple[Callable[[dict[str, Any]], bool], deque[ReplyT]]] = []
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._refusals: list[tuple[int, int, str]] = []
@@ -164,14 +169,20 @@ class ScriptedServer(Generic[ReplyT]):
 
     @property
     def unused_replies(self) -> list[ReplyT]:
-        """Scripted replies no request has taken yet."""
+        """Scripted replies no request has taken yet (the routes' after the main script's)."""
         with self._condition:
-            return list(self._script)
+            return [*self._script, *(reply for _match, queue in self._routes for reply in queue)]
 
     def enqueue(self, *replies: ReplyT) -> None:
         """Append replies to the script; each request takes the next one."""
         with self._condition:
             self._script.extend(replies)
+
+    def route(self, match: Callable[[dict[str, Any]], bool], *replies: ReplyT) -> None:
+        """The requests whose JSON body ``match`` accepts take ``replies``, in order, instead
+        of the main script's (a route added before another is tried first)."""
+        with self._condition:
+            self._routes.append((match, deque(replies)))
 
     def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
         """Block until at least ``n`` requests arrived; return them all (a copy).
@@ -192,6 +203,9 @@ class ScriptedServer(Generic[ReplyT]):
             problems = list(self._failures)
             if self._script:
                 problems.append(f"{len(self._script)} scripted reply(ies) never requested")
+            for number, (_match, queue) in enumerate(self._routes, start=1):
+                if queue:
+                    problems.append(f"{len(queue)} reply(ies) of route {number} never requested")
         if problems:
             raise AssertionError(f"{self.label}: " + "; ".join(problems))
 
@@ -205,7 +219,8 @@ class ScriptedServer(Generic[ReplyT]):
             self._requests.append(body)
             self._headers.append(headers)
             number = len(self._requests)
-            reply = self._script.popleft() if self._script else None
+            script = next((queue for match, queue in self._routes if match(body)), self._script)
+            reply = script.popleft() if script else None
             if reply is None:
                 self._failures.append(f"no scripted reply for request {number}")
             self._condition.notify_all()

@@ -189,6 +189,52 @@
     if (op.status === 'error') {
       card.open = true;
     }
+    if (op.child) {
+      childCard(card, op.child);
+    }
+  }
+
+  /**
+   * A `task` call's subagent: a collapsible card inside the call's card, its tool calls (each
+   * with a mark) and what it said last. Open while the subagent works.
+   * @param {HTMLDetailsElement} card @param {any} child
+   */
+  function childCard(card, child) {
+    let node = /** @type {HTMLDetailsElement | null} */ (card.querySelector('details.child'));
+    if (!node) {
+      node = document.createElement('details');
+      node.className = 'child';
+      node.open = true;
+      node.innerHTML = '<summary></summary><ul class="child-calls"></ul><div class="child-text"></div>';
+      card.insertBefore(node, card.querySelector('pre.output'));
+      card.open = true;
+    }
+    /** @type {Record<string, string>} */
+    const marks = { running: '…', waiting: '?', done: '✓', error: '✗', streaming: '…' };
+    const calls = Array.isArray(child.calls) ? child.calls : [];
+    const count = `${calls.length} tool call${calls.length === 1 ? '' : 's'}`;
+    const ended = child.ended ? ` · ${String(child.ended)}` : ' · working';
+    const summary = node.querySelector('summary');
+    if (summary) {
+      summary.textContent = `${String(child.agent)} · ${count}${ended}`;
+    }
+    const list = node.querySelector('ul.child-calls');
+    if (list) {
+      list.textContent = '';
+      for (const call of calls) {
+        const item = document.createElement('li');
+        item.className = `child-call ${String(call.status)}`;
+        item.textContent = `${marks[String(call.status)] || ''} ${String(call.title)}`;
+        list.appendChild(item);
+      }
+    }
+    const text = node.querySelector('div.child-text');
+    if (text) {
+      text.textContent = String(child.text || '');
+    }
+    if (child.ended && child.ended !== 'stop' && child.ended !== 'toolUse') {
+      node.classList.add('failed');
+    }
   }
 
   /**

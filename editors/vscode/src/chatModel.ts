@@ -31,6 +31,8 @@ export type ChatOp =
       output: string;
       /** The approved change (a unified diff), shown collapsed in the card. */
       diff?: string;
+      /** A `task` call's subagent, drawn as a collapsible card inside this one. */
+      child?: ChildView;
     }
   | { op: 'discard'; ids: string[] }
   /** `action: 'continue'`: the notice offers Retry/Continue (`agent/continue`). */
@@ -49,6 +51,18 @@ export type ChatOp =
 /** Tool output shown in a card is the tail, at most this many characters. */
 export const MAX_TOOL_OUTPUT = 8000;
 
+/** A subagent's progress, as the card of its parent's `task` call shows it. */
+export interface ChildView {
+  sessionId: string;
+  agent: string;
+  /** Its tool calls in order, each with its title and status. */
+  calls: Array<{ title: string; status: ToolStatus }>;
+  /** What it said last (its final report, once it ended). */
+  text: string;
+  /** How its run ended (a stop reason), once it did. */
+  ended?: string;
+}
+
 interface Block {
   id: string;
   kind: 'text' | 'thinking';
@@ -59,6 +73,7 @@ interface ToolCard {
   id: string;
   callId: string;
   diff?: string;
+  child?: ChildView;
   name: string;
   /** How the server shows the call (tool_execution_start, session/load's toolCalls). */
   shown?: Omit<ToolCallShown, 'toolCallId'>;
@@ -80,10 +95,17 @@ export class ChatModel {
   private changes: { entryId: string; files: Set<string> } | undefined; // this run's, so far
   private dirty = new Set<string>(); // block ids and tool ids
   private pending: Array<{ kind: QueueKind; text: string }> = [];
+  private childCalls = new Map<string, Map<string, number>>(); // card id -> child call id -> index
   running = false;
 
-  /** The ops for `event`, after the ops of whatever was still dirty (so order is kept). */
+  /**
+   * The ops for `event`, after the ops of whatever was still dirty (so order is kept). An event
+   * of a subagent (it has `parentToolCallId`) goes to the card of its parent's `task` call.
+   */
   apply(event: AgentEvent): ChatOp[] {
+    if (event.parentToolCallId !== undefined) {
+      return this.childEvent(event.parentToolCallId, event);
+    }
     switch (event.type) {
       case 'message_update':
         this.update(event);
@@ -123,6 +145,11 @@ export class ChatModel {
         if (isObject(partial) && 'output' in partial) {
           card.output = tail(String(partial.output));
           this.dirty.add(card.id);
+        }
+        if (isObject(partial) && typeof partial.sessionId === 'string' && typeof partial.agent === 'string') {
+          card.child = { sessionId: partial.sessionId, agent: partial.agent, calls: [], text: '' };
+          this.dirty.add(card.id);
+          return this.flush();
         }
         return [];
       }
@@ -277,6 +304,55 @@ export class ChatModel {
     return last ? [...ops, last] : ops;
   }
 
+  /** A subagent's event: its progress in the card of its parent's call `callId`. */
+  private childEvent(callId: string, event: AgentEvent): ChatOp[] {
+    const id = this.latestCard.get(callId);
+    const card = id === undefined ? undefined : this.tools.get(id);
+    if (!card) {
+      return [];
+    }
+    const child = (card.child ??= { sessionId: event.sessionId, agent: 'subagent', calls: [], text: '' });
+    const calls = (this.childCalls.get(card.id) ?? new Map<string, number>());
+    this.childCalls.set(card.id, calls);
+    switch (event.type) {
+      case 'tool_execution_start':
+        calls.set(event.toolCallId, child.calls.length);
+        child.calls.push({ title: toolTitle(event.toolName, shownOf(event)).title, status: 'running' });
+        break;
+      case 'tool_execution_update': {
+        const at = calls.get(event.toolCallId);
+        const partial = event.partialResult;
+        if (at === undefined || !isObject(partial) || partial.status !== 'awaitingPermission') {
+          return [];
+        }
+        child.calls[at]!.status = 'waiting';
+        break;
+      }
+      case 'tool_execution_end': {
+        const at = calls.get(event.toolCallId);
+        if (at !== undefined) {
+          child.calls[at]!.status = event.isError ? 'error' : 'done';
+        }
+        break;
+      }
+      case 'message_end': {
+        const text = event.message.role === 'assistant' ? textOf(event.message) : '';
+        if (text === '') {
+          return [];
+        }
+        child.text = text;
+        break;
+      }
+      case 'agent_end':
+        child.ended = event.stopReason;
+        break;
+      default:
+        return [];
+    }
+    this.dirty.add(card.id);
+    return this.flush();
+  }
+
   /** A steering or follow-up message was accepted; it shows as pending until delivered. */
   queued(kind: QueueKind, text: string): ChatOp[] {
     this.pending.push({ kind, text });
@@ -408,7 +484,13 @@ function toolOp(card: ToolCard): ChatOp {
     status: card.status,
     output: card.output,
     ...(card.diff === undefined ? {} : { diff: card.diff }),
+    ...(card.child === undefined ? {} : { child: { ...card.child, calls: card.child.calls.map((c) => ({ ...c })) } }),
   };
+}
+
+/** The text blocks of an assistant message, joined. */
+function textOf(message: Extract<Message, { role: 'assistant' }>): string {
+  return message.content.map((c) => (c.type === 'text' ? c.text : '')).join('').trim();
 }
 
 /** How the server showed a call; undefined when it did not say (an older server). */

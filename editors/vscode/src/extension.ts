@@ -399,8 +399,9 @@ class TillerController implements ChatHost, vscode.Disposable {
   }
 
   private onEvent(client: TillerClient, event: AgentEvent): void {
-    if (this.connected?.client !== client || event.sessionId !== this.connected.sessionId) {
-      return;
+    const session = this.connected?.sessionId;
+    if (this.connected?.client !== client || (event.sessionId !== session && event.parentSessionId !== session)) {
+      return; // another conversation's (its subagents' go to their task call's card)
     }
     if (event.type === 'agent_settled') {
       void this.refreshState();

@@ -81,6 +81,7 @@ export interface Methods {
   'agent/setModel': { params: SetModelParams; result: SetModelResult };
   'agent/setThinkingLevel': { params: SetThinkingLevelParams; result: SetThinkingLevelResult };
   'commands/list': { params: SessionParams; result: CommandsListResult };
+  'agents/list': { params: SessionParams; result: AgentsListResult };
   'mcp/list': { params: SessionParams; result: McpListResult };
   'mcp/login': { params: McpLoginParams; result: McpServerResult };
   'mcp/logout': { params: McpLoginParams; result: McpServerResult };
@@ -164,11 +165,30 @@ export type ToolKind = (typeof ToolKind)[number];
 
 export interface AgentEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'agent_end';
   stopReason: RunStopReason;
   errorMessage?: string;
   usage: Usage;
+}
+
+/**
+ * An agent the `task` tool can start (`agents/list`): `tools` its allow-list (absent:
+ * every tool), `model` / `thinking` when it sets them, `source` where it comes from,
+ * `path` its file.
+ */
+export interface AgentEntry {
+  name: string;
+  description: string;
+  tools?: string[];
+  model?: string;
+  thinking?: ThinkingLevel;
+  source: 'builtin' | 'workspace' | 'claude' | 'user';
+  path?: string;
 }
 
 export type AgentEvent =
@@ -198,14 +218,27 @@ export type AgentEvent =
 /** Nothing else will follow for this run: no retry, no queued message. The idle signal. */
 export interface AgentSettled {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'agent_settled';
 }
 
 export interface AgentStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'agent_start';
+}
+
+export interface AgentsListResult {
+  agents: AgentEntry[];
+  invalidFiles: RefusedFileEntry[];
 }
 
 export interface AssistantMessage {
@@ -246,6 +279,10 @@ export interface ChangesResult {
  */
 export interface CheckpointEvent {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'checkpoint';
   entryId: string;
@@ -299,6 +336,10 @@ export interface CommandPreview {
  */
 export interface CommandsChanged {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'commands_changed';
   commands: CommandEntry[];
@@ -328,6 +369,10 @@ export interface CompactResult {
  */
 export interface CompactionEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'compaction_end';
   reason: CompactionReason;
@@ -345,6 +390,10 @@ export interface CompactionEnd {
  */
 export interface CompactionStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'compaction_start';
   reason: CompactionReason;
@@ -489,6 +538,12 @@ export interface GetStateResult {
   plan: PlanItem[];
   sandbox?: SandboxState;
   notice?: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  /** a subagent's session: its agent */
+  agent?: string;
 }
 
 /**
@@ -499,6 +554,10 @@ export interface GetStateResult {
  */
 export interface HookEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'hook_end';
   hookId: string;
@@ -519,6 +578,10 @@ export interface HookEnd {
  */
 export interface HookStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'hook_start';
   hookId: string;
@@ -614,6 +677,10 @@ export interface McpServerState {
 /** An MCP server of the session changed its status or its tools (tiller.mcp). */
 export interface McpStatus {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'mcp_status';
   server: McpServerState;
@@ -626,6 +693,10 @@ export type Message =
 
 export interface MessageEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'message_end';
   message: Message;
@@ -633,6 +704,10 @@ export interface MessageEnd {
 
 export interface MessageStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'message_start';
   message: Message;
@@ -647,6 +722,10 @@ export interface MessageStart {
  */
 export interface MessageUpdate {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'message_update';
   kind: 'text' | 'thinking' | 'toolCallStart' | 'toolCallArgs';
@@ -701,6 +780,10 @@ export interface NoPreview {
  */
 export interface Notice {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'notice';
   level: 'info' | 'warning';
@@ -724,6 +807,10 @@ export interface PathPreview {
 /** The agent replaced its plan (a `todo` call); `items` is the whole new list. */
 export interface PlanChanged {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'plan';
   items: PlanItem[];
@@ -789,6 +876,10 @@ export interface RequestPermissionParams {
   preview: DiffPreview | CommandPreview | PathPreview | NoPreview | HooksPreview;
   reason: string;
   options: PermissionOutcome[];
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
 }
 
 export interface RequestPermissionResult {
@@ -799,6 +890,10 @@ export interface RequestPermissionResult {
 /** The retries of one model call are over: `success` says whether a retry got through. */
 export interface RetryEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'retry_end';
   success: boolean;
@@ -811,6 +906,10 @@ export interface RetryEnd {
  */
 export interface RetryScheduled {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'retry_scheduled';
   attempt: number;
@@ -904,6 +1003,14 @@ export interface SessionInfo {
   updated: number;
   messageCount: number;
   live: boolean;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  /** a subagent's session: its agent */
+  agent?: string;
+  /** the subagents' sessions this session's task calls started, oldest first (absent when none) */
+  children?: SessionInfo[];
 }
 
 export interface SessionListParams {
@@ -934,6 +1041,12 @@ export interface SessionLoadResult {
   /** session/fork with revertFiles: what was put back */
   revert?: RevertResult;
   toolCalls: ToolCallShown[];
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  /** a subagent's session: its agent */
+  agent?: string;
 }
 
 export interface SessionNewParams {
@@ -1042,6 +1155,10 @@ export interface ToolCallShown {
 
 export interface ToolExecutionEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'tool_execution_end';
   toolCallId: string;
@@ -1060,6 +1177,10 @@ export interface ToolExecutionEnd {
  */
 export interface ToolExecutionStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'tool_execution_start';
   toolCallId: string;
@@ -1073,6 +1194,10 @@ export interface ToolExecutionStart {
 /** Progress of a running tool: `partialResult` is cumulative, not a delta. */
 export interface ToolExecutionUpdate {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'tool_execution_update';
   toolCallId: string;
@@ -1088,6 +1213,7 @@ export interface ToolResultMessage {
   details?: unknown;
   isError: boolean;
   timestamp: number;
+  usage?: Usage;
 }
 
 /** One turn's checkpoint: revert to `entryId` to undo that turn and those after it. */
@@ -1103,6 +1229,10 @@ export interface TurnCheckpoint {
 
 export interface TurnEnd {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'turn_end';
   message: AssistantMessage;
@@ -1111,6 +1241,10 @@ export interface TurnEnd {
 
 export interface TurnStart {
   sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
   seq: number;
   type: 'turn_start';
 }

@@ -135,6 +135,32 @@ test('chat model: tool card from streamed call to running, progress and an error
   });
 });
 
+test('chat model: a task call draws its subagent as a card inside it, live', () => {
+  const model = new ChatModel();
+  model.apply(assistantStart);
+  model.apply(ev({ type: 'tool_execution_start', toolCallId: 't1', toolName: 'task', args: { description: 'Find it', prompt: 'find' }, title: 'Find it', kind: 'other' }));
+  const named = model.apply(ev({ type: 'tool_execution_update', toolCallId: 't1', toolName: 'task', partialResult: { sessionId: 'c', agent: 'explore' } }));
+  assert.deepEqual(named.length === 1 && named[0]!.op === 'tool' && named[0]!.child, { sessionId: 'c', agent: 'explore', calls: [], text: '' });
+  const child = (event: Record<string, unknown>): AgentEvent =>
+    ({ sessionId: 'c', parentSessionId: 's', parentToolCallId: 't1', seq: 1, ...event }) as unknown as AgentEvent;
+  model.apply(child({ type: 'agent_start' }));
+  const started = model.apply(child({ type: 'tool_execution_start', toolCallId: 'g1', toolName: 'grep', args: { pattern: 'x' }, title: "Search 'x' in .", kind: 'search' }));
+  const asking = model.apply(child({ type: 'tool_execution_update', toolCallId: 'g1', toolName: 'grep', partialResult: { status: 'awaitingPermission' } }));
+  model.apply(child({ type: 'tool_execution_end', toolCallId: 'g1', toolName: 'grep', isError: false, result: { role: 'toolResult', toolCallId: 'g1', toolName: 'grep', content: [], isError: false, timestamp: 0 } }));
+  model.apply(child({ type: 'message_end', message: { role: 'assistant', content: [{ type: 'text', text: 'x is in a.py' }], provider: 'p', model: 'm', usage: {}, stopReason: 'stop', timestamp: 0 } }));
+  const ended = model.apply(child({ type: 'agent_end', stopReason: 'stop', usage: {} }));
+  const settled = model.apply(child({ type: 'agent_settled' }));
+  const card = (ops: ChatOp[]) => (ops.length === 1 && ops[0]!.op === 'tool' ? ops[0] : undefined);
+  assert.deepEqual(card(started)?.child?.calls, [{ title: "Search 'x' in .", status: 'running' }]);
+  assert.deepEqual(card(asking)?.child?.calls, [{ title: "Search 'x' in .", status: 'waiting' }]);
+  assert.deepEqual(card(ended)?.child, {
+    sessionId: 'c', agent: 'explore', calls: [{ title: "Search 'x' in .", status: 'done' }], text: 'x is in a.py', ended: 'stop',
+  });
+  assert.equal(card(ended)?.status, 'running', 'the task call itself still runs');
+  assert.deepEqual(settled, [], "a subagent's settling is not the chat's");
+  assert.equal(model.running, false, "the subagent's agent_start does not start the chat's run");
+});
+
 test('chat model: a retry discards the partial message; errors and aborts become notices', () => {
   const model = new ChatModel();
   model.apply(assistantStart);

@@ -156,6 +156,8 @@ class _Run:
         else:
             batch = await execute_tool_calls(calls, self.settings, self.emit, self.abort)
         for result in batch.results:
+            if result.usage is not None:  # a subagent's model calls: this run's spending too
+                self.usage = self.usage.add(result.usage)
             self.emit(MessageStart(message=result))
             self.append(result)
         return batch

@@ -8,7 +8,7 @@ and model, the thinking level) is the Agent's own state, not a setting.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,3 +46,6 @@ class AgentSettings:
     run_hooks: RunHooks | None = None
     cache_key: str | None = None
     """Sent with every model request for the provider's prompt cache: the session's id."""
+    withheld_tools: Mapping[str, str] = field(default_factory=dict)
+    """Tools that exist but are not this agent's (a subagent's allow-list), each with why: a
+    call of one is an error result that says so."""

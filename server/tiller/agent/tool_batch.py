@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from tiller.types import (
     ToolExecutionStart,
     ToolExecutionUpdate,
     ToolResultMessage,
+    Usage,
 )
 
 __all__ = [
@@ -97,6 +98,8 @@ class ToolSettings(Protocol):
     def after_tool_call(self) -> AfterToolCall | None: ...
     @property
     def tool_timeout(self) -> float | None: ...
+    @property
+    def withheld_tools(self) -> Mapping[str, str]: ...
 
 
 @dataclass
@@ -195,7 +198,10 @@ class _BatchRunner:
         self.before = settings.before_tool_call
         self.after = settings.after_tool_call
         self.timeout = settings.tool_timeout
+        self.withheld = settings.withheld_tools
         self.results: dict[int, ToolResultMessage] = {}
+        self.spent: dict[int, Usage] = {}
+        """Model usage each call caused (``ToolContext.spend``): a subagent's."""
         self.terminate: dict[int, bool] = {}
         self.started: set[int] = set()
         self.done: dict[int, tuple[ToolResultMessage, bool]] = {}
@@ -207,6 +213,8 @@ class _BatchRunner:
         self.emit(_start_event(call, self.tool_list, self.cwd))
 
     def finish(self, index: int, result: ToolResultMessage, terminate: bool = False) -> None:
+        if index in self.spent:  # also on an error or aborted result: it was spent
+            result = result.model_copy(update={"usage": self.spent[index]})
         self.results[index] = result
         self.terminate[index] = terminate
         self.emit(ToolExecutionEnd(
@@ -222,9 +230,10 @@ class _BatchRunner:
         tool = self.tools.get(call.name)
         if tool is None:
             available = ", ".join(sorted(self.tools)) or "none"
-            self.finish(index, _error_result(
-                call, f"Unknown tool '{call.name}'. Available tools: {available}."
-            ))
+            withheld = self.withheld.get(call.name)
+            problem = (f"Tool '{call.name}' is not available here: {withheld}" if withheld
+                       else f"Unknown tool '{call.name}'")
+            self.finish(index, _error_result(call, f"{problem}. Available tools: {available}."))
             return None
         if call.arguments_error is not None:
             self.finish(index, _error_result(call, _unparsed_arguments_message(call)))
@@ -257,10 +266,14 @@ class _BatchRunner:
                 tool_call_id=call.id, tool_name=call.name, partial_result=partial
             ))
 
+        def spend(usage: Usage) -> None:
+            index = prepared.index
+            self.spent[index] = self.spent[index].add(usage) if index in self.spent else usage
+
         ctx = ToolContext(
             cwd=self.cwd, tool_call_id=call.id, update=update, files=self.files,
             resolved_path=prepared.resolved_path, terminal=self.terminal,
-            sandbox=prepared.sandbox,
+            sandbox=prepared.sandbox, spend=spend,
         )
         outcome: ToolResult | None = None
         try:

@@ -81,6 +81,9 @@ class Renderer:
         self.area: InputArea | None = None  # the input line (tiller.chat.input) while it reads
 
     def handle(self, event: Event) -> None:
+        if event.get("parentToolCallId") is not None:  # a subagent's: its calls, indented
+            self._subagent(event)
+            return
         self.status.observe(event)
         if (notice := Status.notice(event)) is not None:
             self.notice(notice)
@@ -327,6 +330,14 @@ class Renderer:
             more = " …" if len(lines) > 1 else ""
             self._line(self.style("↪ delivered: ", "dim") +
                        _clip(lines[0], _columns() - 16) + more)
+
+    def _subagent(self, event: Event) -> None:
+        """A subagent's event (its task call's): each tool call it starts, and each that
+        fails, on an indented line; the rest is its own (its report is the task's result)."""
+        if event.get("type") == "tool_execution_start":
+            self._line("  ↳ " + self._tool_call(str(event["toolName"]), event.get("args") or {}))
+        elif event.get("type") == "tool_execution_end" and event.get("isError"):
+            self._line(f"  ↳ {self.style('✗', 'red')} {event['toolName']}")
 
     def _on_tool_execution_start(self, event: Event) -> None:
         self._line(self._tool_call(str(event["toolName"]), event.get("args") or {}))

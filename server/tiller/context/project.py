@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tiller.context.agents import AgentCatalog
 from tiller.context.commands import Command, CommandCatalog, CommandSource, TemplateSource
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined
 from tiller.context.skills import SkillSource, skills_prompt
@@ -156,7 +157,8 @@ class PromptSettings:
 class ProjectContext:
     """One session's context files, commands and skills. Templates come from
     ``<cwd>/.tiller/prompts`` then ``<user dir>/prompts``; skills from ``<cwd>/.tiller/skills``,
-    ``<cwd>/.agents/skills`` then ``<user dir>/skills``. Construction reads files (blocking)."""
+    ``<cwd>/.agents/skills`` then ``<user dir>/skills``; agents from ``<cwd>/.tiller/agents``,
+    ``<cwd>/.claude/agents`` then ``<user dir>/agents``. Construction reads files (blocking)."""
 
     def __init__(
         self, cwd: Path, user_dir: Path | None, prompt: PromptSettings,
@@ -175,6 +177,10 @@ class ProjectContext:
         templates = TemplateSource([cwd / ".tiller" / "prompts", *(d / "prompts" for d in user)],
                                    roots=[cwd, *user])
         self.catalog = CommandCatalog([templates, self.skills, *extra_sources])
+        self.agents = AgentCatalog(
+            [(cwd / ".tiller" / "agents", "workspace"), (cwd / ".claude" / "agents", "claude"),
+             *((d / "agents", "user") for d in user)], roots=[cwd, cwd, *user])
+        """The agents the ``task`` tool can start (tiller.context.agents)."""
 
     @property
     def commands(self) -> list[Command]:

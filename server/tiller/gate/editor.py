@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +66,14 @@ class ClientPermissions:
     request: ClientRequest
     session_id: str
     timeout: float = 300.0
+    extra: dict[str, str] = field(default_factory=dict)
+    """More fields of every question: a child session's ``parentSessionId`` and
+    ``parentToolCallId``."""
 
     async def __call__(self, question: PermissionRequest) -> tuple[Outcome, str | None]:
         params = {
             "sessionId": self.session_id,
+            **self.extra,
             "toolCallId": question.tool_call_id,
             "toolName": question.tool_name,
             "args": question.args,

@@ -237,7 +237,7 @@ class PermissionGate:
     ) -> tuple[Verdict, str]:
         """The mode's verdict (the table in this module's docstring) and why."""
         mode = self.mode
-        if mode == "auto":
+        if mode == "auto" or info.delegates:  # a subagent's calls are judged in its session
             return "allow", ""
         where = f"{path} is outside the workspace" if outside else ""
         if info.command_arg is not None:

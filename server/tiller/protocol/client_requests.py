@@ -85,6 +85,10 @@ class RequestPermissionParams(WireModel):
     preview: PermissionPreview
     reason: str
     options: list[PermissionOutcome]
+    parent_session_id: str | None = Field(
+        default=None, description="a subagent's session: the session whose task call started it")
+    parent_tool_call_id: str | None = Field(
+        default=None, description="a subagent's session: the parent's task call")
 
 
 class RequestPermissionResult(WireModel):

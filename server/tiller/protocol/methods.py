@@ -26,6 +26,7 @@ from tiller.protocol.client_requests import (
     WriteTextFileParams,
 )
 from tiller.protocol.models import (
+    AgentsListResult,
     CancelRequestParams,
     CommandsListResult,
     CompactParams,
@@ -97,6 +98,7 @@ METHODS: dict[str, Row] = {
     "agent/setModel": Row(SetModelParams, SetModelResult),
     "agent/setThinkingLevel": Row(SetThinkingLevelParams, SetThinkingLevelResult),
     "commands/list": Row(SessionParams, CommandsListResult),
+    "agents/list": Row(SessionParams, AgentsListResult),
     "mcp/list": Row(SessionParams, McpListResult),
     "mcp/login": Row(McpLoginParams, McpServerResult),
     "mcp/logout": Row(McpLoginParams, McpServerResult),

@@ -28,6 +28,8 @@ from tiller.types import (
 )
 
 __all__ = [
+    "AgentEntry",
+    "AgentsListResult",
     "CancelRequestParams",
     "ClientCapabilities",
     "ClientInfo",
@@ -226,10 +228,34 @@ class GetStateResult(WireModel):
     notice: str | None = None
     """A line to show the user about the session's model before the first prompt: that the
     embedded model is chat only (protocol.md, ``agent/getState``)."""
+    parent_session_id: str | None = Field(
+        default=None, description="a subagent's session: the session whose task call started it")
+    parent_tool_call_id: str | None = Field(
+        default=None, description="a subagent's session: the parent's task call")
+    agent: str | None = Field(default=None, description="a subagent's session: its agent")
 
 
 class McpListResult(WireModel):
     servers: list[McpServerState]
+
+
+class AgentEntry(WireModel):
+    """An agent the ``task`` tool can start (``agents/list``): ``tools`` its allow-list (absent:
+    every tool), ``model`` / ``thinking`` when it sets them, ``source`` where it comes from,
+    ``path`` its file."""
+
+    name: str
+    description: str
+    tools: list[str] | None = None
+    model: str | None = None
+    thinking: ThinkingLevel | None = None
+    source: Literal["builtin", "workspace", "claude", "user"]
+    path: str | None = None
+
+
+class AgentsListResult(WireModel):
+    agents: list[AgentEntry]
+    invalid_files: list[RefusedFileEntry] = Field(default_factory=list)
 
 
 class CommandsListResult(WireModel):
@@ -347,6 +373,14 @@ class SessionInfo(WireModel):
     updated: int
     message_count: int
     live: bool
+    parent_session_id: str | None = Field(
+        default=None, description="a subagent's session: the session whose task call started it")
+    parent_tool_call_id: str | None = Field(
+        default=None, description="a subagent's session: the parent's task call")
+    agent: str | None = Field(default=None, description="a subagent's session: its agent")
+    children: list[SessionInfo] | None = Field(
+        default=None, description="the subagents' sessions this session's task calls started, "
+                                  "oldest first (absent when none)")
 
 
 class SessionListResult(WireModel):
@@ -391,6 +425,11 @@ class SessionLoadResult(WireModel):
         default=None, description="session/fork with revertFiles: what was put back"
     )
     tool_calls: list[ToolCallShown] = Field(default_factory=list)
+    parent_session_id: str | None = Field(
+        default=None, description="a subagent's session: the session whose task call started it")
+    parent_tool_call_id: str | None = Field(
+        default=None, description="a subagent's session: the parent's task call")
+    agent: str | None = Field(default=None, description="a subagent's session: its agent")
 
 
 # agent/compact ---------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ METHODS = (
     "session/close", "session/delete", "session/changes", "session/revert", "agent/prompt",
     "agent/continue", "agent/steer", "agent/followUp", "agent/abort", "agent/getState",
     "agent/getMessages", "agent/setQueueModes", "agent/compact", "agent/setPermissionMode",
-    "models/list", "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
-    "mcp/login", "mcp/logout",
+    "models/list", "agent/setModel", "agent/setThinkingLevel", "commands/list", "agents/list",
+    "mcp/list", "mcp/login", "mcp/logout",
 )
 """Client-to-server requests ("Methods (client → server)")."""
 

@@ -197,6 +197,10 @@ def _message(method: str | None, params: dict[str, Any] | None, *, has_id: bool,
             "additionalProperties": False}
 
 
+PARENT_SESSION = "a subagent's session: the session whose task call started it"
+PARENT_CALL = "a subagent's session: the parent's task call"
+
+
 def _requires_params(defs: dict[str, Any], name: str) -> bool:
     return bool(defs[name].get("required"))
 
@@ -207,8 +211,11 @@ def protocol_schema() -> dict[str, Any]:
     event_names = [names[(event, "serialization")] for event in EVENTS]
     for name in event_names:  # agent/event params: the event plus its session and sequence
         event = defs[name]
-        event["properties"] = {"sessionId": {"type": "string"},
-                               "seq": {"type": "integer", "minimum": 1}, **event["properties"]}
+        event["properties"] = {
+            "sessionId": {"type": "string"},
+            "parentSessionId": {"type": "string", "description": PARENT_SESSION},
+            "parentToolCallId": {"type": "string", "description": PARENT_CALL},
+            "seq": {"type": "integer", "minimum": 1}, **event["properties"]}
         event["required"] = ["sessionId", "seq", *event.get("required", [])]
     defs["AgentEvent"] = {"oneOf": [_ref(name) for name in event_names]}
     defs["Message"] = {"oneOf": [_ref(names[(m, "serialization")]) for m in MESSAGES]}

@@ -19,6 +19,7 @@ import anyio
 
 from tiller.checkpoints.checkpoints import forget_session
 from tiller.config import ServerConfig, config_dir
+from tiller.context.agents import AgentDefinition, select_tools
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.mcp.config import McpServerConfig, parse_server_list
@@ -26,6 +27,7 @@ from tiller.modes import PermissionMode, SandboxMode, ThinkingLevel
 from tiller.protocol.checkpoints import RevertResult
 from tiller.sandbox.settings import SandboxSettings
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
+from tiller.session.subagents import TaskLink, TaskSetup
 from tiller.store.log import SessionLog, read_session_file
 from tiller.store.replay import Replay, validated
 from tiller.store.saved import (
@@ -34,6 +36,7 @@ from tiller.store.saved import (
     find_log,
     log_path,
     open_saved,
+    parent_of,
     quiet_gc,
     saved_logs,
     summarize,
@@ -156,18 +159,55 @@ class SessionRegistry:
         self, session_log: SessionLog, session_id: str, cwd: Path, provider: str, model: str,
         prompt: PromptSettings, mode: PermissionMode | None = None,
         mcp_servers: list[McpServerConfig] | None = None, *, model_default: bool = False,
-        sandbox: SandboxSettings | None = None,
+        sandbox: SandboxSettings | None = None, task: TaskSetup | None = None,
     ) -> Session:
         context = ProjectContext(cwd, config_dir(self.config), prompt)
         session = Session(
             self.config, session_log, session_id=session_id, cwd=cwd, provider=provider,
             model=model, context=context, client=self.client, mode=mode,
             providers=self.providers, mcp_servers=mcp_servers or [],
-            model_default=model_default, sandbox=sandbox,
+            model_default=model_default, sandbox=sandbox, task=task, children=self,
         )
         self._live[session_id] = session
         self.on_start(session)
         return session
+
+    def spawn(self, parent: Session, agent: AgentDefinition, tool_call_id: str) -> Session:
+        """A new live child session of ``parent`` for ``agent`` (tiller.session.subagents): the
+        parent's workspace, permission mode, sandbox and roots; the agent's system prompt (with
+        the context files), tools, model and thinking level, else the parent's; the run limits
+        of ``[tasks]``. Its log header records the link. Raises ProviderNotConfiguredError
+        when the agent's provider cannot be used."""
+        config = self.config
+        provider = agent.provider or parent.provider
+        model = agent.model or (parent.model if provider == parent.provider
+                                else config.default_model(provider))
+        self.providers(config, provider, model)()  # an unusable provider fails here
+        depth = (parent.task_link.depth if parent.task_link is not None else 0) + 1
+        base = [tool.name for tool in parent.tools]
+        given, withheld = select_tools(agent, base)
+        link = TaskLink(parent.id, tool_call_id, agent.name, depth, tuple(given))
+        prompt = PromptSettings(f"{agent.prompt}\n\nThe workspace is {parent.cwd}.", None, True)
+        session_id = uuid.uuid4().hex
+        header = {"id": session_id, "cwd": str(parent.cwd), "provider": provider,
+                  "model": model, **prompt.header(), "task": link.header()}
+        session_log = SessionLog.create(log_path(config.session_dir, parent.cwd, session_id),
+                                        header)
+        setup = TaskSetup(link, parent.shared_tools(), agent.max_turns or config.tasks.max_turns,
+                          config.tasks.max_tokens, withheld)
+        child = self._start(session_log, session_id, parent.cwd, provider, model, prompt,
+                            parent.permission_mode, sandbox=parent.sandbox.settings,
+                            task=setup)
+        child.set_extra_roots(parent.extra_roots)
+        if agent.thinking is not None or parent.thinking != child.thinking:
+            child.set_thinking(agent.thinking or parent.thinking)
+        return child
+
+    async def close_child(self, child: Session) -> None:
+        """Unload a child session once its task is over (its log stays); nothing when it is no
+        longer live (the server is shutting down)."""
+        if self._live.get(child.id) is child:
+            await self.close(child.id)
 
     def live(self) -> list[Session]:
         """The live sessions, in the order they went live."""
@@ -230,8 +270,12 @@ class SessionRegistry:
         self.unusable.pop(session_id, None)
         cwd, provider, model = saved.settings(self.config)
         prompt = PromptSettings.from_header(saved.file.header)
+        link = TaskLink.from_header(saved.file.header.get("task"))
+        task = None if link is None else TaskSetup(
+            link, max_turns=self.config.tasks.max_turns, max_tokens=self.config.tasks.max_tokens)
         with quiet_gc():
-            session = self._start(saved.log, session_id, cwd, provider, model, prompt)
+            session = self._start(saved.log, session_id, cwd, provider, model, prompt,
+                                  task=task)
             session.restore(state)
         return session
 
@@ -239,15 +283,33 @@ class SessionRegistry:
         self, cwd: str | None, limit: int, cursor: str | None
     ) -> tuple[list[SessionSummary], str | None]:
         """Saved sessions, most recently updated first, a page at a time (``cursor`` is the
-        opaque value a previous page returned). Files are read in a worker thread; unreadable
-        or corrupt ones are left out of the page (with a warning in the server log)."""
+        opaque value a previous page returned); a child session (a subagent's) is not on a
+        page of its own but in its parent's ``children``, oldest first. Files are read in a
+        worker thread; unreadable or corrupt ones are left out of the page (with a warning in
+        the server log)."""
         offset = int(cursor) if cursor and cursor.isdigit() else 0
         live = set(self._live)
 
         def scan() -> tuple[list[SessionSummary], bool]:
-            files = saved_logs(self.config.session_dir, cwd)
+            every = saved_logs(self.config.session_dir, cwd)
+            ids = {path.stem for path in every}
+            children: dict[str, list[Path]] = {}
+            files = []
+            for path in every:  # a child is listed under its parent, when that is there
+                parent = parent_of(path)
+                if parent is not None and parent in ids:
+                    children.setdefault(parent, []).insert(0, path)  # oldest first
+                else:
+                    files.append(path)
+            def with_children(path: Path) -> SessionSummary | None:
+                summary = summarize(path, live)
+                if summary is not None:
+                    summary.children = [child for below in children.get(summary.session_id, [])
+                                        if (child := with_children(below)) is not None]
+                return summary
+
             page = [summary for path in files[offset : offset + limit]
-                    if (summary := summarize(path, live)) is not None]
+                    if (summary := with_children(path)) is not None]
             return page, offset + limit < len(files)
 
         page, more = await anyio.to_thread.run_sync(scan)
@@ -299,7 +361,7 @@ class SessionRegistry:
         unload it, closing its provider (``Session.close``); its log stays."""
         session = self.get(session_id)
         await session.close()
-        del self._live[session_id]
+        self._live.pop(session_id, None)  # a shutdown may have cleared it meanwhile
         if self.default_id == session_id:
             self.default_id = None
 

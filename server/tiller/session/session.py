@@ -29,6 +29,7 @@ from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import AfterToolCallResult, BeforeToolCallResult
 from tiller.checkpoints.checkpoints import Checkpoints, open_shadow
 from tiller.config import ServerConfig, config_dir, default_data_dir
+from tiller.context.agents import AgentDefinition
 from tiller.context.confined import RefusedFile
 from tiller.context.project import ContextFile, ProjectContext
 from tiller.diagnostics.commands import CommandDiagnostics
@@ -66,11 +67,13 @@ from tiller.sandbox.use import SandboxUse
 from tiller.session.mcp_user import ClientUser
 from tiller.session.model_guard import ModelWatch
 from tiller.session.plan import PlanTracker
+from tiller.session.subagents import Children, SessionSubagents, TaskLink, TaskSetup
 from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.builtin import default_tools
+from tiller.tools.task import TaskTool
 from tiller.types import (
     AgentEvent,
     AssistantMessage,
@@ -100,6 +103,10 @@ __all__ = [
     "protected_paths",
     "provider_factory",
 ]
+
+CHILD_CHECKPOINTS = ("a subagent's changes are checkpointed in its parent session, as its "
+                     "task call's")
+"""Why a child session has no checkpoints of its own."""
 
 Subscriber = Callable[[AgentEvent], None]
 """Receives every event of the session, in order; must not raise."""
@@ -154,6 +161,8 @@ class SessionState:
     """How a command without ``escalate`` would run now (tiller.sandbox.use)."""
     notice: str | None = None
     """What the user should be told about the model before prompting (``Session.notice``)."""
+    task: TaskLink | None = None
+    """A child session's link to its parent (tiller.session.subagents)."""
 
 
 @dataclass(frozen=True)
@@ -217,8 +226,12 @@ class Session:
         mcp_servers: Sequence[McpServerConfig] = (),
         model_default: bool = False,
         sandbox: SandboxSettings | None = None,
+        task: TaskSetup | None = None,
+        children: Children | None = None,
     ) -> None:
         self.config = config
+        self.task = task
+        """A child session's link to its parent and set-up (None: a top-level session)."""
         self.providers = providers
         self.id, self.cwd, self.provider, self.model = session_id, cwd, provider, model
         self.model_default = model_default
@@ -236,6 +249,8 @@ class Session:
         """Where the session's commands run (tiller.sandbox.command)."""
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
                               sandbox=self.sandbox)
+        self._builtin_tools = frozenset(tool.name for tool in tools)
+        tools, withheld = self._task_tools(tools, children)
         host = McpHost(cwd=cwd, scope=self.processes,
                        auth_dir=default_data_dir(config.env),
                        login_timeout=config.permission_timeout)
@@ -256,14 +271,16 @@ class Session:
         """The user's hooks and the trusted workspace's (tiller.hooks)."""
         self._refreshing = asyncio.Lock()
         self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
         settings = AgentSettings(
             tools=tools,
             system_prompt=context.system_prompt(self.chat_only),
             cwd=cwd,
-            max_turns=config.max_turns,
+            max_turns=task.max_turns if task is not None else config.max_turns,
             retry=config.retry,
             compaction=config.compaction,
-            max_run_tokens=config.max_run_tokens,
+            max_run_tokens=task.max_tokens if task is not None else config.max_run_tokens,
+            withheld_tools=withheld,
             before_tool_call=self._before_tool_call,
             after_tool_call=self._after_tool_call,
             run_hooks=self.hooks,
@@ -276,6 +293,8 @@ class Session:
         )
         repo, off_reason = open_shadow(config.session_dir, cwd, session_log.path, session_id,
                                        config.checkpoint_max_bytes)
+        if task is not None:  # its changes are its parent's turn's (the parent's snapshots)
+            repo, off_reason = None, CHILD_CHECKPOINTS
         self.checkpoints = Checkpoints(repo, off_reason, self.recorder, lambda: self.tools,
                                        self.publish)
         """The workspace snapshots around the agent's mutating turns
@@ -297,6 +316,47 @@ class Session:
         """Workspace roots besides ``cwd`` (ACP's ``additionalDirectories``)."""
         self.gate: PermissionGate
         self.connect_editor(client, mode)
+
+    def _task_tools(
+        self, tools: list[Tool[Any]], children: Children | None
+    ) -> tuple[list[Tool[Any]], dict[str, str]]:
+        """The session's tools with ``task`` (when it may start subagents: ``children`` given,
+        not at the depth limit) and, for a child, the parent's shared tools, cut to those its
+        link names; and why each tool left out is withheld."""
+        task, limit = self.task, self.config.tasks.max_depth
+        depth = task.link.depth if task is not None else 0
+        if task is not None:
+            tools = [*tools, *task.shared_tools]
+        withheld: dict[str, str] = {}
+        if children is not None and depth < limit:
+            self.subagents: SessionSubagents | None = SessionSubagents(
+                self, lambda: self.context.agents, children, self.config.tasks.max_concurrent)
+            tools.append(TaskTool(self.subagents))
+        else:
+            self.subagents = None
+            if children is not None:
+                withheld[TaskTool.name] = (
+                    f"a subagent cannot start tasks of its own (subagents nest {limit} "
+                    f"level{'s' if limit != 1 else ''} deep: [tasks] max_depth)")
+        if task is None:
+            return tools, withheld
+        given = set(task.link.tools)
+        withheld.update({tool.name: task.withheld.get(
+            tool.name, f"the {task.link.agent_name} agent may not use '{tool.name}'")
+            for tool in tools if tool.name not in given})
+        return [tool for tool in tools if tool.name in given], withheld
+
+    @property
+    def task_link(self) -> TaskLink | None:
+        """Where a child session comes from (its parent, the parent's ``task`` call, its
+        agent); None for a top-level session."""
+        return self.task.link if self.task is not None else None
+
+    def shared_tools(self) -> list[Tool[Any]]:
+        """The tools a child of this session shares with it rather than making its own: those
+        of the session's MCP servers."""
+        return [tool for tool in self.tools
+                if tool.name not in self._builtin_tools and tool.name != TaskTool.name]
 
     def _command_sandbox(self, settings: SandboxSettings) -> CommandSandbox:
         """The session's command sandbox: its roots, the gate's protected paths, Tiller's
@@ -410,7 +470,9 @@ class Session:
                                 keeps_unsaved=bool(fs.get("keepsUnsaved")))
         asker = None
         if request is not None and caps.get("permissions"):
-            asker = ClientPermissions(request, self.id, self.config.permission_timeout)
+            link = self.task_link
+            asker = ClientPermissions(request, self.id, self.config.permission_timeout,
+                                      link.wire() if link is not None else {})
         chosen = mode or self.config.permission_mode or ("ask" if asker else "auto")
         self.explicit_mode = mode
 
@@ -494,6 +556,7 @@ class Session:
         files asked about, SessionStart run once)."""
         await self.hooks.prepare(resumed=bool(self.agent.messages))
         await self.mcp.ensure_started()
+        await anyio.to_thread.run_sync(self.context.agents.refresh)
         if message is None:
             return None
         await self.refresh_commands()
@@ -610,7 +673,7 @@ class Session:
             checkpoints_enabled=self.checkpoints.enabled,
             checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
             sandbox=self.sandbox.settings, sandbox_use=self.sandbox.plan(),
-            notice=self.notice,
+            notice=self.notice, task=self.task_link,
         )
 
     # ------------------------------------------------------------------ what methods change
@@ -725,6 +788,13 @@ class Session:
                              argument_hint=c.argument_hint, source=c.source)
                 for c in self.context.commands]
 
+    async def agents(self) -> tuple[list[AgentDefinition], list[RefusedFile]]:
+        """The agents the ``task`` tool can start, re-read when a file changed, and the agent
+        files skipped (broken front matter, a symlink out of their folder) with the reason."""
+        catalog = self.context.agents
+        await anyio.to_thread.run_sync(catalog.refresh)
+        return list(catalog.agents), list(catalog.invalid)
+
     def refused_command_files(self) -> list[RefusedFile]:
         """The template and skill files the commands' sources refused at their last load: they
         lead out of their root (tiller.context.confined)."""
@@ -758,7 +828,11 @@ class Session:
     async def close(self, grace: float | None = None) -> None:
         """Stop the run (if any) and wait for it to wind down, at most ``grace`` seconds (None:
         as long as it takes); then stop the MCP servers, kill the processes its commands left
-        running (``ProcessScope.kill``), close the log and the provider."""
+        running (``ProcessScope.kill``), close the log and the provider. Once: a second call
+        does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self.agent.is_running:
             self.agent.abort()
             with anyio.move_on_after(grace):

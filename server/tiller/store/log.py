@@ -333,10 +333,10 @@ class Outline:
     yet validated): the transcript and each message's entry (``""`` for a compaction's
     summary), the undelivered queued messages as (queue entry id, queue, message), the last
     model settings, the tool calls a crash left without a result (call block, whether it had
-    started), whether a run was left open, the ``usage`` of every assistant message of the
-    branch with its entry (those a compaction dropped too: the session's spending), and how
-    each tool call was shown when it started (``shown``: by its assistant message's entry and
-    the call's id, ``{title, kind, path?}``)."""
+    started), whether a run was left open, the ``usage`` of every assistant message (and tool
+    result: a subagent's) of the branch with its entry (those a compaction dropped too: the
+    session's spending), and how each tool call was shown when it started (``shown``: by its
+    assistant message's entry and the call's id, ``{title, kind, path?}``)."""
 
     messages: list[JSON] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -402,7 +402,7 @@ def _outline_entry(
         if message["role"] not in ROLES:
             raise ValueError(f"unknown role {message['role']!r}")
         kept.append((entry.id, message))
-        if message["role"] == "assistant" and "usage" in message:
+        if message["role"] in ("assistant", "toolResult") and "usage" in message:
             found.spent.append((entry.id, message["usage"]))
         queued.pop(data.get("queueId", ""), None)
         if found.title is None and message["role"] == "user":

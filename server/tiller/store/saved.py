@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import logging
 import re
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,14 +30,17 @@ from tiller.store.log import (
 if TYPE_CHECKING:
     from tiller.config import ServerConfig
 
-__all__ = ["SavedSession", "SessionSummary", "find_log", "log_path", "open_saved", "quiet_gc",
-           "saved_logs", "summarize", "workspace_dir_name"]
+__all__ = ["SavedSession", "SessionSummary", "find_log", "log_path", "open_saved", "parent_of",
+           "quiet_gc", "saved_logs", "summarize", "task_of", "workspace_dir_name"]
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class SessionSummary:
+    """What ``session/list`` shows of a saved session; a child session (a subagent's) names its
+    parent, the parent's ``task`` call and its agent; ``children`` are the parent's children."""
+
     session_id: str
     title: str | None
     cwd: str
@@ -44,6 +48,32 @@ class SessionSummary:
     updated: int
     message_count: int
     live: bool
+    parent_session_id: str | None = None
+    parent_tool_call_id: str | None = None
+    agent: str | None = None
+    children: list[SessionSummary] = field(default_factory=list)
+
+
+def task_of(header: Mapping[str, Any]) -> dict[str, str]:
+    """A child session's ``parentSessionId``, ``parentToolCallId`` and ``agent`` from its log
+    header's ``task`` (tiller.session.subagents); empty for any other session."""
+    task = header.get("task")
+    if not isinstance(task, Mapping):
+        return {}
+    fields = {"parentSessionId": task.get("parentSessionId"),
+              "parentToolCallId": task.get("parentToolCallId"), "agent": task.get("agent")}
+    return {key: value for key, value in fields.items() if isinstance(value, str)}
+
+
+def parent_of(path: Path) -> str | None:
+    """The parent session a log's header names (a child session's), reading only its first
+    line; None for a top-level session or a file that cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            header = json.loads(handle.readline() or b"{}")
+    except (OSError, ValueError):
+        return None
+    return task_of(header).get("parentSessionId") if isinstance(header, dict) else None
 
 
 def workspace_dir_name(cwd: Path) -> str:
@@ -94,6 +124,7 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
     if not state.messages and not state.queued:
         return None
     created = int(loaded.header.get("created", 0))
+    link = task_of(loaded.header)
     return SessionSummary(
         session_id=loaded.id,
         title=state.title,
@@ -102,6 +133,9 @@ def summarize(path: Path, live: Container[str]) -> SessionSummary | None:
         updated=loaded.entries[-1].timestamp if loaded.entries else created,
         message_count=len(state.messages),
         live=loaded.id in live,
+        parent_session_id=link.get("parentSessionId"),
+        parent_tool_call_id=link.get("parentToolCallId"),
+        agent=link.get("agent"),
     )
 
 
@@ -130,7 +164,8 @@ class SavedSession:
                 "pendingSteering": found.pending("steering"),
                 "pendingFollowUp": found.pending("followUp"),
                 "toolCalls": shown_tool_calls(
-                    saved_tool_calls(found.entry_ids, found.messages), found.shown)}
+                    saved_tool_calls(found.entry_ids, found.messages), found.shown),
+                **task_of(self.file.header)}
 
     def close(self) -> None:
         """Close the reopened log: the session will not go live."""

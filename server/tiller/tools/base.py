@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from tiller.modes import ToolKind
 from tiller.sandbox.use import SandboxUse
-from tiller.types import ImageContent, TextContent
+from tiller.types import ImageContent, TextContent, Usage
 
 __all__ = [
     "EditorFiles",
@@ -74,6 +74,9 @@ class ToolInfo:
     string arguments ("" when absent) with ``{path}`` the path or its default ("." without
     one); empty: the tool's name. ``hook_name``: the name Claude Code's hooks know the same
     tool by (``Bash``, ``Edit``...): a hook's matcher matches either name (tiller.hooks).
+    ``delegates``: a call does its work through tool calls that are judged one by one where
+    they run (a subagent's, in its own session), so the call itself needs no permission; it may
+    still change files through them (``mutates``).
 
     The defaults describe a tool that declares nothing: kind ``other``, mutating, no path."""
 
@@ -84,6 +87,7 @@ class ToolInfo:
     command_arg: str | None = None
     title: str = ""
     hook_name: str | None = None
+    delegates: bool = False
 
     @property
     def changes_files(self) -> bool:
@@ -211,11 +215,14 @@ class ToolContext:
     user): a file tool acts on exactly that path on disk. None when no gate resolved one; the
     tool then resolves the path itself, once (``tiller.tools.safefs``). ``sandbox``: how the
     gate judged a command would run (sandboxed or not); the command tool runs it exactly so
-    (None: no gate decided, the tool plans it itself)."""
+    (None: no gate decided, the tool plans it itself). ``spend`` adds model usage the call
+    caused (a subagent's model calls) to the call's result and the run's usage; it must not
+    raise."""
 
     cwd: Path
     tool_call_id: str
     update: Callable[[Any], None] = field(default=lambda _partial: None)
+    spend: Callable[[Usage], None] = field(default=lambda _usage: None)
     files: EditorFiles | None = None
     resolved_path: Path | None = None
     terminal: Terminal | None = None

@@ -17,6 +17,9 @@ local S = { run = nil, last = nil } -- {first = entryId, files = {path = true}}
 
 --- Follow one `agent/event` (tiller.init registers it).
 function M.handle_event(event)
+  if event.parentToolCallId ~= nil then -- a subagent's run is not the chat's
+    return
+  end
   if event.type == 'agent_start' then
     S.run = { files = {} }
   elseif event.type == 'checkpoint' and S.run then

@@ -162,6 +162,11 @@ end
 
 --- Render one `agent/event` (its params) into the chat buffer.
 function M.handle_event(event)
+  if event.parentToolCallId ~= nil then -- a subagent's: drawn inside its task call's block
+    M.buffer()
+    T.child_event(event)
+    return
+  end
   local handler = dispatch[event.type]
   if handler then
     M.buffer()

@@ -6,10 +6,18 @@
 -- folds them. A call is shown as the server describes it (tool_execution_start's title, kind
 -- and path), never from its tool's name: an MCP tool, or one added later, shows as a built-in
 -- one does.
+--
+-- A `task` call's subagent (its events carry `parentToolCallId`) is drawn inside that call's
+-- block, live, as a card of its own: `▸ explore · 2 tool calls · working`, its calls with
+-- their status, and what it said last (quoted with `│`); the call's result comes after it.
 
 local B = require('tiller.chatbuf')
 
 local M = {}
+
+-- Subagents by the id of their parent's task call: { agent, calls = { {id, text, status} },
+-- said, ended }.
+local children = {}
 
 local function one_line(text, max)
   text = tostring(text):gsub('\r?\n', ' ⏎ ')
@@ -93,6 +101,70 @@ local function set_body(id, call, body)
   B.set_call(id, header(call), body, group(call))
 end
 
+local CHILD_ICONS = { running = '⚙', waiting = '?', ok = '✓', error = '✗' }
+
+-- The lines of call `id`'s subagent card (empty when it has none).
+local function child_lines(id)
+  local child = children[tostring(id)]
+  if not child then
+    return {}
+  end
+  local n = #child.calls
+  local lines = { string.format('  ▸ %s · %d tool call%s · %s', child.agent, n, n == 1 and '' or 's',
+    child.ended or 'working') }
+  for _, call in ipairs(child.calls) do
+    table.insert(lines, '    ' .. CHILD_ICONS[call.status] .. ' ' .. call.text)
+  end
+  if child.said ~= '' then
+    local said = B.trim_trailing_blanks(vim.split(child.said, '\n', { plain = true }))
+    local first = math.max(1, #said - B.config.tool_output_lines + 1)
+    for i = first, #said do
+      table.insert(lines, '    │ ' .. said[i])
+    end
+  end
+  return lines
+end
+
+--- One event of a subagent (it has `parentToolCallId`): its card in the parent call's block.
+function M.child_event(event)
+  local parent = tostring(event.parentToolCallId)
+  local call = B.call(parent)
+  if not call then
+    return
+  end
+  local child = children[parent]
+  if not child then
+    child = { agent = 'subagent', calls = {}, said = '' }
+    children[parent] = child
+  end
+  if event.type == 'tool_execution_start' then
+    table.insert(child.calls, { id = event.toolCallId, text = M.describe(event), status = 'running' })
+  elseif event.type == 'tool_execution_update' or event.type == 'tool_execution_end' then
+    local waiting = type(event.partialResult) == 'table' and event.partialResult.status == 'awaitingPermission'
+    if event.type == 'tool_execution_update' and not waiting then
+      return
+    end
+    for _, known in ipairs(child.calls) do
+      if known.id == event.toolCallId then
+        known.status = waiting and 'waiting' or (event.isError and 'error' or 'ok')
+      end
+    end
+  elseif event.type == 'message_end' and type(event.message) == 'table' and event.message.role == 'assistant' then
+    local said = table.concat(B.content_lines(event.message.content), '\n')
+    if vim.trim(said) == '' then
+      return
+    end
+    child.said = said
+  elseif event.type == 'agent_end' then
+    child.ended = tostring(event.stopReason)
+  else
+    return
+  end
+  if call.status == 'running' then
+    B.set_call(parent, header(call), child_lines(parent), group(call))
+  end
+end
+
 function M.tool_start(event)
   local call = { status = 'running', text = M.describe(event) }
   B.add_call(event.toolCallId, call, header(call), group(call))
@@ -104,7 +176,10 @@ function M.tool_update(event)
   if not call or type(partial) ~= 'table' then
     return
   end
-  if partial.status == 'awaitingPermission' then
+  if type(partial.agent) == 'string' and type(partial.sessionId) == 'string' then -- a task's subagent
+    children[tostring(event.toolCallId)] = { agent = partial.agent, calls = {}, said = '' }
+    set_body(event.toolCallId, call, child_lines(event.toolCallId))
+  elseif partial.status == 'awaitingPermission' then
     set_body(event.toolCallId, call, { '  (waiting for your permission)' })
   elseif type(partial.output) == 'string' then
     set_body(event.toolCallId, call, body_lines(vim.split(partial.output, '\n', { plain = true }), true))
@@ -128,7 +203,8 @@ function M.tool_end(event)
   end
   local result = type(event.result) == 'table' and event.result or {}
   call.status = event.isError and 'error' or 'ok'
-  local body = body_lines(B.content_lines(result.content))
+  local body = child_lines(event.toolCallId)
+  vim.list_extend(body, body_lines(B.content_lines(result.content)))
   -- A result with a diff (a file change) shows it, in full, inside the fold.
   local diff = type(result.details) == 'table' and result.details.diff
   if type(diff) == 'string' and diff ~= '' then

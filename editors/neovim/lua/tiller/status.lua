@@ -102,6 +102,9 @@ local handlers = {
 
 --- Follow one `agent/event` (tiller.init registers it).
 function M.handle_event(event)
+  if event.parentToolCallId ~= nil then -- a subagent's run is not the chat's
+    return
+  end
   local handler = handlers[event.type]
   if handler then
     handler(event)

@@ -175,11 +175,20 @@ class AcpEditorBridge:
         session = self.session_info(session_id)
         info = describe(session.tools, name)
         call_id = str(params.get("toolCallId", ""))
-        tool_call = {**tool_call_fields(call_id, name, args, session.cwd, info),
-                     "status": "pending"}
         content = await self._preview_content(params, session.files)
-        if content:
-            tool_call["content"] = content
+        parent, task_call = params.get("parentSessionId"), params.get("parentToolCallId")
+        if isinstance(parent, str) and isinstance(task_call, str):
+            # A subagent's call: the client knows only the parent's task call. Asked about as
+            # that call, its title and kind kept; the content says what the subagent would do.
+            asks = {"type": "content", "content": {
+                "type": "text", "text": f"A subagent asks to run: {info.call_title(name, args)}"}}
+            session_id, tool_call = parent, {"toolCallId": task_call,
+                                             "content": [asks, *content]}
+        else:
+            tool_call = {**tool_call_fields(call_id, name, args, session.cwd, info),
+                         "status": "pending"}
+            if content:
+                tool_call["content"] = content
         question = {"sessionId": session_id, "toolCall": tool_call,
                     "options": permission_options(name, args, info)}
         return tiller_outcome(await self.send("session/request_permission", question, timeout))

@@ -38,6 +38,7 @@ from tiller import __version__
 from tiller.config import ServerConfig
 from tiller.errors import AuthRequiredError, InvalidParams
 from tiller.fronts.acp.auth import ConfigLoader, auth_methods, config_loader, method_id, missing_key
+from tiller.fronts.acp.children import ChildProgress
 from tiller.fronts.acp.editor import AcpEditorBridge, BridgedSession, read_snapshot
 from tiller.fronts.acp.options import (
     MODES,
@@ -200,7 +201,19 @@ class AcpFront:
 
     def _attach(self, session: Session) -> None:
         """Map a session going live to ``session/update``s, and run ``_cleared`` for each
-        call the permission gate lets through."""
+        call the permission gate lets through. A subagent's session is not one the client
+        knows: its events become progress of its parent's ``task`` call
+        (tiller.fronts.acp.children)."""
+        link = session.task_link
+        if link is not None:  # a subagent's: its progress goes to the parent's task call
+            progress = ChildProgress(link.parent_tool_call_id, link.agent_name, session.tools)
+
+            def report(event: AgentEvent) -> None:
+                for update in progress.on_event(event):
+                    self.send_update(link.parent_session_id, update)
+
+            session.subscribe(report)
+            return
         mapper = self.mappers[session.id] = UpdateMapper(
             session.cwd, session.tools, context_window=lambda: session.context_window)
         chunks = self._chunks[session.id] = self._chunk_writer(session.id)

@@ -15,7 +15,7 @@ every delta as it comes. ``seq`` counts the notifications actually sent, so it s
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import cast
 
 from tiller.protocol.names import EVENT_METHOD
@@ -33,17 +33,21 @@ _MERGED_KINDS = frozenset({"text", "thinking", "toolCallArgs"})
 
 class EventNotifier:
     """A subscriber sending one session's events with ``write`` (a framed body writer);
-    ``window`` is read per delta, in seconds (0: no coalescing)."""
+    ``window`` is read per delta, in seconds (0: no coalescing); ``extra`` fields go with each
+    (a child session's ``parentSessionId`` and ``parentToolCallId``)."""
 
     def __init__(
-        self, session_id: str, write: Callable[[bytes], None], window: Callable[[], float]
+        self, session_id: str, write: Callable[[bytes], None], window: Callable[[], float],
+        extra: Mapping[str, str] | None = None,
     ) -> None:
         self.session_id = session_id
         self.write = write
         self.seq = 0
+        fields = "".join(f"{json.dumps(key)}:{json.dumps(value)},"
+                         for key, value in (extra or {}).items())
         self._prefix = (
             f'{{"jsonrpc":"2.0","method":"{EVENT_METHOD}","params":'
-            f'{{"sessionId":{json.dumps(session_id)},"seq":'
+            f'{{"sessionId":{json.dumps(session_id)},{fields}"seq":'
         ).encode()
         self._deltas = Coalescer(self._send_delta, window)
 

@@ -228,7 +228,9 @@ class TillerFront:
             ms = self.delta_window_ms
             return DEFAULT_DELTA_WINDOW if ms is None else ms / 1000
 
-        session.subscribe(EventNotifier(session.id, self.front.write_message, window))
+        link = session.task_link
+        session.subscribe(EventNotifier(session.id, self.front.write_message, window,
+                                        link.wire() if link is not None else None))
 
     async def initialize(self, params: Initialize) -> SerializedResult:
         """Take the client's capabilities; a ``protocolVersion`` other than ours is refused."""

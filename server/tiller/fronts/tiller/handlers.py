@@ -27,6 +27,8 @@ from tiller.protocol.checkpoints import (
 )
 from tiller.protocol.methods import METHODS
 from tiller.protocol.models import (
+    AgentEntry,
+    AgentsListResult,
     CommandsListResult,
     CompactParams,
     CompactResult,
@@ -76,8 +78,26 @@ if TYPE_CHECKING:
     from tiller.sandbox.use import SandboxUse
     from tiller.session.registry import SessionRegistry
     from tiller.session.session import Session
+    from tiller.session.subagents import TaskLink
+    from tiller.store.saved import SessionSummary
 
 __all__ = ["Methods", "handler_name", "sandbox_state"]
+
+
+def _link_fields(link: TaskLink | None) -> dict[str, str]:
+    """A child session's ``parentSessionId``, ``parentToolCallId`` and ``agent`` (none for a
+    top-level session), as model fields."""
+    if link is None:
+        return {}
+    return {"parent_session_id": link.parent_session_id,
+            "parent_tool_call_id": link.parent_tool_call_id, "agent": link.agent_name}
+
+
+def _session_info(summary: SessionSummary) -> SessionInfo:
+    """``session/list``'s entry of a saved session, its children's under it."""
+    fields = {key: value for key, value in vars(summary).items() if key != "children"}
+    children = [_session_info(child) for child in summary.children]
+    return SessionInfo(**fields, children=children or None)
 
 
 def handler_name(method: str) -> str:
@@ -133,8 +153,8 @@ class Methods:
 
     async def session_list(self, params: SessionListParams) -> SessionListResult:
         found, cursor = await self.sessions.list_saved(params.cwd, params.limit, params.cursor)
-        infos = [SessionInfo(**vars(summary)) for summary in found]
-        return SessionListResult(sessions=infos, next_cursor=cursor)
+        return SessionListResult(sessions=[_session_info(summary) for summary in found],
+                                 next_cursor=cursor)
 
     async def session_fork(self, params: SessionForkParams) -> SessionLoadResult:
         session, reverted = await self.sessions.fork(
@@ -201,6 +221,7 @@ class Methods:
             plan=state.plan_items,
             sandbox=sandbox_state(state.sandbox, state.sandbox_use),
             notice=state.notice,
+            **_link_fields(state.task),
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
@@ -268,6 +289,16 @@ class Methods:
                    for f in session.refused_command_files()]
         return CommandsListResult(commands=session.command_entries(), refused_files=refused)
 
+    async def agents_list(self, params: SessionParams) -> AgentsListResult:
+        agents, invalid = await self.sessions.get(params.session_id).agents()
+        return AgentsListResult(
+            agents=[AgentEntry(name=agent.name, description=agent.description,
+                               tools=list(agent.tools) if agent.tools is not None else None,
+                               model=agent.model, thinking=agent.thinking, source=agent.source,
+                               path=str(agent.path) if agent.path else None)
+                    for agent in agents],
+            invalid_files=[RefusedFileEntry(path=str(f.path), reason=f.reason) for f in invalid])
+
     async def mcp_list(self, params: SessionParams) -> McpListResult:
         session = self.sessions.get(params.session_id)
         return McpListResult(servers=await session.mcp_servers())
@@ -282,7 +313,7 @@ class Methods:
 
     def history(self, session: Session) -> SessionLoadResult:
         """``session/load``'s result for a live session."""
-        state = session.state()
+        state, link = session.state(), session.task_link
         return SessionLoadResult.model_construct(  # the messages are valid models already
             session_id=session.id,
             cwd=str(session.cwd),
@@ -294,6 +325,9 @@ class Methods:
             pending_follow_up=state.pending_follow_up,
             tool_calls=[ToolCallShown.model_validate(shown)
                         for shown in session.shown_tool_calls()],
+            parent_session_id=link.parent_session_id if link else None,
+            parent_tool_call_id=link.parent_tool_call_id if link else None,
+            agent=link.agent_name if link else None,
         )
 
     async def _run(
