@@ -17,6 +17,7 @@
     │   ├── ResourceLimitError       -32019  the server reached its open-file limit
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │   │                                    (tiller.fronts.acp)
+    │   ├── UnknownProcessError      -32021  process/output or process/kill: no such process
     │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
     │       ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
@@ -53,6 +54,7 @@ __all__ = [
     "TillerError",
     "ToolError",
     "UnknownEntryError",
+    "UnknownProcessError",
     "UnknownSessionError",
 ]
 
@@ -135,6 +137,12 @@ class RunFailedError(RequestError):
     failed); ``data`` carries ``{stopReason: "error", errorMessage, usage}``."""
 
     code = -32020
+
+
+class UnknownProcessError(RequestError):
+    """A ``processId`` that names no background process of the session."""
+
+    code = -32021
 
 
 class AcpRequestError(RequestError):

@@ -11,13 +11,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tiller.agent.tool_batch import AfterToolCall, BeforeToolCall
 from tiller.config import CompactionSettings, RetryPolicy
 from tiller.tools.base import EditorFiles, Terminal, Tool
+from tiller.types import UserMessage
 
-__all__ = ["AgentSettings"]
+__all__ = ["AgentSettings", "Notices"]
+
+
+class Notices(Protocol):
+    """What happened outside the run that the model must be told (a background process
+    ended): polled with the steering queue. Neither method may raise."""
+
+    def has_notices(self) -> bool:
+        """Something waits to be told (peeks; takes nothing)."""
+        ...
+
+    def take_notices(self) -> list[UserMessage]:
+        """What waits, as user messages, each told once ([] when nothing waits)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -27,7 +41,7 @@ class AgentSettings:
     raise (a raising ``before_tool_call`` blocks the call); ``tool_timeout`` (seconds) bounds
     each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
     ``compaction`` None compacts only on overflow or request; ``cache_key`` names the
-    conversation to the provider's prompt cache."""
+    conversation to the provider's prompt cache; ``notices`` are delivered with steering."""
 
     tools: Sequence[Tool[Any]] = ()
     system_prompt: str | None = None
@@ -43,3 +57,4 @@ class AgentSettings:
     compaction: CompactionSettings | None = None
     cache_key: str | None = None
     """Sent with every model request for the provider's prompt cache: the session's id."""
+    notices: Notices | None = None

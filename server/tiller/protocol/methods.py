@@ -38,6 +38,11 @@ from tiller.protocol.models import (
     McpServerResult,
     ModelsListResult,
     NoParams,
+    ProcessListResult,
+    ProcessOutputParams,
+    ProcessOutputResult,
+    ProcessParams,
+    ProcessResult,
     PromptParams,
     QueueParams,
     QueueResult,
@@ -98,6 +103,9 @@ METHODS: dict[str, Row] = {
     "mcp/list": Row(SessionParams, McpListResult),
     "mcp/login": Row(McpLoginParams, McpServerResult),
     "mcp/logout": Row(McpLoginParams, McpServerResult),
+    "process/list": Row(SessionParams, ProcessListResult),
+    "process/output": Row(ProcessOutputParams, ProcessOutputResult),
+    "process/kill": Row(ProcessParams, ProcessResult),
 }
 """Client-to-server requests."""
 

@@ -23,7 +23,7 @@ METHODS = (
     "agent/continue", "agent/steer", "agent/followUp", "agent/abort", "agent/getState",
     "agent/getMessages", "agent/setQueueModes", "agent/compact", "agent/setPermissionMode",
     "models/list", "agent/setModel", "agent/setThinkingLevel", "commands/list", "mcp/list",
-    "mcp/login", "mcp/logout",
+    "mcp/login", "mcp/logout", "process/list", "process/output", "process/kill",
 )
 """Client-to-server requests ("Methods (client → server)")."""
 
@@ -46,6 +46,7 @@ EVENT_TYPES = (
     "tool_execution_start", "tool_execution_update", "tool_execution_end", "turn_end",
     "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
     "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan", "notice",
+    "process_start", "process_output", "process_exit",
 )
 """Every ``agent/event`` type, in the order of ``tiller.types.AgentEvent``'s members (a test
 keeps the two equal; protocol.md documents each)."""

@@ -46,6 +46,7 @@ from tiller.errors import (
     RunFailedError,
     SessionLogError,
     UnknownEntryError,
+    UnknownProcessError,
     UnknownSessionError,
 )
 from tiller.protocol.methods import METHODS, NOTIFICATIONS, SERVER_NOTIFICATIONS, SERVER_REQUESTS
@@ -63,7 +64,7 @@ JSONRPC_ERRORS: tuple[type[Exception], ...] = (
 TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
-    CommandFailedError, ResourceLimitError, RunFailedError,
+    CommandFailedError, ResourceLimitError, RunFailedError, UnknownProcessError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

@@ -71,8 +71,8 @@ class ToolInfo:
     ``path_default`` the path when that argument is absent (``ls``'s "."). ``command_arg``: the
     argument holding a shell command line (the gate judges each simple command of it; it is the
     call's title). ``title``: a ``str.format`` template for showing a call, its fields the call's
-    string arguments ("" when absent) with ``{path}`` the path or its default ("." without
-    one); empty: the tool's name.
+    string and integer arguments ("" when absent) with ``{path}`` the path or its default
+    ("." without one); empty: the tool's name.
 
     The defaults describe a tool that declares nothing: kind ``other``, mutating, no path."""
 
@@ -105,7 +105,8 @@ class ToolInfo:
         """The call shown by ``title`` (the tool's name when it has none)."""
         if not self.title:
             return name
-        fields = _BlankFields({k: v for k, v in args.items() if isinstance(v, str)})
+        fields = _BlankFields({k: str(v) for k, v in args.items() if isinstance(v, str)
+                               or isinstance(v, int) and not isinstance(v, bool)})
         if self.path_arg is not None:
             fields["path"] = fields.get(self.path_arg) or self.path_default or "."
         return self.title.format_map(fields)
