@@ -263,10 +263,6 @@ class BackgroundProcess:
 
     # ------------------------------------------------------------------ reading
 
-    def changed(self) -> anyio.Event:
-        """An event set at the next output or at the end (take it before reading)."""
-        return self._changed
-
     def read_new(self) -> tuple[str, int]:
         """The model's new output (since its last read) and how many bytes of it are gone;
         moves the cursor past it."""
@@ -308,7 +304,10 @@ class BackgroundProcess:
                         lead += 1
                 # surrogateescape: a match's end maps back to the same byte offset
                 text = data[lead:].decode("utf-8", errors="surrogateescape")
-                match = pattern.search(text)
+                # A worker thread: the model's pattern may backtrack for long on a megabyte,
+                # and the server must go on serving meanwhile (abandoned at the timeout).
+                match = await anyio.to_thread.run_sync(pattern.search, text,
+                                                       abandon_on_cancel=True)
                 if match is not None:
                     used = len(text[:match.end()].encode("utf-8", errors="surrogateescape"))
                     self.match_end = start + lead + used
