@@ -1,7 +1,8 @@
-// The conversation's background processes (`bash` with `background: true`: a dev server, a
-// watcher): a quick pick lists them with their state (`process/list`); the one picked offers its
-// output (`process/output`, opened as a read-only document) and, while it runs, Kill
-// (`process/kill`: SIGTERM, then SIGKILL; the agent is told at its next step).
+// The conversation's background processes (commands the agent started with `background:
+// true`: a dev server, a watcher): a quick pick lists them with their state (`process/list`);
+// the one picked offers its output (`process/output`, opened as a read-only document) and,
+// while it runs, Kill (`process/kill`: SIGTERM, then SIGKILL; the agent is told at its next
+// step).
 
 import * as vscode from 'vscode';
 

@@ -1,4 +1,5 @@
--- tiller.processes: the session's background processes (`bash` with `background: true`).
+-- tiller.processes: the session's background processes (commands the agent started with
+-- `background: true`).
 --
 -- :TillerProcesses lists them (`process/list`) in a picker, each with its state; the one picked
 -- offers its output (`process/output`, shown in a scratch buffer `tiller://process/N`, `r`

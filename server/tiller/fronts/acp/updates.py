@@ -228,7 +228,7 @@ class UpdateMapper:
     """Tool call id -> the client's terminal the call runs in (tiller.fronts.acp.terminal)."""
     cost: float = 0.0
     context_window: Callable[[], int | None] = lambda: None
-    processes: dict[int, _Shown] = field(default_factory=dict)
+    open_processes: dict[int, _Shown] = field(default_factory=dict)
     """Background process id -> how its still open tool call shows it."""
 
     def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
@@ -261,7 +261,7 @@ class UpdateMapper:
             update = self.tool_result(event.result, snapshot, have_snapshot=have)
             started = _started_process(event.result)
             if started is not None:  # a background command: open until the process ends
-                shown = self.processes[started] = _Shown(call_id, event.result.text)
+                shown = self.open_processes[started] = _Shown(call_id, event.result.text)
                 update.update(status="in_progress", content=shown.content())
             if call_id in self.terminals:  # the terminal, then its output as the model got it
                 terminal = {"type": "terminal", "terminalId": self.terminals.pop(call_id)}
@@ -278,13 +278,13 @@ class UpdateMapper:
                         *usage_update(message, self.cost, self.context_window())]
         elif isinstance(event, PlanChanged):
             return [plan_update(event.items)]
-        elif isinstance(event, ProcessOutput) and event.process_id in self.processes:
-            shown = self.processes[event.process_id]
+        elif isinstance(event, ProcessOutput) and event.process_id in self.open_processes:
+            shown = self.open_processes[event.process_id]
             shown.add(f"\n…\n{event.data}" if event.skipped else event.data)
             return [{"sessionUpdate": "tool_call_update", "toolCallId": shown.tool_call_id,
                      "content": shown.content()}]
-        elif isinstance(event, ProcessExit) and event.process.id in self.processes:
-            shown = self.processes.pop(event.process.id)
+        elif isinstance(event, ProcessExit) and event.process.id in self.open_processes:
+            shown = self.open_processes.pop(event.process.id)
             process = event.process
             ok = process.state == "exited" and process.exit_code == 0
             return [{"sessionUpdate": "tool_call_update", "toolCallId": shown.tool_call_id,
