@@ -17,7 +17,7 @@
     │   ├── ResourceLimitError       -32019  the server reached its open-file limit
     │   ├── RunFailedError           -32020  ACP only: a session/prompt whose run ended in error
     │   │                                    (tiller.fronts.acp)
-    │   ├── UnknownProcessError      -32021  process/output or process/kill: no such process
+    │   ├── UnknownProcessError      -32022  process/output or process/kill: no such process
     │   └── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
     │       ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │       └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
@@ -142,7 +142,7 @@ class RunFailedError(RequestError):
 class UnknownProcessError(RequestError):
     """A ``processId`` that names no background process of the session."""
 
-    code = -32021
+    code = -32022
 
 
 class AcpRequestError(RequestError):

@@ -998,7 +998,7 @@ def test_background_processes_are_listed_shown_and_killed(
     assert listed["labels"] == ["1  killed (SIGTERM)  echo serving; exec sleep 1000"]
     assert obs["pickers"][-1]["labels"] == ["Show the output"]  # ended: nothing to kill
     assert obs["killed_again"]["process"]["state"] == "killed"  # unchanged
-    assert obs["unknown"]["code"] == -32021
+    assert obs["unknown"]["code"] == -32022
 
 
 def test_messages_never_hold_the_screen(

@@ -102,7 +102,7 @@ async def test_every_message_of_a_real_run_conforms(
         await tiller.request("process/list")
         await tiller.request("process/output", {"processId": 1, "lines": 5})
         await tiller.request("process/kill", {"processId": 1})
-        await expect_error(tiller, -32021, "process/kill", {"processId": 9})
+        await expect_error(tiller, -32022, "process/kill", {"processId": 9})
         state = await tiller.request("agent/getState")
         await tiller.request("agent/getMessages", {"sessionId": state["sessionId"]})
         await tiller.request("agent/followUp", {"message": "later"})
@@ -139,5 +139,5 @@ async def test_every_message_of_a_real_run_conforms(
         set(SCHEMA["x-serverRequests"]) - {"client/elicit", "client/openUrl"} | {"agent/event"}
     )
     assert {name for kind, name in log.checked if kind == "error"} == {
-        "-32011", "-32013", "-32602", "-32601", "-32021"
+        "-32011", "-32013", "-32602", "-32601", "-32022"
     }

@@ -247,7 +247,7 @@ async def test_a_process_the_user_kills_is_told_to_the_model(
     assert killed["process"]["state"] == "killed"
     assert killed["process"]["signal"] == "SIGTERM"
     assert again == killed  # already ended: unchanged
-    assert unknown.value.code == -32021 and "has: 1" in unknown.value.message
+    assert unknown.value.code == -32022 and "has: 1" in unknown.value.message
     assert process_gone(pids[0])
     assert notices(fake_openai.requests[2]) == [
         "[Background process 1 `echo watching; exec sleep 1000` was killed by the user; last "

@@ -45,7 +45,7 @@ export const ErrorCode = {
    */
   RunFailedError: -32020,
   /** A `processId` that names no background process of the session. */
-  UnknownProcessError: -32021,
+  UnknownProcessError: -32022,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
