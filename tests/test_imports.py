@@ -118,10 +118,12 @@ def test_the_fronts_come_first_and_the_agent_knows_no_session() -> None:
 
 SESSION_INSIDES = frozenset({
     "agent", "gate", "mcp", "checkpoints", "context", "recorder", "plan", "processes", "log",
+    "background",
 })
 """The attributes that hold a Session's parts (its Agent, permission gate, MCP servers,
-checkpoints, project context, log recorder, plan, process scope, log): a front reads none of
-them, on any object (a front has no other object with such an attribute)."""
+checkpoints, project context, log recorder, plan, process scope, log, background processes):
+a front reads none of them, on any object (a front has no other object with such an
+attribute)."""
 BEHIND_THE_SESSION = (
     "tiller.agent", "tiller.gate.permissions", "tiller.gate.shell", "tiller.mcp",
     "tiller.checkpoints", "tiller.context", "tiller.providers", "tiller.store.recorder",

@@ -19,6 +19,7 @@
     │   │                                    (tiller.fronts.acp)
     │   ├── PromptBlockedError       -32021  a UserPromptSubmit hook refused the prompt
     │   │                                    (tiller.hooks)
+    │   ├── UnknownProcessError      -32022  process/output or process/kill: no such process
     │   ├── AcpRequestError          ACP's own codes, answered in ACP mode only (ACP's schema)
     │   │   ├── AuthRequiredError    -32000  the provider has no key (tiller.fronts.acp.auth)
     │   │   └── ResourceNotFoundError -32002  an unknown sessionId (UnknownSessionError in ACP)
@@ -72,6 +73,7 @@ __all__ = [
     "TillerError",
     "ToolError",
     "UnknownEntryError",
+    "UnknownProcessError",
     "UnknownSessionError",
 ]
 
@@ -162,6 +164,12 @@ class PromptBlockedError(RequestError):
     added to the conversation."""
 
     code = -32021
+
+
+class UnknownProcessError(RequestError):
+    """A ``processId`` that names no background process of the session."""
+
+    code = -32022
 
 
 class AcpRequestError(RequestError):

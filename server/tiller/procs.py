@@ -20,6 +20,8 @@ Linux only; elsewhere every function here does nothing (there is no ``prctl`` or
 - ``ProcessScope``: what one session's ``bash`` calls (and MCP servers) started. ``kill()`` ends
   the processes in the process groups (and sessions) its calls created, every process whose
   environment carries the scope's tag (``TILLER_SCOPE``), and their descendants.
+- ``end_group(pgid, grace)``: SIGTERM a process group, then SIGKILL what of it (and of its
+  session) still runs ``grace`` seconds later (``process_kill``).
 - ``kill_descendants()``: at shutdown, every descendant of the server.
 - ``reap_orphans()``: wait for re-parented orphans that have exited (zombies). It only reaps a
   child that is in another session than the server and was not started by ``ProcessScope``:
@@ -53,6 +55,7 @@ __all__ = [
     "KEYS_FD_VARIABLE",
     "SCOPE_VARIABLE",
     "ProcessScope",
+    "end_group",
     "harden",
     "kill_descendants",
     "make_private",
@@ -221,8 +224,8 @@ def _scope_tag(pid: int) -> str | None:
     return tags[-1] if tags else None
 
 
-def _kill(proc: _Proc) -> None:
-    """SIGKILL ``proc``, unless its pid names another process by now."""
+def _kill(proc: _Proc, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` (SIGKILL) to ``proc``, unless its pid names another process by now."""
     try:
         pidfd = os.pidfd_open(proc.pid)
     except ProcessLookupError:
@@ -231,13 +234,13 @@ def _kill(proc: _Proc) -> None:
         current = _read_stat(proc.pid)
         if current is not None and current.start == proc.start:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(proc.pid, signal.SIGKILL)
+                os.kill(proc.pid, sig)
         return
     try:
         current = _read_stat(proc.pid)
         if current is not None and current.start == proc.start:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                signal.pidfd_send_signal(pidfd, sig)
     finally:
         os.close(pidfd)
 
@@ -262,6 +265,38 @@ async def _kill_until_gone(select: Callable[[dict[int, _Proc]], set[int]]) -> No
     if scope.cancelled_caught:
         log.warning("some tool processes were still running %gs after SIGKILL", _KILL_TIMEOUT)
     await reap_orphans()
+
+
+def _group_members(pgid: int, table: Mapping[int, _Proc]) -> set[int]:
+    """The server's descendants in process group (or session) ``pgid``, and theirs."""
+    me = os.getpid()
+    descendants = _subtree(table, [me]) - {me}
+    return _subtree(table, [pid for pid in descendants
+                            if table[pid].pgid == pgid or table[pid].sid == pgid]) & descendants
+
+
+async def end_group(pgid: int, grace: float) -> bool:
+    """End process group ``pgid`` (a process started in a session of its own: its session
+    too), as far as it is the server's descendants: SIGTERM to each of them, then, if any of
+    it still runs after ``grace`` seconds, SIGKILL to it and its descendants (until gone, as
+    ``kill_descendants``). True if SIGKILL was needed. Never raises."""
+    table = await anyio.to_thread.run_sync(_table)
+    # The leader first: a shell whose child died first could exit on its own meanwhile.
+    for pid in sorted(_group_members(pgid, table), key=lambda pid: pid != pgid):
+        if table[pid].running:
+            _kill(table[pid], signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        while True:  # no event tells when another process is gone: poll /proc
+            table = await anyio.to_thread.run_sync(_table)
+            if not any(table[pid].running for pid in _group_members(pgid, table)):
+                await reap_orphans()
+                return False
+            await anyio.sleep(_KILL_POLL * 5)
+    leader = _read_stat(pgid)
+    if leader is not None and leader.running and leader.pgid == pgid:
+        _kill(leader)
+    await _kill_until_gone(functools.partial(_group_members, pgid))
+    return True
 
 
 async def kill_descendants() -> None:

@@ -22,6 +22,7 @@ from tiller.modes import (
 
 __all__ = [
     "COMPACTION_REASONS",
+    "PROCESS_STATES",
     "AgentEnd",
     "AgentEvent",
     "AgentSettled",
@@ -50,6 +51,11 @@ __all__ = [
     "PlanChanged",
     "PlanItem",
     "PlanStatus",
+    "ProcessExit",
+    "ProcessInfo",
+    "ProcessOutput",
+    "ProcessStart",
+    "ProcessState",
     "RetryEnd",
     "RetryScheduled",
     "RunResult",
@@ -145,6 +151,13 @@ RunStopReason = Literal[StopReason, "maxTurns", "maxTokens"]
 
 PlanStatus = Literal["pending", "in_progress", "completed"]
 """Where a step of the agent's plan is (the ``todo`` tool; ACP's plan entry statuses)."""
+
+ProcessState = Literal["running", "exited", "killed", "ended"]
+"""Where a background process is: still ``running``; ``exited`` by itself (its exit code, or
+the signal that ended it); ``killed`` by ``process_kill`` or ``process/kill``; ``ended`` with
+its session or its server (``session/close``, shutdown, or a server that is gone: what a
+loaded session shows of its processes)."""
+PROCESS_STATES: tuple[ProcessState, ...] = get_args(ProcessState)
 
 CompactionReason = Literal["threshold", "overflow", "manual"]
 """Why a compaction ran: the context neared the window, the provider said it was too long, or
@@ -494,6 +507,53 @@ class HookEnd(WireModel):
     message: str | None = None
 
 
+class ProcessInfo(WireModel):
+    """One background process of a session (``bash`` with ``background: true``): ``id`` numbers
+    it within its session (1, 2, ...); ``command`` the command line; ``pid`` the process
+    (group) the server started, absent for one of an earlier server; ``toolCallId`` the call
+    that started it; ``startedAt``/``endedAt`` in ms since the epoch; ``exitCode`` or
+    ``signal`` once it ended (neither for ``ended``); ``outputBytes``: everything it wrote;
+    ``droppedBytes``: how much of that is no longer held (only the last ``OUTPUT_LIMIT``
+    bytes are kept)."""
+
+    id: int
+    command: str
+    state: ProcessState
+    pid: int | None = None
+    tool_call_id: str | None = None
+    started_at: int
+    ended_at: int | None = None
+    exit_code: int | None = None
+    signal: str | None = None
+    output_bytes: int = 0
+    dropped_bytes: int = 0
+
+
+class ProcessStart(WireModel):
+    """A background process started."""
+
+    type: Literal["process_start"] = "process_start"
+    process: ProcessInfo
+
+
+class ProcessOutput(WireModel):
+    """New output of a background process (stdout and stderr merged), merged over a short
+    window; ``skipped``: bytes of it left out of the events (a fast writer: at most
+    ``EVENT_MAX_BYTES`` go out per window; ``process/output`` has what is held)."""
+
+    type: Literal["process_output"] = "process_output"
+    process_id: int
+    data: str
+    skipped: int | None = None
+
+
+class ProcessExit(WireModel):
+    """A background process ended (``process.state`` says how)."""
+
+    type: Literal["process_exit"] = "process_exit"
+    process: ProcessInfo
+
+
 AgentEvent = Annotated[
     AgentStart
     | TurnStart
@@ -512,7 +572,8 @@ AgentEvent = Annotated[
     | CheckpointEvent
     | AgentSettled
     | CommandsChanged | McpStatus | PlanChanged | Notice
-    | HookStart | HookEnd,
+    | HookStart | HookEnd
+    | ProcessStart | ProcessOutput | ProcessExit,
     Field(discriminator="type"),
 ]
 

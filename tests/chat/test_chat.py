@@ -412,6 +412,42 @@ def test_esc_enter_starts_a_new_line_in_the_message(
 
 
 @pytest.mark.process
+def test_ps_and_kill_while_the_agent_works(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    gate = threading.Event()
+    fake_openai.enqueue(
+        tool_call_reply([("call_srv", "bash", {"command": "echo serving; exec sleep 1000",
+                                                "background": True})]),
+        text_reply("Started.", gate=gate), text_reply("Noted: it was stopped."))
+    terminal = terminal_factory(fake_openai, "--permission-mode", "auto")
+    terminal.idle()
+    terminal.type("start the server\n")
+    fake_openai.wait_for_requests(2, timeout=DEADLINE)  # the run goes on: the reply is held
+    terminal.type("/ps\n")
+    terminal.expect("1  running")
+    terminal.expect("echo serving; exec sleep 1000")
+    terminal.type("/kill 1\n")
+    terminal.expect("● background process 1 was killed (signal SIGTERM)")
+    terminal.expect("process 1 killed (SIGTERM)")
+    gate.set()
+    terminal.expect("Noted: it was stopped.")
+    terminal.idle()
+    terminal.type("/kill 1\n")
+    terminal.expect("process 1 had ended: killed (SIGTERM)")
+    terminal.type("/kill 7\n")
+    terminal.expect("no background process 7")
+    terminal.idle()
+    terminal.type("/quit\n")
+
+    assert terminal.wait() == 0
+    assert fake_openai.requests[2]["messages"][-1]["content"] == (
+        "[Background process 1 `echo serving; exec sleep 1000` was killed by the user; last "
+        "lines:\nserving]")
+    assert len(fake_openai.requests) == 3  # the commands were not messages
+
+
+@pytest.mark.process
 def test_double_angle_queues_a_follow_up(
     fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
 ) -> None:

@@ -993,6 +993,37 @@ def test_changes_and_undo(nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path)
     assert any(line.startswith("↶ Undone: ") for line in obs["chat_after_undo"])
 
 
+def test_background_processes_are_listed_shown_and_killed(
+    nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    fake_openai.enqueue(
+        tool_call_reply([("call_srv", "bash", {"command": "echo serving; exec sleep 1000",
+                                                "background": True})]),
+        text_reply("Started."),
+    )
+    args = ["--base-url", fake_openai.url, "--permission-mode", "auto", "--no-session",
+            *UNSANDBOXED]
+    config = {"cmd": tiller_command(), "args": args, "workdir": str(workdir)}
+    obs = run_nvim(nvim, "processes.lua", config, tmp_path)
+
+    assert obs["ok"], obs.get("error")
+    first, actions, _, second_actions, listed, _ = obs["pickers"]
+    assert first == {"prompt": "Tiller processes",
+                     "labels": ["1  running  echo serving; exec sleep 1000"]}
+    assert actions["labels"] == ["Show the output", "Kill"]
+    assert obs["output_lines"] == ["# 1  running  echo serving; exec sleep 1000", "serving"]
+    assert obs["output_modifiable"] is False
+    assert obs["killed"]["state"] == "killed" and obs["killed"]["signal"] == "SIGTERM"
+    assert process_gone(obs["killed"]["pid"])
+    assert second_actions["labels"] == ["Show the output", "Kill"]
+    assert listed["labels"] == ["1  killed (SIGTERM)  echo serving; exec sleep 1000"]
+    assert obs["pickers"][-1]["labels"] == ["Show the output"]  # ended: nothing to kill
+    assert obs["killed_again"]["process"]["state"] == "killed"  # unchanged
+    assert obs["unknown"]["code"] == -32022
+
+
 def test_messages_never_hold_the_screen(
     nvim: Neovim, fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:

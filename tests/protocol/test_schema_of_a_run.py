@@ -57,6 +57,9 @@ async def test_every_message_of_a_real_run_conforms(
         text_reply("the summary"),
         error_reply(401, "Incorrect API key provided"),
         text_reply("Recovered."),
+        tool_call_reply([("call_bg", "bash", {"command": "echo up; exec sleep 1000",
+                                               "background": True})]),
+        text_reply("Started."),
     )
     steered: list[Any] = []
 
@@ -107,6 +110,11 @@ async def test_every_message_of_a_real_run_conforms(
         assert (await tiller.request("agent/compact"))["compacted"] is True
         assert (await tiller.request("agent/prompt", {"message": "fail"}))["stopReason"] == "error"
         await tiller.request("agent/continue")
+        await tiller.request("agent/prompt", {"message": "start the server"})
+        await tiller.request("process/list")
+        await tiller.request("process/output", {"processId": 1, "lines": 5})
+        await tiller.request("process/kill", {"processId": 1})
+        await expect_error(tiller, -32022, "process/kill", {"processId": 9})
         state = await tiller.request("agent/getState")
         await tiller.request("agent/getMessages", {"sessionId": state["sessionId"]})
         await tiller.request("agent/followUp", {"message": "later"})
@@ -144,5 +152,5 @@ async def test_every_message_of_a_real_run_conforms(
         set(SCHEMA["x-serverRequests"]) - {"client/elicit", "client/openUrl"} | {"agent/event"}
     )
     assert {name for kind, name in log.checked if kind == "error"} == {
-        "-32011", "-32013", "-32602", "-32601"
+        "-32011", "-32013", "-32602", "-32601", "-32022"
     }

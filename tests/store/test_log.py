@@ -37,6 +37,11 @@ SAMPLE_DATA = {
     "checkpoint": {"tree": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "notCovered": []},
     "checkpoint_end": {"checkpointId": "x", "tree": "4b825dc6", "files": ["a.py"]},
     "revert": {"entryId": "x", "restored": ["a.py"]},
+    "process_start": {"sessionId": "abc123", "process": {
+        "id": 1, "command": "npm run dev", "state": "running", "pid": 7, "startedAt": 1}},
+    "process_end": {"sessionId": "abc123", "process": {
+        "id": 1, "command": "npm run dev", "state": "exited", "pid": 7, "startedAt": 1,
+        "endedAt": 2, "exitCode": 1}},
 }
 
 
@@ -216,6 +221,21 @@ def test_tool_calls_are_shown_as_their_starts_recorded_them(tmp_path: Path) -> N
         {"toolCallId": "c2", "title": "write", "kind": "other"},
         {"toolCallId": "c1", "title": "Read a", "kind": "read", "path": "/w/a"},
     ]
+
+
+def test_the_processes_are_the_sessions_own_last_records(tmp_path: Path) -> None:
+    """A process's last record wins; a fork's copy of its source's records is not its own."""
+    path = tmp_path / "s.jsonl"
+    session_log = new_log(path)
+    running = {"id": 1, "command": "serve", "state": "running", "startedAt": 1}
+    session_log.append("message", message=UserMessage(content="go").dump())
+    session_log.append("process_start", sessionId="source", process={**running, "id": 9})
+    session_log.append("process_start", sessionId="abc123", process=running)
+    session_log.append("process_start", sessionId="abc123", process={**running, "id": 2})
+    session_log.append("process_end", sessionId="abc123",
+                       process={**running, "state": "killed", "signal": "SIGTERM"})
+    state = replay(read_session_file(path))
+    assert [(p["id"], p["state"]) for p in state.processes] == [(1, "killed"), (2, "running")]
 
 
 def test_the_interrupted_result_is_a_tool_result_message_as_saved() -> None:

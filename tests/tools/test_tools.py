@@ -111,7 +111,8 @@ def kill_quietly(pid: int) -> None:
 def test_default_tools_are_fresh_instances_of_every_tool() -> None:
     first, second = default_tools(), default_tools()
     assert [tool.name for tool in first] == [
-        "read", "write", "edit", "bash", "grep", "find", "ls", "todo"]
+        "read", "write", "edit", "bash", "grep", "find", "ls", "todo", "process_output",
+        "process_kill", "process_list"]
     assert all(a is not b for a, b in zip(first, second, strict=True))
     assert not BashTool.sequential
     schema = EditTool().parameters_schema()

@@ -63,6 +63,14 @@ command('TillerUndo', function()
   tiller().undo()
 end, { nargs = 0, desc = 'Tiller: put back the files the last run changed' })
 
+command('TillerProcesses', function()
+  tiller().processes()
+end, { nargs = 0, desc = "Tiller: the session's background processes: output, kill" })
+
+command('TillerKill', function(opts)
+  tiller().kill(opts.args)
+end, { nargs = 1, desc = 'Tiller: kill background process N' })
+
 command('TillerStop', function()
   tiller().stop()
 end, { nargs = 0, desc = 'Tiller: stop the server' })

@@ -12,6 +12,7 @@ import { TillerClient, clientCapabilities, isRpcError, serverArgs, type ClientHa
 import { ErrorCode, type AgentEvent, type ImageContent, type PermissionOutcome, type TurnCheckpoint } from './protocol';
 import { MAX_MENTION_BYTES, findMentions, withFiles } from './mentions';
 import { pickMode, pickModel, pickThinking } from './pickers';
+import { ProcessOutputProvider, pickProcess } from './processes';
 import { StatusItem, type Activity } from './status';
 import { DiagnosticsTracker } from './diagnostics';
 import { ProposedContentProvider, createHandlers } from './vscodeHandlers';
@@ -206,6 +207,12 @@ class TillerController implements ChatHost, vscode.Disposable {
     if (await pickThinking(client, sessionId, state.thinkingLevel)) {
       await this.refreshState();
     }
+  }
+
+  /** The conversation's background processes: pick one for its output or Kill. */
+  async pickProcess(outputs: ProcessOutputProvider): Promise<void> {
+    const { client, sessionId } = await this.connect();
+    await pickProcess(client, sessionId, outputs);
   }
 
   /** Pick the conversation's permission mode (agent/setPermissionMode). */
@@ -483,6 +490,7 @@ let controller: TillerController | undefined;
 export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel('Tiller');
   const proposed = new ProposedContentProvider();
+  const processOutputs = new ProcessOutputProvider();
   const version = String((context.extension.packageJSON as { version?: unknown }).version ?? '0.0.0');
   const tiller = new TillerController(output, proposed, version, context.workspaceState);
   controller = tiller;
@@ -500,6 +508,8 @@ export function activate(context: vscode.ExtensionContext): void {
     proposed,
     { dispose: () => void tiller.dispose() },
     vscode.workspace.registerTextDocumentContentProvider(ProposedContentProvider.scheme, proposed),
+    processOutputs,
+    vscode.workspace.registerTextDocumentContentProvider(ProcessOutputProvider.scheme, processOutputs),
     vscode.window.registerWebviewViewProvider(
       ChatViewProvider.viewType,
       new ChatViewProvider(context.extensionUri, tiller),
@@ -526,6 +536,9 @@ export function activate(context: vscode.ExtensionContext): void {
     ),
     vscode.commands.registerCommand('tiller.pickMode', () =>
       tiller.pickMode().catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
+    ),
+    vscode.commands.registerCommand('tiller.processes', () =>
+      tiller.pickProcess(processOutputs).catch((error: unknown) => vscode.window.showErrorMessage(errorText(error))),
     ),
     vscode.commands.registerCommand('tiller.addSelection', async () => {
       const editor = vscode.window.activeTextEditor;

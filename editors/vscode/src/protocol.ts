@@ -50,6 +50,8 @@ export const ErrorCode = {
    * conversation.
    */
   PromptBlockedError: -32021,
+  /** A `processId` that names no background process of the session. */
+  UnknownProcessError: -32022,
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
@@ -85,6 +87,9 @@ export interface Methods {
   'mcp/list': { params: SessionParams; result: McpListResult };
   'mcp/login': { params: McpLoginParams; result: McpServerResult };
   'mcp/logout': { params: McpLoginParams; result: McpServerResult };
+  'process/list': { params: SessionParams; result: ProcessListResult };
+  'process/output': { params: ProcessOutputParams; result: ProcessOutputResult };
+  'process/kill': { params: ProcessParams; result: ProcessResult };
 }
 
 /** Client -> server notifications. */
@@ -142,6 +147,9 @@ export type PermissionOutcome = (typeof PermissionOutcome)[number];
 
 export const PlanStatus = ['pending', 'in_progress', 'completed'] as const;
 export type PlanStatus = (typeof PlanStatus)[number];
+
+export const ProcessState = ['running', 'exited', 'killed', 'ended'] as const;
+export type ProcessState = (typeof ProcessState)[number];
 
 export const QueueMode = ['one-at-a-time', 'all'] as const;
 export type QueueMode = (typeof QueueMode)[number];
@@ -213,7 +221,10 @@ export type AgentEvent =
   | PlanChanged
   | Notice
   | HookStart
-  | HookEnd;
+  | HookEnd
+  | ProcessStart
+  | ProcessOutput
+  | ProcessExit;
 
 /** Nothing else will follow for this run: no retry, no queued message. The idle signal. */
 export interface AgentSettled {
@@ -544,6 +555,7 @@ export interface GetStateResult {
   parentToolCallId?: string;
   /** a subagent's session: its agent */
   agent?: string;
+  processes: ProcessInfo[];
 }
 
 /**
@@ -819,6 +831,99 @@ export interface PlanChanged {
 export interface PlanItem {
   content: string;
   status: PlanStatus;
+}
+
+/** A background process ended (`process.state` says how). */
+export interface ProcessExit {
+  sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  seq: number;
+  type: 'process_exit';
+  process: ProcessInfo;
+}
+
+/**
+ * One background process of a session (`bash` with `background: true`): `id` numbers
+ * it within its session (1, 2, ...); `command` the command line; `pid` the process
+ * (group) the server started, absent for one of an earlier server; `toolCallId` the call
+ * that started it; `startedAt`/`endedAt` in ms since the epoch; `exitCode` or
+ * `signal` once it ended (neither for `ended`); `outputBytes`: everything it wrote;
+ * `droppedBytes`: how much of that is no longer held (only the last `OUTPUT_LIMIT`
+ * bytes are kept).
+ */
+export interface ProcessInfo {
+  id: number;
+  command: string;
+  state: ProcessState;
+  pid?: number;
+  toolCallId?: string;
+  startedAt: number;
+  endedAt?: number;
+  exitCode?: number;
+  signal?: string;
+  outputBytes: number;
+  droppedBytes: number;
+}
+
+export interface ProcessListResult {
+  processes: ProcessInfo[];
+}
+
+/**
+ * New output of a background process (stdout and stderr merged), merged over a short
+ * window; `skipped`: bytes of it left out of the events (a fast writer: at most
+ * `EVENT_MAX_BYTES` go out per window; `process/output` has what is held).
+ */
+export interface ProcessOutput {
+  sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  seq: number;
+  type: 'process_output';
+  processId: number;
+  data: string;
+  skipped?: number;
+}
+
+export interface ProcessOutputParams {
+  sessionId?: string;
+  /** a background process's id (agent/getState's processes) */
+  processId: number;
+  /** only the last lines of what is held */
+  lines?: number;
+}
+
+export interface ProcessOutputResult {
+  process: ProcessInfo;
+  /** the output held (the last OUTPUT_LIMIT bytes), or its last lines */
+  output: string;
+}
+
+export interface ProcessParams {
+  sessionId?: string;
+  /** a background process's id (agent/getState's processes) */
+  processId: number;
+}
+
+export interface ProcessResult {
+  process: ProcessInfo;
+}
+
+/** A background process started. */
+export interface ProcessStart {
+  sessionId: string;
+  /** a subagent's session: the session whose task call started it */
+  parentSessionId?: string;
+  /** a subagent's session: the parent's task call */
+  parentToolCallId?: string;
+  seq: number;
+  type: 'process_start';
+  process: ProcessInfo;
 }
 
 export interface PromptParams {

@@ -63,7 +63,7 @@ test('the chat view drives tiller: prompt, approvals in the view, diff preview, 
       [
         'tiller.abort', 'tiller.addSelection', 'tiller.approval.allow', 'tiller.approval.allowAlways',
         'tiller.approval.reject', 'tiller.continue', 'tiller.followUp', 'tiller.history', 'tiller.newChat',
-        'tiller.pickMode', 'tiller.pickModel', 'tiller.pickThinking', 'tiller.prompt', 'tiller.steer',
+        'tiller.pickMode', 'tiller.pickModel', 'tiller.pickThinking', 'tiller.processes', 'tiller.prompt', 'tiller.steer',
       ],
     );
     assert.ok(recorded.contentProviders.has('tiller-proposed'));

@@ -212,10 +212,12 @@ class Agent:
         provider = self.provider
         self._abort = abort = AbortSignal()
         self._idle = anyio.Event()
+        notices = self.settings.notices
         queues = Queues(
             poll_steering=self._poll_steering,
             poll_follow_up=self._poll_follow_up,
-            has_queued=lambda: bool(self.steering_queue or self.follow_up_queue),
+            has_queued=lambda: bool(self.steering_queue or self.follow_up_queue
+                                    or notices is not None and notices.has_notices()),
         )
         try:
             result = await run_agent_loop(
@@ -258,7 +260,11 @@ class Agent:
         return _explained(priced(call, cost), self.guard)
 
     def _poll_steering(self) -> list[Message]:
-        return _drain(self.steering_queue, self.steering_mode)
+        """The steering messages due (one, or all, by the mode), then the notices waiting
+        (``AgentSettings.notices``: all of them, whatever the mode)."""
+        notices = self.settings.notices
+        told: list[Message] = list(notices.take_notices()) if notices is not None else []
+        return [*_drain(self.steering_queue, self.steering_mode), *told]
 
     def _poll_follow_up(self) -> list[Message]:
         return _drain(self.follow_up_queue, self.follow_up_mode)

@@ -11,14 +11,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tiller.agent.run_hooks import RunHooks
 from tiller.agent.tool_batch import AfterToolCall, BeforeToolCall
 from tiller.config import CompactionSettings, RetryPolicy
 from tiller.tools.base import EditorFiles, Terminal, Tool
+from tiller.types import UserMessage
 
-__all__ = ["AgentSettings"]
+__all__ = ["AgentSettings", "Notices"]
+
+
+class Notices(Protocol):
+    """What happened outside the run that the model must be told (a background process
+    ended): polled with the steering queue. Neither method may raise."""
+
+    def has_notices(self) -> bool:
+        """Something waits to be told (peeks; takes nothing)."""
+        ...
+
+    def take_notices(self) -> list[UserMessage]:
+        """What waits, as user messages, each told once ([] when nothing waits)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +43,7 @@ class AgentSettings:
     each tool call; ``max_turns`` and ``max_run_tokens`` bound a run (None: unbounded);
     ``compaction`` None compacts only on overflow or request; ``cache_key`` names the
     conversation to the provider's prompt cache; ``run_hooks`` are awaited at the loop's fixed
-    points (tiller.agent.run_hooks)."""
+    points (tiller.agent.run_hooks); ``notices`` are delivered with steering."""
 
     tools: Sequence[Tool[Any]] = ()
     system_prompt: str | None = None
@@ -49,3 +63,4 @@ class AgentSettings:
     withheld_tools: Mapping[str, str] = field(default_factory=dict)
     """Tools that exist but are not this agent's (a subagent's allow-list), each with why: a
     call of one is an error result that says so."""
+    notices: Notices | None = None

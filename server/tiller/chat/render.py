@@ -380,6 +380,18 @@ class Renderer:
         elif server["status"] == "needsAuth":
             self.notice(f"MCP server {server['name']} needs a sign-in: /login {server['name']}")
 
+    def _on_process_exit(self, event: Event) -> None:
+        process = event["process"]
+        if process["state"] == "ended":
+            return  # the session or the chat is closing: nothing to tell
+        how = "was killed" if process["state"] == "killed" else "exited"
+        end = f"signal {process['signal']}" if process.get("signal") else (
+            f"code {process.get('exitCode')}")
+        style = "dim" if process["state"] == "exited" and process.get("exitCode") == 0 else (
+            "yellow")
+        self._report(f"● background process {process['id']} {how} ({end}): "
+                     f"{_clip(process['command'], 60)}", style)
+
     def _on_agent_end(self, event: Event) -> None:
         reason, message = str(event.get("stopReason")), event.get("errorMessage")
         if reason not in OK_STOPS:

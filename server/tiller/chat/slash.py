@@ -1,6 +1,6 @@
 """``tiller chat``'s own slash commands: ``/help``, ``/model``, ``/mode``, ``/thinking``,
-``/compact``, ``/new``, ``/sessions``, ``/continue``, ``/login`` and ``/logout``, each one or two
-requests to the server.
+``/compact``, ``/new``, ``/sessions``, ``/continue``, ``/login``, ``/logout``, ``/ps`` and
+``/kill``, each one or two requests to the server.
 
 ``SlashCommands.handle`` takes a typed line when it is one of them (the server's own commands,
 ``/name`` templates and skills, are sent as prompts by the chat, and ``/changes``, ``/undo`` are
@@ -21,7 +21,7 @@ from tiller.chat.render import Renderer
 from tiller.client import RpcError
 from tiller.modes import PERMISSION_MODES, THINKING_LEVELS
 
-__all__ = ["LOCAL_COMMANDS", "SlashCommands"]
+__all__ = ["LOCAL_COMMANDS", "SlashCommands", "process_state"]
 
 LOCAL_COMMANDS: Mapping[str, str] = {
     "help": "this list",
@@ -34,6 +34,8 @@ LOCAL_COMMANDS: Mapping[str, str] = {
     "continue": "[ID]: go on after an error or abort; with ID, switch to that saved session",
     "login": "SERVER: sign in to an OAuth MCP server (open the URL it prints)",
     "logout": "SERVER: sign out of an OAuth MCP server (its tokens are revoked)",
+    "ps": "the session's background processes (also while the agent works)",
+    "kill": "N: stop background process N (SIGTERM, then SIGKILL); the agent is told",
     "changes": "the files the agent changed in this session",
     "undo": "put back what the last run changed (asks first)",
     "quit": "leave (Ctrl-D too)",
@@ -43,8 +45,24 @@ COMMAND_WORD = re.compile(r"/(?P<name>[A-Za-z][\w.:-]*)(?:\s|$)")
 """A line that starts with a command's name (not a path: no second ``/``)."""
 HANDLED_HERE = frozenset(
     {"help", "model", "mode", "thinking", "compact", "new", "sessions", "continue", "login",
-     "logout"}
+     "logout", "ps", "kill"}
 )
+WHILE_RUNNING = frozenset({"help", "ps", "kill"})
+"""The commands that work while the agent works: they change nothing of the run."""
+
+
+def process_state(process: Mapping[str, Any]) -> str:
+    """A background process's state in a few words: "running", "exited with code 1",
+    "killed (SIGTERM)", "ended with the server"."""
+    state = process["state"]
+    if state == "running":
+        return "running"
+    if state == "ended":
+        return "ended with the server"
+    how = "killed" if state == "killed" else "exited"
+    if process.get("signal"):
+        return f"{how} ({process['signal']})"
+    return f"{how} with code {process.get('exitCode')}"
 
 
 class SlashCommands:
@@ -59,7 +77,7 @@ class SlashCommands:
         name, _, argument = text.removeprefix("/").partition(" ")
         if not text.startswith("/") or name not in HANDLED_HERE:
             return False
-        if running and name != "help":
+        if running and name not in WHILE_RUNNING:
             self.renderer.error(f"/{name}: wait for the run to end (or Ctrl-C to abort it)")
             return True
         if name == "continue" and not argument.strip():
@@ -167,6 +185,28 @@ class SlashCommands:
     def _report_server(self, server: Mapping[str, Any]) -> None:
         why = f" ({server['error']})" if server.get("error") else ""
         self.renderer.notice(f"MCP server {server['name']}: {server['status']}{why}")
+
+    async def _ps(self, _argument: str) -> None:
+        processes = (await self.connection.call("process/list"))["processes"]
+        if not processes:
+            self.renderer.notice("no background processes in this session")
+        for process in processes:
+            pid = f"pid {process['pid']}" if process.get("pid") else ""
+            self.renderer.notice(f"  {process['id']:>3}  {process_state(process):<22} "
+                                 f"{pid:<11} {process['command']}")
+
+    async def _kill(self, argument: str) -> None:
+        if not argument.isdigit():
+            self.renderer.error("/kill N: N is a process's number (see /ps)")
+            return
+        was = next((p for p in (await self.connection.call("process/list"))["processes"]
+                    if p["id"] == int(argument)), None)
+        process = (await self.connection.call("process/kill",
+                                              {"processId": int(argument)}))["process"]
+        if was is not None and was["state"] != "running":
+            self.renderer.notice(f"process {argument} had ended: {process_state(process)}")
+        else:
+            self.renderer.notice(f"process {argument} {process_state(process)}")
 
     async def _new(self, _argument: str) -> None:
         created = await self._switch("session/new", {"cwd": self.cwd})

@@ -41,6 +41,11 @@ from tiller.protocol.models import (
     McpServerResult,
     ModelsListResult,
     NoParams,
+    ProcessListResult,
+    ProcessOutputParams,
+    ProcessOutputResult,
+    ProcessParams,
+    ProcessResult,
     PromptParams,
     QueueParams,
     QueueResult,
@@ -102,6 +107,9 @@ METHODS: dict[str, Row] = {
     "mcp/list": Row(SessionParams, McpListResult),
     "mcp/login": Row(McpLoginParams, McpServerResult),
     "mcp/logout": Row(McpLoginParams, McpServerResult),
+    "process/list": Row(SessionParams, ProcessListResult),
+    "process/output": Row(ProcessOutputParams, ProcessOutputResult),
+    "process/kill": Row(ProcessParams, ProcessResult),
 }
 """Client-to-server requests."""
 

@@ -21,6 +21,7 @@ from tiller.types import (
     Message,
     PathText,
     PlanItem,
+    ProcessInfo,
     RunStopReason,
     Usage,
     UserContent,
@@ -51,6 +52,11 @@ __all__ = [
     "ModelEntry",
     "ModelsListResult",
     "NoParams",
+    "ProcessListResult",
+    "ProcessOutputParams",
+    "ProcessOutputResult",
+    "ProcessParams",
+    "ProcessResult",
     "PromptParams",
     "ProviderEntry",
     "QueueParams",
@@ -233,6 +239,7 @@ class GetStateResult(WireModel):
     parent_tool_call_id: str | None = Field(
         default=None, description="a subagent's session: the parent's task call")
     agent: str | None = Field(default=None, description="a subagent's session: its agent")
+    processes: list[ProcessInfo] = Field(default_factory=list)
 
 
 class McpListResult(WireModel):
@@ -453,6 +460,32 @@ class SetPermissionModeParams(SessionParams):
 
 class SetPermissionModeResult(WireModel):
     mode: PermissionMode
+
+
+# process/list, process/output, process/kill ----------------------------------------------------
+
+
+class ProcessListResult(WireModel):
+    processes: list[ProcessInfo]
+
+
+class ProcessParams(SessionParams):
+    process_id: int = Field(description="a background process's id (agent/getState's processes)")
+
+
+class ProcessOutputParams(ProcessParams):
+    lines: int | None = Field(default=None, ge=1,
+                              description="only the last lines of what is held")
+
+
+class ProcessOutputResult(WireModel):
+    process: ProcessInfo
+    output: str = Field(description="the output held (the last OUTPUT_LIMIT bytes), or its "
+                        "last lines")
+
+
+class ProcessResult(WireModel):
+    process: ProcessInfo
 
 
 # shared by several methods ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ METHODS = (
     "agent/continue", "agent/steer", "agent/followUp", "agent/abort", "agent/getState",
     "agent/getMessages", "agent/setQueueModes", "agent/compact", "agent/setPermissionMode",
     "models/list", "agent/setModel", "agent/setThinkingLevel", "commands/list", "agents/list",
-    "mcp/list", "mcp/login", "mcp/logout",
+    "mcp/list", "mcp/login", "mcp/logout", "process/list", "process/output", "process/kill",
 )
 """Client-to-server requests ("Methods (client → server)")."""
 
@@ -47,6 +47,7 @@ EVENT_TYPES = (
     "agent_end", "retry_scheduled", "retry_end", "compaction_start", "compaction_end",
     "checkpoint", "agent_settled", "commands_changed", "mcp_status", "plan", "notice",
     "hook_start", "hook_end",
+    "process_start", "process_output", "process_exit",
 )
 """Every ``agent/event`` type, in the order of ``tiller.types.AgentEvent``'s members (a test
 keeps the two equal; protocol.md documents each)."""

@@ -41,6 +41,7 @@ from tiller.errors import (
     RunFailedError,
     SessionLogError,
     UnknownEntryError,
+    UnknownProcessError,
     UnknownSessionError,
 )
 from tiller.protocol.methods import METHODS, NOTIFICATIONS, SERVER_NOTIFICATIONS, SERVER_REQUESTS
@@ -55,6 +56,7 @@ TILLER_ERRORS: tuple[type[RequestError], ...] = (
     AgentBusyError, NoActiveRunError, CannotContinueError, UnknownSessionError,
     ProviderNotConfiguredError, UnknownEntryError, SessionLogError, CheckpointsOffError,
     CommandFailedError, ResourceLimitError, RunFailedError, PromptBlockedError,
+    UnknownProcessError,
 )
 """Every code a response's ``error`` may carry (protocol.md, "Errors")."""
 

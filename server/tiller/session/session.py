@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -35,7 +35,7 @@ from tiller.context.project import ContextFile, ProjectContext
 from tiller.diagnostics.commands import CommandDiagnostics
 from tiller.diagnostics.editor import EditorDiagnostics
 from tiller.diagnostics.watch import DiagnosticsWatch
-from tiller.errors import AgentBusyError, ConfigError, ToolError
+from tiller.errors import AgentBusyError, ConfigError, ToolError, UnknownProcessError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
@@ -71,6 +71,7 @@ from tiller.session.subagents import Children, SessionSubagents, TaskLink, TaskS
 from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
+from tiller.tools.background import BackgroundProcess, ProcessTable
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.builtin import default_tools
 from tiller.tools.task import TaskTool
@@ -82,6 +83,7 @@ from tiller.types import (
     McpServerState,
     Message,
     PlanItem,
+    ProcessInfo,
     RunResult,
     TextContent,
     ToolCall,
@@ -163,6 +165,8 @@ class SessionState:
     """What the user should be told about the model before prompting (``Session.notice``)."""
     task: TaskLink | None = None
     """A child session's link to its parent (tiller.session.subagents)."""
+    background_processes: list[ProcessInfo] = field(default_factory=list)
+    """The background processes (tiller.tools.background), oldest first."""
 
 
 @dataclass(frozen=True)
@@ -247,8 +251,10 @@ class Session:
         """What the session's commands started; killed when the session closes."""
         self.sandbox = self._command_sandbox(sandbox or config.sandbox)
         """Where the session's commands run (tiller.sandbox.command)."""
+        self.background = ProcessTable(self.processes, self.publish)
+        """The commands run in the background (tiller.tools.background); killed at close."""
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
-                              sandbox=self.sandbox)
+                              sandbox=self.sandbox, background=self.background)
         self._builtin_tools = frozenset(tool.name for tool in tools)
         tools, withheld = self._task_tools(tools, children)
         host = McpHost(cwd=cwd, scope=self.processes,
@@ -285,6 +291,7 @@ class Session:
             after_tool_call=self._after_tool_call,
             run_hooks=self.hooks,
             cache_key=session_id,
+            notices=self.background,
         )
         self.agent = Agent(
             settings, providers(config, provider, model), self.publish,
@@ -674,7 +681,36 @@ class Session:
             checkpoints_reason=self.checkpoints.reason, plan_items=list(self.plan.items),
             sandbox=self.sandbox.settings, sandbox_use=self.sandbox.plan(),
             notice=self.notice, task=self.task_link,
+            background_processes=self.background.infos(),
         )
+
+    # ------------------------------------------------------------------ background processes
+
+    def process_infos(self) -> list[ProcessInfo]:
+        """The session's background processes, oldest first (``process/list``)."""
+        return self.background.infos()
+
+    def _process(self, process_id: int) -> BackgroundProcess:
+        process = self.background.get(process_id)
+        if process is None:
+            known = ", ".join(str(p.id) for p in self.background) or "none"
+            raise UnknownProcessError(f"the session has no background process {process_id} "
+                                      f"(it has: {known})")
+        return process
+
+    def process_output(self, process_id: int, lines: int | None = None) -> tuple[ProcessInfo, str]:
+        """A background process and the output it holds (its last ``lines`` lines);
+        UnknownProcessError for an id the session does not have. The model's reading is not
+        moved."""
+        process = self._process(process_id)
+        return process.info(), process.held_text(lines)
+
+    async def kill_process(self, process_id: int) -> ProcessInfo:
+        """End a background process for the user (SIGTERM, then SIGKILL): the model is told
+        at its next poll point. Returns it as it is then (one that had ended: unchanged)."""
+        process = self._process(process_id)
+        await process.kill("user")
+        return process.info()
 
     # ------------------------------------------------------------------ what methods change
 
@@ -820,6 +856,7 @@ class Session:
         self.plan.restore(state.messages)
         self.entry_ids.extend(state.entry_ids)
         self.recorder.shown.update(state.shown)
+        self.background.restore(state.processes)
         agent.steering_queue.extend(state.steering)
         agent.follow_up_queue.extend(state.follow_ups)
         if state.thinking in THINKING_LEVELS:
@@ -827,9 +864,10 @@ class Session:
 
     async def close(self, grace: float | None = None) -> None:
         """Stop the run (if any) and wait for it to wind down, at most ``grace`` seconds (None:
-        as long as it takes); then stop the MCP servers, kill the processes its commands left
-        running (``ProcessScope.kill``), close the log and the provider. Once: a second call
-        does nothing."""
+        as long as it takes); then stop the MCP servers, kill the background processes (their
+        ends recorded as ``ended``) and the processes its commands left running
+        (``ProcessScope.kill``), close the log and the provider. Once: a second call does
+        nothing."""
         if self._closed:
             return
         self._closed = True
@@ -840,6 +878,7 @@ class Session:
         await self.mcp.close()
         for task in list(self._background):
             task.cancel()
+        await self.background.close()
         await self.processes.kill()
         self.log.close()
         await self.agent.aclose()

@@ -73,6 +73,8 @@ ENTRY_TYPES = (
     "checkpoint",  # {tree, notCovered}: the workspace before a turn's mutating calls
     "checkpoint_end",  # {checkpointId, tree, files, notCovered}: after a mutating call
     "revert",  # {entryId, restored}: session/revert put these files back
+    "process_start",  # {sessionId, process}: a background process started (a ProcessInfo)
+    "process_end",  # {sessionId, process}: it ended (a ProcessInfo)
 )
 
 
@@ -335,8 +337,9 @@ class Outline:
     model settings, the tool calls a crash left without a result (call block, whether it had
     started), whether a run was left open, the ``usage`` of every assistant message (and tool
     result: a subagent's) of the branch with its entry (those a compaction dropped too: the
-    session's spending), and how each tool call was shown when it started (``shown``: by its
-    assistant message's entry and the call's id, ``{title, kind, path?}``)."""
+    session's spending), how each tool call was shown when it started (``shown``: by its
+    assistant message's entry and the call's id, ``{title, kind, path?}``), and its background
+    processes (``processes``)."""
 
     messages: list[JSON] = field(default_factory=list)
     entry_ids: list[str] = field(default_factory=list)
@@ -349,6 +352,9 @@ class Outline:
     title: str | None = None
     spent: list[tuple[str, JSON]] = field(default_factory=list)
     shown: dict[tuple[str, str], JSON] = field(default_factory=dict)
+    processes: dict[int, JSON] = field(default_factory=dict)
+    """The session's background processes by id, as last recorded (``ProcessInfo`` as saved;
+    a fork does not inherit its source's)."""
 
     def pending(self, queue: str) -> int:
         """How many queued messages of ``queue`` ("steering" or "followUp") wait."""
@@ -375,6 +381,11 @@ def outline(file: SessionFile, leaf_id: str | None = None) -> Outline:
     started: set[str] = set()
     for entry in file.branch(leaf_id):
         try:
+            if entry.type in ("process_start", "process_end"):
+                if entry.data.get("sessionId") == file.id:
+                    process = entry.data["process"]
+                    found.processes[int(process["id"])] = process
+                continue
             kept = _outline_entry(found, entry, kept, queued, started)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise corrupt(file, entry, exc) from None

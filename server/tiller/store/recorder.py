@@ -19,6 +19,8 @@ from tiller.types import (
     AssistantMessage,
     CompactionEnd,
     MessageEnd,
+    ProcessExit,
+    ProcessStart,
     ToolExecutionEnd,
     ToolExecutionStart,
     UserMessage,
@@ -79,6 +81,9 @@ class LogRecorder:
             self.append("compaction", summary=event.summary,
                         firstKeptEntryId=first_kept, tokensBefore=event.tokens_before)
             self.entry_ids[:removed] = [""]
+        elif isinstance(event, ProcessStart | ProcessExit):
+            self.append("process_start" if isinstance(event, ProcessStart) else "process_end",
+                        sessionId=self.session_id, process=event.process.dump())
         elif isinstance(event, AgentStart):
             self.append("run_start")
         elif isinstance(event, AgentEnd):

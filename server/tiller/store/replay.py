@@ -35,6 +35,8 @@ class Replay:
     thinking: str | None = None
     usage: Usage = field(default_factory=Usage)
     shown: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    processes: list[dict[str, Any]] = field(default_factory=list)
+    """The background processes the log recorded (``ProcessInfo`` as saved), oldest first."""
 
 
 def replay(file: SessionFile, leaf_id: str | None = None) -> Replay:
@@ -50,7 +52,8 @@ def validated(file: SessionFile, found: Outline) -> Replay:
     def refused(entry_id: str, exc: ValueError) -> SessionLogError:
         return corrupt(file, next(e for e in file.entries if e.id == entry_id), exc)
 
-    state = Replay(entry_ids=found.entry_ids, thinking=found.thinking, shown=found.shown)
+    state = Replay(entry_ids=found.entry_ids, thinking=found.thinking, shown=found.shown,
+                   processes=[found.processes[key] for key in sorted(found.processes)])
     for entry_id, message in zip(found.entry_ids, found.messages, strict=True):
         try:
             state.messages.append(_MESSAGE.validate_python(message))

@@ -71,9 +71,10 @@ class ToolInfo:
     ``path_default`` the path when that argument is absent (``ls``'s "."). ``command_arg``: the
     argument holding a shell command line (the gate judges each simple command of it; it is the
     call's title). ``title``: a ``str.format`` template for showing a call, its fields the call's
-    string arguments ("" when absent) with ``{path}`` the path or its default ("." without
-    one); empty: the tool's name. ``hook_name``: the name Claude Code's hooks know the same
-    tool by (``Bash``, ``Edit``...): a hook's matcher matches either name (tiller.hooks).
+    string and integer arguments ("" when absent) with ``{path}`` the path or its default
+    ("." without one); empty: the tool's name. ``hook_name``: the name Claude Code's hooks
+    know the same tool by (``Bash``, ``Edit``...): a hook's matcher matches either name
+    (tiller.hooks).
     ``delegates``: a call does its work through tool calls that are judged one by one where
     they run (a subagent's, in its own session), so the call itself needs no permission; it may
     still change files through them (``mutates``).
@@ -111,7 +112,8 @@ class ToolInfo:
         """The call shown by ``title`` (the tool's name when it has none)."""
         if not self.title:
             return name
-        fields = _BlankFields({k: v for k, v in args.items() if isinstance(v, str)})
+        fields = _BlankFields({k: str(v) for k, v in args.items() if isinstance(v, str)
+                               or isinstance(v, int) and not isinstance(v, bool)})
         if self.path_arg is not None:
             fields["path"] = fields.get(self.path_arg) or self.path_default or "."
         return self.title.format_map(fields)

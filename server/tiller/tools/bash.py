@@ -19,6 +19,13 @@ Processes left running belong to the tool's ``ProcessScope`` (``tiller.procs``):
 environment carries the scope's tag, its group is recorded, and they are killed when the
 session closes or the server shuts down.
 
+Background (``background: true``): the command starts in the session's ``ProcessTable``
+(``tiller.tools.background``), as judged and sandboxed as any command (never in the editor's
+terminal: its output must stay readable), with ``PYTHONUNBUFFERED=1`` (so a Python server's
+lines show as they are printed), and the call returns after ``START_WINDOW`` seconds, or as
+soon as the command ends, with its id and the output so far. A command that has already
+failed is an error result; one still running is the process's to report later.
+
 Sandbox. With a ``CommandSandbox`` (``tiller.sandbox.command``) the command runs as the
 permission gate judged it would (``ToolContext.sandbox``, else the sandbox's own plan): in
 bubblewrap (the same shell inside ``bwrap``; its processes end with it), or unsandboxed when
@@ -51,6 +58,7 @@ from tiller.procs import ProcessScope, reap_orphans
 from tiller.sandbox.command import CommandSandbox
 from tiller.sandbox.probe import shell as _shell
 from tiller.sandbox.use import SandboxUse, failure_note
+from tiller.tools.background import START_WINDOW, ProcessTable, describe_end
 from tiller.tools.base import Terminal, Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.bash_terminal import run_in_terminal
 from tiller.tools.truncate import (
@@ -91,11 +99,21 @@ class BashParams(BaseModel):
         default=None, description="Why the command needs what escalate asks for (shown to the "
         "user)",
     )
+    background: bool = Field(
+        default=False,
+        description="Run it in the background: for servers, watchers and anything that keeps "
+        "running (npm run dev, python -m http.server). The call returns at once with a "
+        "process id and the first output; read more with process_output, stop it with "
+        "process_kill; you are told when it exits. No timeout.",
+    )
 
     @model_validator(mode="after")
     def _reason_with_escalate(self) -> BashParams:
         if self.escalate is not None and not (self.reason or "").strip():
             raise ValueError("escalate needs a reason: say why the command needs it")
+        if self.background and self.timeout is not None:
+            raise ValueError("a background command has no timeout: it runs until it exits or "
+                             "process_kill stops it")
         return self
 
 
@@ -278,10 +296,15 @@ def command_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 SANDBOXED = (
     " Commands run in a sandbox: {where}, the rest of the disk is read-only, secrets folders "
-    "are hidden, {network}, and every process a command starts ends with it. Only if a "
-    "command cannot work so (installing packages, fetching, writing outside the workspace, a "
-    "server that must keep running), run it again with escalate \"network\" or "
+    "are hidden, {network}, and every process a command starts ends with it (a background "
+    "command's when it ends). Only if a command cannot work so (installing packages, "
+    "fetching, writing outside the workspace), run it again with escalate \"network\" or "
     "\"unsandboxed\" and a reason{asked}."
+)
+SANDBOXED_APART = (
+    " Without the network each command has a network of its own: a server started in the "
+    "background is reachable only from commands that have the network too (escalate "
+    "\"network\" for both)."
 )
 
 
@@ -292,24 +315,27 @@ class BashTool(Tool[BashParams]):
         "Run a bash command in the working directory; stdout and stderr are merged. Output is "
         f"truncated to the last {DEFAULT_MAX_LINES} lines or {DEFAULT_MAX_BYTES // 1024}KB "
         "(the full output is saved to a temp file, named in the result). Optional timeout in "
-        "seconds. A nonzero exit code is an error. Background processes that keep the output "
-        "open are killed shortly after the command exits: redirect their output "
-        "(cmd > log 2>&1 &) to keep them running."
+        "seconds. A nonzero exit code is an error. Processes a command leaves behind that keep "
+        "the output open are killed shortly after it exits. For a server, a watcher or "
+        "anything that must keep running, set background: true instead of using &."
     )
     Params = BashParams
     sequential = False
 
     def __init__(
         self, *, sanitize_env: bool = True, processes: ProcessScope | None = None,
-        sandbox: CommandSandbox | None = None,
+        sandbox: CommandSandbox | None = None, background: ProcessTable | None = None,
     ) -> None:
         """``sanitize_env`` drops secrets (API keys, tokens, passwords) from the environment
         the command sees, so the model cannot read them with ``env``. ``processes`` (a new
         scope when None) is where the commands' processes are recorded. ``sandbox``: the
-        session's command sandbox (None: commands run unsandboxed, and say nothing of it)."""
+        session's command sandbox (None: commands run unsandboxed, and say nothing of it).
+        ``background``: the session's background processes (a new table on ``processes``
+        when None)."""
         self.sanitize_env = sanitize_env
         self.processes = processes or ProcessScope()
         self.sandbox = sandbox
+        self.background = background or ProcessTable(self.processes)
 
     def model_description(self) -> str:
         """The description, with what the sandbox lets a command do when commands run in it."""
@@ -323,7 +349,9 @@ class BashTool(Tool[BashParams]):
         network = "there is network access" if use.network else "there is no network"
         asked = " (the user may be asked to allow it)" if self.sandbox.may_escalate() else (
             " (this session refuses that: work within the sandbox)")
-        return self.description + SANDBOXED.format(where=where, network=network, asked=asked)
+        apart = "" if use.network else SANDBOXED_APART
+        return self.description + SANDBOXED.format(where=where, network=network,
+                                                   asked=asked) + apart
 
     def _use(self, params: BashParams, ctx: ToolContext) -> SandboxUse | None:
         """How this call runs: as the gate judged it, else as the sandbox plans it now."""
@@ -343,25 +371,21 @@ class BashTool(Tool[BashParams]):
         use = self._use(params, ctx)
         if use is not None and use.refused:
             raise ToolError(f"Command not run: {use.refused}", details={"sandbox": use.wire()})
+        if params.background:
+            return await self._start_background(params, ctx, use)
         if ctx.terminal is not None and (use is None or not use.sandboxed):
             return await self._in_terminal(ctx.terminal, params, ctx, use)
         shown = {"sandbox": use.wire()} if use is not None else {}
         update = ctx.update
         output = _Output((lambda partial: update({**partial, **shown})) if shown else update)
-        env = command_env(os.environ) if self.sanitize_env else dict(os.environ)
-        argv = [_shell(), "-c", params.command]
-        if use is not None and use.sandboxed:
-            if self.sandbox is None:
-                raise ToolError("Command not run: it was judged to run in a sandbox this tool "
-                                "does not have")
-            argv = self.sandbox.wrap(argv, ctx.cwd, use, env)
+        argv, env = self._command(params, ctx, use)
         if shown:
             update({"output": "", **shown})
         try:
             with self.processes.spawning() as started:
                 process = await anyio.open_process(
                     argv,
-                    env=self.processes.environ(env),
+                    env=env,
                     cwd=ctx.cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
@@ -404,6 +428,62 @@ class BashTool(Tool[BashParams]):
         if exit_code != 0 and use is not None and self.sandbox is not None:
             note = failure_note(text, use, self.sandbox.may_escalate())
         return self._result(text, exit_code, killed_background, details, note)
+
+    def _command(
+        self, params: BashParams, ctx: ToolContext, use: SandboxUse | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv that runs the command as ``use`` says (in bubblewrap when sandboxed) and
+        its environment (secrets dropped unless told otherwise, the scope's tag added)."""
+        env = command_env(os.environ) if self.sanitize_env else dict(os.environ)
+        if params.background:
+            env["PYTHONUNBUFFERED"] = "1"
+        argv = [_shell(), "-c", params.command]
+        if use is not None and use.sandboxed:
+            if self.sandbox is None:
+                raise ToolError("Command not run: it was judged to run in a sandbox this tool "
+                                "does not have")
+            argv = self.sandbox.wrap(argv, ctx.cwd, use, env)
+        return argv, self.processes.environ(env)
+
+    async def _start_background(
+        self, params: BashParams, ctx: ToolContext, use: SandboxUse | None
+    ) -> ToolResult:
+        """Start the command in the background; return after ``START_WINDOW`` seconds or its
+        end, with its id and first output (an error result if it has failed already)."""
+        argv, env = self._command(params, ctx, use)
+        process = await self.background.start(argv, env=env, cwd=ctx.cwd,
+                                              command=params.command,
+                                              tool_call_id=ctx.tool_call_id)
+        with anyio.move_on_after(START_WINDOW):
+            await process.ended.wait()
+        text, _ = process.read_new()
+        info = process.info()
+        details: dict[str, Any] = {"process": info.dump()}
+        if use is not None:
+            details["sandbox"] = use.wire()
+        cut = truncate_tail(text)
+        shown = cut.content if not cut.truncated else with_note(
+            cut.content, "[Showing the end of its output]")
+        if process.running:
+            head = (f"Started background process {info.id} (pid {info.pid}); its output in "
+                    f"the first {START_WINDOW:g} s:" if text else
+                    f"Started background process {info.id} (pid {info.pid}); no output in "
+                    f"the first {START_WINDOW:g} s.")
+            body = f"{head}\n{shown}" if text else head
+            return ToolResult.text(with_note(
+                body, f"[process_output {info.id} reads what it writes next, process_kill "
+                      f"{info.id} stops it; you are told when it exits]"), details=details)
+        process.told = True
+        process.notice_due = False
+        body = f"Background process {info.id} {describe_end(info)} at once"
+        body += f"; its output:\n{shown}" if text else " without output."
+        failed = info.state != "exited" or info.exit_code != 0
+        if failed:
+            note = None
+            if use is not None and self.sandbox is not None:
+                note = failure_note(text, use, self.sandbox.may_escalate())
+            raise ToolError(with_note(body, note) if note else body, details=details)
+        return ToolResult.text(body, details=details)
 
     @staticmethod
     async def _in_terminal(

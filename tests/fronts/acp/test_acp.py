@@ -3,6 +3,7 @@ against the loopback OpenAI fake. Plus the pure diff rebuilding of ``tiller.fron
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from pathlib import Path
@@ -26,6 +27,9 @@ from tiller.tools.builtin import default_tools
 from tiller.tools.files import unified_diff
 from tiller.types import (
     MessageUpdate,
+    ProcessExit,
+    ProcessInfo,
+    ProcessOutput,
     TextContent,
     ToolExecutionEnd,
     ToolExecutionStart,
@@ -83,6 +87,42 @@ async def test_a_prompt_with_a_tool_call_streams_its_updates(
     assert final["status"] == "completed" and "hello" in final["content"][0]["content"]["text"]
     assert "hello" in tool_messages(fake_openai, 1)[0]
     assert len(recorder.updates) == len(recorder.session_updates())  # all valid for the SDK
+
+
+@pytest.mark.process
+async def test_a_background_command_is_one_tool_call_until_its_process_exits(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    os.mkfifo(tmp_path / "go")
+    command = "echo serving; read line < go; echo bye; exit 2"
+    fake_openai.enqueue(
+        tool_call_reply([("bg1", "bash", {"command": command, "background": True})]),
+        text_reply("It runs."),
+    )
+    recorder = Recorder()
+    async with spawn_acp(recorder, fake_openai, tmp_path, *UNSANDBOXED) as conn:
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd=str(tmp_path), mcp_servers=[])
+        result = await conn.prompt(session_id=session.session_id,
+                                   prompt=[text_block("start it")])
+        after_turn = recorder.labels()
+        await anyio.to_thread.run_sync((tmp_path / "go").write_text, "go\n")
+
+        def final(message: Message) -> bool:
+            update = (message.get("params") or {}).get("update") or {}
+            return update.get("toolCallId") == "bg1" and update.get("status") == "failed"
+
+        await recorder.wait_for(final)
+
+    assert result.stop_reason == "end_turn"
+    assert after_turn == ["tool_call:pending", "request_permission", "tool_call_update:in_progress",
+                          "agent_message_chunk"]  # the call stays open past the turn
+    end = recorder.final("bg1")
+    text = end["content"][0]["content"]["text"]
+    assert text.startswith("Started background process 1 (pid ")
+    assert "serving" in text and text.endswith("bye\n```\n\nProcess 1 exited (code 2).")
+    assert end["rawOutput"]["exitCode"] == 2 and end["rawOutput"]["toolCallId"] == "bg1"
+    assert "Started background process 1" in tool_messages(fake_openai, 1)[0]
 
 
 @pytest.mark.process
@@ -370,3 +410,29 @@ def test_the_mapper_reads_typed_events_and_keeps_raw_output_as_sent(tmp_path: Pa
                                              result=result, is_error=False))
     assert end["status"] == "completed" and end["rawOutput"] == {"lines": [1, 2]}
     assert mapper.replay([result]) == [end]
+
+
+def test_only_the_starting_call_of_a_background_process_stays_open(tmp_path: Path) -> None:
+    mapper = UpdateMapper(tmp_path, default_tools())
+    running = ProcessInfo(id=1, command="serve", state="running", pid=9, tool_call_id="s1",
+                          started_at=1)
+
+    def end(call_id: str, tool: str) -> list[Message]:
+        result = ToolResultMessage(tool_call_id=call_id, tool_name=tool,
+                                   content=[TextContent(text="Started")],
+                                   details={"process": running.dump()})
+        return mapper.on_event(ToolExecutionEnd(tool_call_id=call_id, tool_name=tool,
+                                                result=result, is_error=False))
+
+    assert end("s1", "bash")[0]["status"] == "in_progress"
+    assert end("o1", "process_output")[0]["status"] == "completed"  # names it, did not start it
+    [update] = mapper.on_event(ProcessOutput(process_id=1, data="line\n" * 5000))
+    shown = update["content"][0]["content"]["text"]
+    assert update["toolCallId"] == "s1" and "status" not in update
+    assert shown.startswith("Started\n\n```\n…line\n") and len(shown) < 16500
+    assert mapper.on_event(ProcessOutput(process_id=2, data="not ours")) == []
+    [last] = mapper.on_event(ProcessExit(process=running.model_copy(
+        update={"state": "killed", "signal": "SIGTERM"})))
+    assert last["status"] == "failed" and last["content"][0]["content"]["text"].endswith(
+        "Process 1 was killed (signal SIGTERM).")
+    assert mapper.on_event(ProcessExit(process=running)) == []  # closed once

@@ -88,6 +88,8 @@ client.add_listener(status.handle_event)
 client.add_listener(chat.handle_event)
 local changes = require('tiller.changes')
 client.add_listener(changes.handle_event)
+local processes = require('tiller.processes')
+client.add_listener(processes.handle_event)
 client.on_exit(chat.server_exited)
 client.on_exit(function()
   status.server_state(false)
@@ -482,6 +484,25 @@ end
 function M.undo(on_done)
   with_session(function(id)
     changes.undo(id, on_done)
+  end)
+end
+
+--- :TillerProcesses - the session's background processes: pick one, then its output or Kill.
+function M.processes(on_done)
+  with_session(function(id)
+    processes.pick(id, on_done)
+  end)
+end
+
+--- :TillerKill N - kill background process N (SIGTERM, then SIGKILL); the agent is told.
+function M.kill(process_id, on_done)
+  local number = tonumber(process_id)
+  if not number then
+    notify(':TillerKill N: N is a process number (see :TillerProcesses)', vim.log.levels.ERROR)
+    return
+  end
+  with_session(function(id)
+    processes.kill(id, number, on_done)
   end)
 end
 

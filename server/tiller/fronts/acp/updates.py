@@ -28,7 +28,19 @@ Tiller event                           ACP ``sessionUpdate``
 ``message_end`` of an assistant msg    ``usage_update`` (tiller.fronts.acp.sessions); a failed
                                        call's ``errorMessage`` as an ``agent_message_chunk`` first
 ``plan`` (a ``todo`` call)              ``plan``: every step, priority ``medium``
+``tool_execution_end`` of a background  ``tool_call_update`` ``in_progress`` + the start's text:
+command still running                  the call stays open while the process runs
+``process_output``                     ``tool_call_update`` of its call: the start's text and
+                                       the output since (its last ``ACP_OUTPUT_CHARS``), fenced
+``process_exit``                       ``tool_call_update`` ``completed`` (exit code 0) or
+                                       ``failed``, the output and how it ended; ``rawOutput``
+                                       the process
 =====================================  ======================================================
+
+A background command (``bash`` with ``background: true``, tiller.tools.background) is thus one
+ACP tool call from its start to its exit, though the model got its result at once: ACP has
+nothing else a client would show a process with. Its output is not run in the client's
+terminal (Tiller must read it), so it shows as text.
 """
 
 from __future__ import annotations
@@ -57,6 +69,9 @@ from tiller.types import (
     Notice,
     PlanChanged,
     PlanItem,
+    ProcessExit,
+    ProcessInfo,
+    ProcessOutput,
     RetryScheduled,
     TextContent,
     ThinkingContent,
@@ -70,6 +85,7 @@ from tiller.types import (
 )
 
 __all__ = [
+    "ACP_OUTPUT_CHARS",
     "STOP_REASONS",
     "UpdateMapper",
     "acp_stop_reason",
@@ -92,6 +108,41 @@ STOP_REASONS: dict[str, str] = {
 }
 """Tiller's run stop reasons as ACP stop reasons; ``error`` has none (tiller.fronts.acp answers the
 prompt with a JSON-RPC error instead)."""
+
+ACP_OUTPUT_CHARS = 16384
+"""Characters of a background process's output its ACP tool call shows (the newest)."""
+
+
+@dataclass
+class _Shown:
+    """A background process shown as its starting call: the call, its start's text, the
+    output since (the newest ``ACP_OUTPUT_CHARS``)."""
+
+    tool_call_id: str
+    started: str
+    output: str = ""
+
+    def add(self, data: str) -> None:
+        self.output += data
+        if len(self.output) > ACP_OUTPUT_CHARS:
+            cut = self.output[-ACP_OUTPUT_CHARS:]
+            self.output = "…" + cut[cut.find("\n") + 1:] if "\n" in cut else "…" + cut
+
+    def content(self, ending: str | None = None) -> list[dict[str, Any]]:
+        text = self.started if not self.output else f"{self.started}\n\n{_fenced(self.output)}"
+        if ending:
+            text += f"\n\n{ending}"
+        return [{"type": "content", "content": _text(text)}]
+
+
+def _ended(process: ProcessInfo) -> str:
+    """How a background process ended, in a line."""
+    if process.state == "ended":
+        return f"Process {process.id} ended with its session or the server."
+    how = "was killed" if process.state == "killed" else "exited"
+    end = f"signal {process.signal}" if process.signal else f"code {process.exit_code}"
+    return f"Process {process.id} {how} ({end})."
+
 
 def available_commands(commands: Sequence[CommandEntry]) -> dict[str, Any]:
     """The ``available_commands_update`` for ``commands`` (an ``input`` hint where one has an
@@ -178,6 +229,8 @@ class UpdateMapper:
     """Tool call id -> the client's terminal the call runs in (tiller.fronts.acp.terminal)."""
     cost: float = 0.0
     context_window: Callable[[], int | None] = lambda: None
+    open_processes: dict[int, _Shown] = field(default_factory=dict)
+    """Background process id -> how its still open tool call shows it."""
 
     def on_event(self, event: AgentEvent) -> list[dict[str, Any]]:
         """The ``session/update`` payloads for one event."""
@@ -207,6 +260,10 @@ class UpdateMapper:
             have = call_id in self.snapshots
             snapshot = self.snapshots.pop(call_id, None)
             update = self.tool_result(event.result, snapshot, have_snapshot=have)
+            started = _started_process(event.result)
+            if started is not None:  # a background command: open until the process ends
+                shown = self.open_processes[started] = _Shown(call_id, event.result.text)
+                update.update(status="in_progress", content=shown.content())
             if call_id in self.terminals:  # the terminal, then its output as the model got it
                 terminal = {"type": "terminal", "terminalId": self.terminals.pop(call_id)}
                 update["content"] = [terminal, *update["content"]]
@@ -222,6 +279,18 @@ class UpdateMapper:
                         *usage_update(message, self.cost, self.context_window())]
         elif isinstance(event, PlanChanged):
             return [plan_update(event.items)]
+        elif isinstance(event, ProcessOutput) and event.process_id in self.open_processes:
+            shown = self.open_processes[event.process_id]
+            shown.add(f"\n…\n{event.data}" if event.skipped else event.data)
+            return [{"sessionUpdate": "tool_call_update", "toolCallId": shown.tool_call_id,
+                     "content": shown.content()}]
+        elif isinstance(event, ProcessExit) and event.process.id in self.open_processes:
+            shown = self.open_processes.pop(event.process.id)
+            process = event.process
+            ok = process.state == "exited" and process.exit_code == 0
+            return [{"sessionUpdate": "tool_call_update", "toolCallId": shown.tool_call_id,
+                     "status": "completed" if ok else "failed",
+                     "content": shown.content(_ended(process)), "rawOutput": process.dump()}]
         elif isinstance(event, RetryScheduled):
             note = (f"Retrying the model call (attempt {event.attempt} of "
                     f"{event.max_attempts}): {event.error_message}\n")
@@ -307,6 +376,18 @@ class UpdateMapper:
                 fields = self._call_fields(block.id, block.name, block.arguments)
                 updates.append({"sessionUpdate": "tool_call", **fields, "status": "pending"})
         return updates
+
+
+def _started_process(result: ToolResultMessage) -> int | None:
+    """The id of the background process this call started, while it runs (None for any
+    other result: a ``process_output`` result names a process too, not one it started)."""
+    details = result.details
+    process = details.get("process") if isinstance(details, dict) else None
+    if result.is_error or not isinstance(process, dict) or process.get("state") != "running" \
+            or process.get("toolCallId") != result.tool_call_id:
+        return None
+    process_id = process.get("id")
+    return process_id if isinstance(process_id, int) else None
 
 
 def _is_user_text(update: dict[str, Any] | None) -> bool:

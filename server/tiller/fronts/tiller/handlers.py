@@ -43,6 +43,11 @@ from tiller.protocol.models import (
     ModelEntry,
     ModelsListResult,
     NoParams,
+    ProcessListResult,
+    ProcessOutputParams,
+    ProcessOutputResult,
+    ProcessParams,
+    ProcessResult,
     PromptParams,
     ProviderEntry,
     QueueParams,
@@ -222,6 +227,7 @@ class Methods:
             sandbox=sandbox_state(state.sandbox, state.sandbox_use),
             notice=state.notice,
             **_link_fields(state.task),
+            processes=state.background_processes,
         )
 
     async def agent_get_messages(self, params: SessionParams) -> GetMessagesResult:
@@ -310,6 +316,18 @@ class Methods:
     async def mcp_logout(self, params: McpLoginParams) -> McpServerResult:
         session = self.sessions.get(params.session_id)
         return McpServerResult(server=await session.mcp_logout(params.server))
+
+    async def process_list(self, params: SessionParams) -> ProcessListResult:
+        return ProcessListResult(processes=self.sessions.get(params.session_id).process_infos())
+
+    async def process_output(self, params: ProcessOutputParams) -> ProcessOutputResult:
+        session = self.sessions.get(params.session_id)
+        process, output = session.process_output(params.process_id, params.lines)
+        return ProcessOutputResult(process=process, output=output)
+
+    async def process_kill(self, params: ProcessParams) -> ProcessResult:
+        session = self.sessions.get(params.session_id)
+        return ProcessResult(process=await session.kill_process(params.process_id))
 
     def history(self, session: Session) -> SessionLoadResult:
         """``session/load``'s result for a live session."""
