@@ -10,6 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from support.acp_raw import raw_acp
 from support.fake_openai import FakeOpenAI, text_reply
 from support.helpers import clean_env, spawn_tiller
 from support.paths import SUPPORT
@@ -62,3 +63,24 @@ async def test_a_server_that_is_never_initialized_does_not_warm_up(
         result = await tiller.request("agent/prompt", {"message": "hi"})
     assert result["stopReason"] == "stop"
     assert WARMED.search(log.read_text()) is None
+
+
+async def test_the_acp_front_warms_up_after_initialize_too(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """ACP's ``initialize`` is followed by the same warm-up: the slow SDK import happens before
+    ``session/new`` is sent, and the first prompt then runs."""
+    log = tmp_path / "tiller.log"
+    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
+                    TILLER_TEST_SLOW_IMPORT="openai=1.5")
+    fake_openai.enqueue(text_reply("Hello."))
+    async with raw_acp(fake_openai, tmp_path, "--log-level", "DEBUG", "--log-file", str(log),
+                       env=env) as client:
+        await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        warmed = await logged(log, WARMED)
+        session = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
+        result = await client.call("session/prompt", {
+            "sessionId": session["sessionId"], "prompt": [{"type": "text", "text": "hi"}]})
+
+    assert int(warmed[1]) >= 1500
+    assert result["stopReason"] == "end_turn"

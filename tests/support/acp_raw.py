@@ -127,12 +127,15 @@ class RawAcp:
 @asynccontextmanager
 async def raw_acp(
     fake: FakeOpenAI, cwd: Path, *args: str, answer: Answer = allow_once,
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[RawAcp]:
-    """A running ``tiller --acp`` with sessions under ``cwd/.sessions``; stdin is closed on
-    exit, and the process awaited."""
+    """A running ``tiller --acp`` with sessions under ``cwd/.sessions`` (``env``: its
+    environment, ``clean_env()`` by default); stdin is closed on exit, and the process
+    awaited."""
     argv = [sys.executable, "-m", "tiller", "--acp", "--base-url", fake.url, "--cwd", str(cwd),
             "--session-dir", str(cwd / ".sessions"), *args]
-    async with await anyio.open_process(argv, env=clean_env(), cwd=cwd, stderr=None) as process:
+    async with await anyio.open_process(argv, env=env or clean_env(), cwd=cwd,
+                                        stderr=None) as process:
         client = RawAcp(process, answer)
         async with anyio.create_task_group() as group:
             group.start_soon(client._read, group)

@@ -84,6 +84,7 @@ from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertPara
 from tiller.protocol.models import QueueResult
 from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import EditorClient, Session
+from tiller.session.warm import import_ahead
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
@@ -97,6 +98,7 @@ from tiller.types import (
     WireModel,
 )
 from tiller.wire.coalesce import DEFAULT_WINDOW, Coalescer
+from tiller.wire.endpoint import SerializedResult
 from tiller.wire.jsonrpc import Front
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]
@@ -161,6 +163,7 @@ class AcpFront:
         self._chunks: dict[str, Coalescer] = {}
         """Per session: its streamed text and thought deltas, merged (``CHUNKS``)."""
         self._background: set[asyncio.Task[None]] = set()
+        self._warmed = False
         self._register()
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
@@ -351,7 +354,9 @@ class AcpFront:
         add("_tiller/changes", ChangesParams, self.changes)
         add("_tiller/revert", RevertParams, self.revert)
 
-    async def initialize(self, params: AcpInitializeParams) -> AcpInitializeResult:
+    async def initialize(self, params: AcpInitializeParams) -> SerializedResult:
+        """Take the client's capabilities; once answered, get ready for the first prompt
+        (``warm``)."""
         fs = params.client_capabilities.get("fs")
         fs = fs if isinstance(fs, dict) else {}
         asks = params.client_capabilities.get("elicitation")
@@ -367,7 +372,7 @@ class AcpFront:
         for session in self.sessions.live():
             terminal = AcpTerminal(self.front.client_request, session.id)
             session.use_terminal(terminal if self.client_terminals else None)
-        return AcpInitializeResult(
+        result = SerializedResult(AcpInitializeResult(
             protocol_version=ACP_PROTOCOL_VERSION,
             agent_capabilities={
                 "loadSession": True,
@@ -380,7 +385,23 @@ class AcpFront:
             agent_info={"name": "tiller", "title": "Tiller", "version": __version__},
             auth_methods=auth_methods(self.config),
             _meta={"steering": {"supported": True}},
-        )
+        ).model_dump_json(by_alias=True, exclude_none=True).encode())
+        result.then = self.warm
+        return result
+
+    async def warm(self) -> None:
+        """Get ready for the first prompt (as Tiller's front does after its ``initialize``):
+        the provider's SDK imported and its TLS context built in a worker thread
+        (``tiller.session.warm``), the served model learnt. Runs once; never raises."""
+        if self._warmed:
+            return
+        self._warmed = True
+        try:
+            took = await anyio.to_thread.run_sync(import_ahead, self.config)
+            await self.sessions.ready()
+            log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
+        except Exception:
+            log.debug("warming up failed; the first prompt does it", exc_info=True)
 
     async def authenticate(self, params: AcpAuthenticateParams) -> WireModel:
         """Re-read the configuration; succeed once the default provider has its key."""
