@@ -8,6 +8,7 @@ The model is the loopback OpenAI fake; its next request shows the result it read
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from acp import text_block
 from support.acp_client import Recorder, spawn_acp, start, tool_messages
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
+from support.paths import REPO
 
 pytestmark = [pytest.mark.anyio, pytest.mark.process]
 
@@ -32,8 +34,14 @@ def tool_message(request: dict[str, Any], call_id: str) -> str:
 
 
 def config(folder: Path, section: str) -> str:
+    """A config file with ``section`` as its ``[diagnostics]``. A checkout under /tmp (a CI
+    clone) holds the venv's ruff, which the sandbox's private /tmp would hide: it is bound in
+    (a user's own tools are never there, this test's are)."""
     path = folder / "config.toml"
-    path.write_text("[diagnostics]\n" + section)
+    text = "[diagnostics]\n" + section
+    if REPO.resolve().is_relative_to("/tmp"):
+        text += f"\n[sandbox]\nwritable = [{json.dumps(str(REPO.resolve()))}]\n"
+    path.write_text(text)
     return str(path)
 
 
