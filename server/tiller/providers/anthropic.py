@@ -57,7 +57,7 @@ from tiller.providers.base import (
     SdkProvider,
     StreamItem,
     retry_after_seconds,
-    tls_context,
+    warm_sdk,
 )
 from tiller.types import (
     AssistantMessage,
@@ -276,12 +276,7 @@ def _status_failure(exc: APIStatusError) -> _Failure:
 
 
 def warm() -> None:
-    """Import what a first call imports on the way (the SDK, the parts of it its client loads
-    on first use) and build the TLS context (``tiller.providers.registry.prepare_ahead``). No
-    request is made, no connection opened."""
+    """``warm_sdk`` for Anthropic's SDK and the resources a first call uses."""
     import anthropic
 
-    client = anthropic.AsyncAnthropic(
-        api_key="warm-up", base_url="http://127.0.0.1:9",
-        http_client=anthropic.DefaultAsyncHttpxClient(verify=tls_context()))
-    _ = client.messages, client.models
+    warm_sdk(anthropic.AsyncAnthropic, anthropic.DefaultAsyncHttpxClient, "messages", "models")

@@ -253,6 +253,19 @@ def tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
+def warm_sdk(client_class: Any, http_class: Any, *resources: str) -> None:
+    """Import what a first call imports on the way: a throw-away client of ``client_class``
+    (with ``http_class``, the SDK's HTTP client, on ``tls_context``) touches each of
+    ``resources`` (dotted attribute paths), which the SDK loads on first use. No request is
+    made, no connection opened (``tiller.providers.registry.prepare_ahead``)."""
+    client = client_class(api_key="warm-up", base_url="http://127.0.0.1:9",
+                          http_client=http_class(verify=tls_context()))
+    for path in resources:
+        target = client
+        for name in path.split("."):
+            target = getattr(target, name)
+
+
 def display_url(raw: str) -> str:
     """A base URL fit for an error message: no credentials, query or fragment."""
     parts = urlsplit(raw.rstrip("/"))

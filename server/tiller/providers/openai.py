@@ -40,7 +40,7 @@ from tiller.providers.base import (
     SdkProvider,
     StreamItem,
     estimated_usage,
-    tls_context,
+    warm_sdk,
 )
 from tiller.providers.openai_errors import (
     is_transient,
@@ -393,12 +393,8 @@ class OpenAIProvider(SdkProvider):
 
 
 def warm() -> None:
-    """Import what a first call imports on the way (the SDK, the parts of it its client loads
-    on first use) and build the TLS context (``tiller.providers.registry.prepare_ahead``). No
-    request is made, no connection opened."""
+    """``warm_sdk`` for OpenAI's SDK and the resources a first call uses."""
     import openai
 
-    client = openai.AsyncOpenAI(
-        api_key="warm-up", base_url="http://127.0.0.1:9",
-        http_client=openai.DefaultAsyncHttpxClient(verify=tls_context()))
-    _ = client.responses, client.chat.completions, client.models
+    warm_sdk(openai.AsyncOpenAI, openai.DefaultAsyncHttpxClient,
+             "responses", "chat.completions", "models")
