@@ -7,7 +7,6 @@ Processes are started by the real ``bash`` tool, scripted through the loopback O
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -15,7 +14,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,14 @@ import pytest
 from support.fake_anthropic import FakeAnthropic, tool_use_reply
 from support.fake_anthropic import text_reply as anthropic_text
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import UNSANDBOXED, clean_env, process_gone, spawn_tiller
+from support.helpers import (
+    UNSANDBOXED,
+    clean_env,
+    killed_afterwards,
+    process_gone,
+    spawn_tiller,
+    still_running,
+)
 from support.unprivileged import as_nobody, open_workspace, python_as_nobody
 from tiller import procs
 from tiller.client import TillerClient
@@ -45,27 +50,6 @@ def printed_pids(events: list[dict[str, Any]], call_id: str) -> list[int]:
                if e["type"] == "tool_execution_end" and e["toolCallId"] == call_id)
     assert end["isError"] is False, end
     return [int(n) for n in re.findall(r"pid=(\d+)", json.dumps(end["result"]))]
-
-
-async def still_running(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """The pids of ``pids`` still running after at most ``timeout`` seconds of polling."""
-    with anyio.move_on_after(timeout):
-        # No event to await: another process's end (not our child's) shows only in /proc.
-        while not all(process_gone(pid) for pid in pids):  # noqa: ASYNC110
-            await anyio.sleep(0.02)
-    return [pid for pid in pids if not process_gone(pid)]
-
-
-@contextlib.contextmanager
-def killed_afterwards(pids: list[int]) -> Iterator[list[int]]:
-    """Yield a list to put pids in; whatever still runs of them at the end is SIGKILLed, so a
-    failing test leaves no sleeper behind."""
-    try:
-        yield pids
-    finally:
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
 
 
 async def start_daemons(tiller: TillerClient, call_id: str, session_id: str | None = None) -> \
@@ -91,7 +75,7 @@ async def test_shutdown_kills_daemons_left_by_a_finished_call(
     fake_openai: FakeOpenAI, tmp_path: Path, ending: str
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_daemons"))
-    with killed_afterwards([]) as pids:
+    with killed_afterwards() as pids:
         async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             pids += await start_daemons(tiller, "call_daemons")
             if ending == "eof":
@@ -110,7 +94,7 @@ async def test_session_close_kills_that_sessions_processes_only(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake_openai.enqueue(*daemon_script("call_a"), *daemon_script("call_b"))
-    with killed_afterwards([]) as pids:
+    with killed_afterwards() as pids:
         async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             session_a = (await tiller.request("session/new"))["sessionId"]
             session_b = (await tiller.request("session/new"))["sessionId"]
@@ -145,7 +129,7 @@ async def test_an_exited_orphan_is_the_servers_and_is_reaped(
         tool_call_reply([("call_next", "bash", {"command": "true"})]),
         text_reply("next"),
     )
-    with killed_afterwards([]) as pids:
+    with killed_afterwards() as pids:
         async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
             await tiller.request("agent/prompt", {"message": "leave an orphan"})
             [orphan] = pids[:] = printed_pids(tiller.events, "call_orphan")

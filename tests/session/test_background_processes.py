@@ -8,7 +8,6 @@ everything else waits for an event or a request the fake received.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -16,7 +15,6 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,14 @@ import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
-from support.helpers import UNSANDBOXED, process_gone, spawn_tiller, wait_requests
+from support.helpers import (
+    UNSANDBOXED,
+    killed_afterwards,
+    process_gone,
+    spawn_tiller,
+    still_running,
+    wait_requests,
+)
 from tiller.client import RpcError, TillerClient
 from tiller.tools.background import OUTPUT_LIMIT
 
@@ -60,27 +65,6 @@ def tool_message(request: dict[str, Any], call_id: str) -> str:
     """What the model was sent as the result of ``call_id``."""
     return str(next(m["content"] for m in request["messages"]
                     if m["role"] == "tool" and m["tool_call_id"] == call_id))
-
-
-async def still_running(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """The pids of ``pids`` still running after at most ``timeout`` seconds of polling."""
-    with anyio.move_on_after(timeout):
-        while not all(process_gone(pid) for pid in pids):  # noqa: ASYNC110
-            await anyio.sleep(0.02)
-    return [pid for pid in pids if not process_gone(pid)]
-
-
-@contextlib.contextmanager
-def killed_afterwards() -> Iterator[list[int]]:
-    """A list to put pids in; whatever still runs of them at the end is SIGKILLed, so a
-    failing test leaves nothing behind."""
-    pids: list[int] = []
-    try:
-        yield pids
-    finally:
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
 
 
 async def wait_output(tiller: TillerClient, pattern: str, timeout: float = 30) -> None:

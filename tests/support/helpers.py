@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -144,3 +146,25 @@ def serve_in_turn(cwd: Path, argv: list[str], *messages: dict[str, Any],
             process.wait()
         log.seek(0)
         return log.read().decode()
+
+
+async def still_running(pids: list[int], timeout: float = 10.0) -> list[int]:
+    """The pids of ``pids`` still running after at most ``timeout`` seconds of polling."""
+    with anyio.move_on_after(timeout):
+        # No event to await: another process's end (not our child's) shows only in /proc.
+        while not all(process_gone(pid) for pid in pids):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+    return [pid for pid in pids if not process_gone(pid)]
+
+
+@contextlib.contextmanager
+def killed_afterwards() -> Iterator[list[int]]:
+    """A list to put pids in; whatever still runs of them at the end is SIGKILLed, so a
+    failing test leaves nothing behind."""
+    pids: list[int] = []
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
