@@ -58,6 +58,7 @@ from tiller.providers.base import (
     StreamItem,
     retry_after_seconds,
     warm_sdk,
+    warm_up_request,
 )
 from tiller.types import (
     AssistantMessage,
@@ -276,7 +277,10 @@ def _status_failure(exc: APIStatusError) -> _Failure:
 
 
 def warm() -> None:
-    """``warm_sdk`` for Anthropic's SDK and the resources a first call uses."""
+    """``warm_sdk`` for Anthropic's SDK: a first ``messages.create`` with the params our
+    builder makes."""
     import anthropic
 
-    warm_sdk(anthropic.AsyncAnthropic, anthropic.DefaultAsyncHttpxClient, "messages", "models")
+    warm_sdk(anthropic.AsyncAnthropic, anthropic.DefaultAsyncHttpxClient, [
+        ("messages.create", build_request_params(warm_up_request(), "warm-up")),
+    ])

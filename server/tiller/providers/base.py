@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -253,17 +253,52 @@ def tls_context() -> ssl.SSLContext:
     return httpx2.create_ssl_context()
 
 
-def warm_sdk(client_class: Any, http_class: Any, *resources: str) -> None:
-    """Import what a first call imports on the way: a throw-away client of ``client_class``
-    (with ``http_class``, the SDK's HTTP client, on ``tls_context``) touches each of
-    ``resources`` (dotted attribute paths), which the SDK loads on first use. No request is
-    made, no connection opened (``tiller.providers.registry.prepare_ahead``)."""
-    client = client_class(api_key="warm-up", base_url="http://127.0.0.1:9",
-                          http_client=http_class(verify=tls_context()))
-    for path in resources:
-        target = client
-        for name in path.split("."):
-            target = getattr(target, name)
+def warm_up_request() -> ModelRequest:
+    """A small request shaped like a real first call: a user message and one tool."""
+    from tiller.types import UserMessage
+
+    return ModelRequest(
+        messages=[UserMessage(content="warm up")],
+        tools=[ToolSpec("warm_up", "Warms up.", {"type": "object", "properties": {
+            "path": {"type": "string"}}, "required": ["path"]})],
+    )
+
+
+def warm_sdk(client_class: Any, http_class: Any, calls: Sequence[tuple[str, dict[str, Any]]],
+             ) -> None:
+    """Do what a first model call does, but the network: build the TLS context
+    (``tls_context``), then, on a throw-away client of ``client_class`` whose HTTP client
+    (``http_class``) answers every request 404 itself, make each of ``calls`` (the dotted path
+    of an SDK method, its keyword arguments). The SDK loads its resources on first use and
+    turns the params into JSON by their types, caching those types' hints on the first call
+    (~60 ms): all that is done here. Blocking (it runs its own event loop): call it from a
+    worker thread (``tiller.providers.registry.prepare_ahead``). Raises nothing the calls
+    raise."""
+    import asyncio
+
+    import httpx2
+
+    tls_context()
+
+    def refuse(request: Any) -> Any:
+        return httpx2.Response(404, json={"error": {"message": "warm-up", "type": "warm_up"}})
+
+    async def run() -> None:
+        client = client_class(api_key="warm-up", base_url="http://127.0.0.1:9", max_retries=0,
+                              http_client=http_class(transport=httpx2.MockTransport(refuse)))
+        try:
+            for path, params in calls:
+                method = client
+                for name in path.split("."):
+                    method = getattr(method, name)
+                try:
+                    await method(**params)
+                except Exception:
+                    pass  # the 404, as intended
+        finally:
+            await client.close()
+
+    asyncio.run(run())
 
 
 def display_url(raw: str) -> str:

@@ -41,6 +41,7 @@ from tiller.providers.base import (
     StreamItem,
     estimated_usage,
     warm_sdk,
+    warm_up_request,
 )
 from tiller.providers.openai_errors import (
     is_transient,
@@ -393,8 +394,13 @@ class OpenAIProvider(SdkProvider):
 
 
 def warm() -> None:
-    """``warm_sdk`` for OpenAI's SDK and the resources a first call uses."""
+    """``warm_sdk`` for OpenAI's SDK: a first call of each API (the Responses API and Chat
+    Completions: ``auto`` may use either), with the params our builders make."""
     import openai
 
-    warm_sdk(openai.AsyncOpenAI, openai.DefaultAsyncHttpxClient,
-             "responses", "chat.completions", "models")
+    request = warm_up_request()
+    warm_sdk(openai.AsyncOpenAI, openai.DefaultAsyncHttpxClient, [
+        ("responses.create", build_responses_params(
+            request, "warm-up", provider="warm-up", effort=None, encrypted_reasoning=False)),
+        ("chat.completions.create", build_request_params(request, "warm-up")),
+    ])

@@ -14,6 +14,8 @@ nothing is taken at its worst: it may change anything, anywhere.
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -251,10 +253,9 @@ class Tool(ABC, Generic[P]):
         return self.description
 
     def parameters_schema(self) -> dict[str, Any]:
-        """The JSON schema of ``Params``, as sent to the model."""
-        schema = self.Params.model_json_schema(by_alias=True)
-        schema.pop("title", None)
-        return schema
+        """The JSON schema of ``Params``, as sent to the model (a copy of the one built once
+        per ``Params`` class: a tool's schema takes milliseconds to build)."""
+        return copy.deepcopy(_params_schema(self.Params))
 
     def proposed_text(self, args: dict[str, Any], current: str, name: str) -> str | None:
         """The text of the file the call changes as it would be after the call, given its
@@ -277,3 +278,10 @@ def describe(tools: Sequence[Tool[Any]], name: str) -> ToolInfo:
     """How the tool called ``name`` describes itself; an unknown tool declares nothing."""
     tool = find_tool(tools, name)
     return tool.info if tool is not None else ToolInfo()
+
+
+@functools.cache
+def _params_schema(params: type[BaseModel]) -> dict[str, Any]:
+    schema = params.model_json_schema(by_alias=True)
+    schema.pop("title", None)
+    return schema

@@ -84,7 +84,7 @@ from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertPara
 from tiller.protocol.models import QueueResult
 from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import EditorClient, Session
-from tiller.session.warm import import_ahead
+from tiller.session.warm import import_ahead, prepare_provider
 from tiller.tools.base import describe
 from tiller.tools.files import resolve_path
 from tiller.types import (
@@ -397,7 +397,8 @@ class AcpFront:
             return
         self._warmed = True
         try:
-            took = await anyio.to_thread.run_sync(import_ahead, self.config)
+            took = await anyio.to_thread.run_sync(import_ahead)
+            took += await anyio.to_thread.run_sync(prepare_provider, self.config)
             await self.sessions.ready()
             log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
         except Exception:

@@ -124,20 +124,22 @@ class TillerFront:
 
     async def warm(self) -> None:
         """Get ready for the first prompt once ``initialize`` is answered: import what it needs
-        in a worker thread (``tiller.session.warm``; the event loop goes on serving), then
-        build the handlers and the session registry and learn the served model
+        and build its models in a worker thread (``tiller.session.warm``; the event loop goes
+        on serving; requests wait for this part only), build the handlers and the session
+        registry, then prepare the provider (its SDK) in the thread and learn the served model
         (``SessionRegistry.ready``). Runs once; never raises."""
         if self._warming is not None or self._closed:
             return
         self._warming = anyio.Event()
         try:
-            from tiller.session.warm import import_ahead
+            from tiller.session.warm import import_ahead, prepare_provider
 
             took = await anyio.to_thread.run_sync(
-                import_ahead, self.config, ("tiller.fronts.tiller.handlers",
-                                            "tiller.fronts.tiller.events"))
+                import_ahead, ("tiller.fronts.tiller.handlers", "tiller.fronts.tiller.events"),
+                ("tiller.protocol.models",))
             self._warming.set()
             self.handlers  # noqa: B018 (built now, not by the first request)
+            took += await anyio.to_thread.run_sync(prepare_provider, self.config)
             await self.sessions.ready()
             gc.freeze()  # the modules live as long as the process: no collection walks them
             log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
