@@ -105,7 +105,8 @@ FIRST_REPLY = "Hello! The first reply of this process."
 MANY = 50  # sessions streaming at once
 SINGLE = 5  # sessions streaming one after another, for the single-session figure
 MANY_TOKENS = TOKENS  # each: the same reply as the single session's
-FLOOR_CODE = "import pygls.server"
+FLOOR_CODE = "import asyncio"
+"""The floor under Tiller's start-up: the interpreter with the event loop it runs on."""
 
 
 # ---------------------------------------------------------------------------------------------
