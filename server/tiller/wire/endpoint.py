@@ -8,8 +8,9 @@ writer (``tiller.wire.stdio.FramedWriter``), which frames it.
 - A request runs its handler in a task of its own (a long ``agent/prompt`` never blocks an
   ``agent/steer``), in arrival order, and is answered exactly once: the handler's result, the
   ``RequestError`` it raised (its code, message and data), -32601 for a method nobody serves,
-  -32603 for anything else (logged; no traceback goes out), -32800 when it was cancelled
-  (``cancel``) before answering.
+  -32603 for anything else (logged; no traceback goes out), -32800 if its task was cancelled
+  before answering (a front cancels the work a request started, not its task: see
+  ``tiller.wire.jsonrpc.Front.cancellable``).
 - A notification runs its handler the same way; an unknown one is logged and dropped.
 - ``request`` sends a request of ours and returns the future its answer resolves (an error
   answer sets ``ClientAnswerError``). Our ids are strings (``tiller-N``), the client's are its
@@ -111,15 +112,6 @@ class Endpoint:
                 error.get("data")))
         else:
             future.set_result(result)
-
-    def cancel(self, msg_id: Any) -> bool:
-        """Cancel the handler of the client's request ``msg_id``; False if none is running
-        (the request is answered -32800 as its task ends)."""
-        task = self.running.get(msg_id)
-        if task is None or task.done():
-            return False
-        task.cancel()
-        return True
 
     # ------------------------------------------------------------------ what goes out
 
