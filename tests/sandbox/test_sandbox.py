@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
@@ -126,6 +127,17 @@ def host_sleepers(seconds: str) -> list[int]:
             if Path(argv[0]).name == "sleep" and seconds in argv:
                 found.append(int(entry.name))
     return found
+
+
+async def sleepers_appear(seconds: str, within: float = 30.0) -> list[int]:
+    """``host_sleepers(seconds)`` once there is one (the shell that printed "started" has
+    yet to ``exec`` its sleep: nothing on the wire says when it did, so /proc is polled), or
+    [] after ``within`` seconds."""
+    with anyio.move_on_after(within):
+        while not (found := host_sleepers(seconds)):  # noqa: ASYNC110
+            await anyio.sleep(0.02)
+        return found
+    return []
 
 
 async def test_attacks_fail_inside_workspace_write(
@@ -357,7 +369,7 @@ async def test_read_only_mode_refuses_workspace_writes_and_abort_ends_the_sandbo
             return params.get("type") == "tool_execution_update" and "started" in output
 
         await tiller.wait_for(started)
-        running = host_sleepers(marker)
+        running = await sleepers_appear(marker)
         assert await tiller.request("agent/abort") == {}
         await tiller.wait_event("agent_settled", start=len(tiller.received) - 1)
         survivors = host_sleepers(marker)
