@@ -130,7 +130,7 @@ class Agent:
 
     async def prompt(self, content: str | Sequence[UserContent] | UserMessage) -> RunResult:
         """Start a run with new user input; returns when the run has ended."""
-        self._check_idle()
+        self.check_idle()
         await self._before_run()
         return await self._run([_user_message(content)])
 
@@ -146,7 +146,7 @@ class Agent:
 
     async def continue_(self) -> RunResult:
         """Resume from the existing context, delivering queued messages if there are any."""
-        self._check_idle()
+        self.check_idle()
         context = model_context(self.messages)
         needs_input = not context or isinstance(context[-1], AssistantMessage)
         if needs_input and not (self.steering_queue or self.follow_up_queue):
@@ -184,7 +184,7 @@ class Agent:
     async def compact(self, instructions: str | None = None) -> bool:
         """Summarize the older part of the conversation now (between runs); True if anything
         was compacted. Emits compaction_start/compaction_end."""
-        self._check_idle()
+        self.check_idle()
         provider = self.provider
         self._abort = AbortSignal()
         self._idle = anyio.Event()
@@ -201,7 +201,8 @@ class Agent:
         """Return once no run is active."""
         await self._idle.wait()
 
-    def _check_idle(self) -> None:
+    def check_idle(self) -> None:
+        """AgentBusyError, saying what to do instead, while a run is active (or starting)."""
         if self.is_running or self._preparing:
             raise AgentBusyError(
                 "the agent is busy with a run: use agent/steer to change its direction, "

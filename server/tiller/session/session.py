@@ -577,6 +577,11 @@ class Session:
             return await self.agent.prompt(content)  # raises AgentBusyError
         return await self.agent.prompt(await self.hooks.submit_prompt(content))
 
+    def check_idle(self) -> None:
+        """AgentBusyError while a run is active: a prompt is refused before anything is
+        prepared for it (hooks, MCP servers, commands), not after."""
+        self.agent.check_idle()
+
     async def continue_(self) -> RunResult:
         """Resume from the transcript (after an error, an abort, a restart), delivering the
         queued messages first if there are any; returns when the run has ended.

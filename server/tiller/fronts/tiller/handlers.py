@@ -354,7 +354,7 @@ class Methods:
         """Run ``message`` (its slash command expanded) or, for None, continue, once the
         session's MCP servers are up (``Session.prepare``). ``$/cancelRequest`` for this
         request aborts the run; one that comes before the run began means it never begins
-        (``aborted``, no events)."""
+        (``aborted``, no events). AgentBusyError at once while a run is active."""
         cancelled = False
 
         def cancel() -> None:
@@ -364,6 +364,7 @@ class Methods:
                 session.abort()
 
         with self.front.cancellable(cancel):
+            session.check_idle()  # busy: refused at once, not after prepare's awaits
             content = await session.prepare(message)
             if cancelled:
                 result = RunResult(stop_reason="aborted")
