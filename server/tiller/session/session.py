@@ -67,7 +67,14 @@ from tiller.sandbox.use import SandboxUse
 from tiller.session.mcp_user import ClientUser
 from tiller.session.model_guard import ModelWatch
 from tiller.session.plan import PlanTracker
-from tiller.session.subagents import Children, SessionSubagents, TaskLink, TaskSetup
+from tiller.session.subagents import (
+    Children,
+    SessionSubagents,
+    TaskLink,
+    TaskSetup,
+    may_nest,
+    task_tools,
+)
 from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
 from tiller.store.replay import Replay
@@ -256,7 +263,13 @@ class Session:
         tools = default_tools(sanitize_env=config.sanitize_env, processes=self.processes,
                               sandbox=self.sandbox, background=self.background)
         self._builtin_tools = frozenset(tool.name for tool in tools)
-        tools, withheld = self._task_tools(tools, children)
+        limit = config.tasks.max_depth
+        self.subagents = SessionSubagents(
+            self, lambda: self.context.agents, children, config.tasks.max_concurrent,
+        ) if children is not None and may_nest(task, limit) else None
+        """The ``task`` tool's port (None: this session cannot start subagents)."""
+        tools, withheld = task_tools(tools, task, self.subagents,
+                                     nesting_refused=children is not None, max_depth=limit)
         host = McpHost(cwd=cwd, scope=self.processes,
                        auth_dir=default_data_dir(config.env),
                        login_timeout=config.permission_timeout)
@@ -323,35 +336,6 @@ class Session:
         """Workspace roots besides ``cwd`` (ACP's ``additionalDirectories``)."""
         self.gate: PermissionGate
         self.connect_editor(client, mode)
-
-    def _task_tools(
-        self, tools: list[Tool[Any]], children: Children | None
-    ) -> tuple[list[Tool[Any]], dict[str, str]]:
-        """The session's tools with ``task`` (when it may start subagents: ``children`` given,
-        not at the depth limit) and, for a child, the parent's shared tools, cut to those its
-        link names; and why each tool left out is withheld."""
-        task, limit = self.task, self.config.tasks.max_depth
-        depth = task.link.depth if task is not None else 0
-        if task is not None:
-            tools = [*tools, *task.shared_tools]
-        withheld: dict[str, str] = {}
-        if children is not None and depth < limit:
-            self.subagents: SessionSubagents | None = SessionSubagents(
-                self, lambda: self.context.agents, children, self.config.tasks.max_concurrent)
-            tools.append(TaskTool(self.subagents))
-        else:
-            self.subagents = None
-            if children is not None:
-                withheld[TaskTool.name] = (
-                    f"a subagent cannot start tasks of its own (subagents nest {limit} "
-                    f"level{'s' if limit != 1 else ''} deep: [tasks] max_depth)")
-        if task is None:
-            return tools, withheld
-        given = set(task.link.tools)
-        withheld.update({tool.name: task.withheld.get(
-            tool.name, f"the {task.link.agent_name} agent may not use '{tool.name}'")
-            for tool in tools if tool.name not in given})
-        return [tool for tool in tools if tool.name in given], withheld
 
     @property
     def task_link(self) -> TaskLink | None:

@@ -27,7 +27,7 @@ import anyio
 from tiller.context.agents import AgentCatalog, AgentDefinition
 from tiller.errors import RequestError
 from tiller.tools.base import ToolContext, ToolResult, describe
-from tiller.tools.task import DEFAULT_AGENT, AgentChoice, TaskParams
+from tiller.tools.task import DEFAULT_AGENT, AgentChoice, TaskParams, TaskTool
 from tiller.types import (
     AgentEvent,
     AssistantMessage,
@@ -36,7 +36,8 @@ from tiller.types import (
     ToolResultMessage,
 )
 
-__all__ = ["Child", "Children", "SessionSubagents", "TaskLink", "TaskSetup"]
+__all__ = ["Child", "Children", "SessionSubagents", "TaskLink", "TaskSetup", "may_nest",
+           "task_tools"]
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +162,37 @@ class SessionSubagents:
                 with anyio.CancelScope(shield=True):
                     await self.children.close_child(child)
         return _report(agent, child.id, child.cwd, child.tools, result)
+
+
+def may_nest(task: TaskSetup | None, max_depth: int) -> bool:
+    """Whether a session (``task``: a child's set-up, None for a top-level session) is less
+    than ``max_depth`` ( ``[tasks] max_depth``) levels deep, so it may start subagents."""
+    return (task.link.depth if task is not None else 0) < max_depth
+
+
+def task_tools(
+    tools: list[Any], task: TaskSetup | None, subagents: SessionSubagents | None, *,
+    nesting_refused: bool, max_depth: int,
+) -> tuple[list[Any], dict[str, str]]:
+    """A session's tools: its own ``tools`` with ``task`` when it has ``subagents`` and, for a
+    child, the parent's shared tools, cut to those its link names; and why each tool left out
+    is withheld (``nesting_refused``: the session could have had ``task`` but for its depth)."""
+    if task is not None:
+        tools = [*tools, *task.shared_tools]
+    withheld: dict[str, str] = {}
+    if subagents is not None:
+        tools = [*tools, TaskTool(subagents)]
+    elif nesting_refused:
+        withheld[TaskTool.name] = (
+            f"a subagent cannot start tasks of its own (subagents nest {max_depth} "
+            f"level{'s' if max_depth != 1 else ''} deep: [tasks] max_depth)")
+    if task is None:
+        return tools, withheld
+    given = set(task.link.tools)
+    withheld.update({tool.name: task.withheld.get(
+        tool.name, f"the {task.link.agent_name} agent may not use '{tool.name}'")
+        for tool in tools if tool.name not in given})
+    return [tool for tool in tools if tool.name in given], withheld
 
 
 def _spending(ctx: ToolContext) -> Any:
