@@ -84,12 +84,11 @@ def acp_on_initialize(config: ServerConfig, argv: Sequence[str] = ()) -> Switch:
     Tiller's own methods get an error naming the reason (``argv``: the command line, which
     ACP's ``authenticate`` reads the configuration again with)."""
 
+    from tiller.fronts.tiller.hello import may_be_acp
+
     def switch(first: dict[str, Any]) -> Front | None:
-        params = first.get("params")
-        if not (isinstance(params, dict) and "protocolVersion" in params):
+        if not may_be_acp(first.get("params")):
             return None  # not ACP's initialize: tiller.fronts.acp is never imported
-        if "capabilities" in params and "clientCapabilities" not in params:
-            return None  # a Tiller client stating its version: neither
         from tiller.fronts.acp.server import AcpFront, is_acp_initialize
 
         if not is_acp_initialize(first):

@@ -22,7 +22,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tiller.config import ServerConfig
-from tiller.fronts.tiller.hello import Initialize, initialize_result, speaks_our_version
+from tiller.fronts.tiller.hello import (
+    Initialize,
+    initialize_result,
+    may_be_acp,
+    speaks_our_version,
+)
 from tiller.wire.framing import Framing
 from tiller.wire.stdio import Stdio
 
@@ -54,10 +59,8 @@ def plain_initialize(message: Any) -> Initialize | None:
     if not (isinstance(msg_id, (str, int)) and not isinstance(msg_id, bool)
             and isinstance(params, dict)):
         return None
-    if "protocolVersion" in params and not (
-        "capabilities" in params and "clientCapabilities" not in params
-    ):
-        return None  # maybe ACP's: the switch decides
+    if may_be_acp(params):
+        return None  # the switch decides
     plain = Initialize.plain(params)
     return plain if plain is not None and speaks_our_version(plain) else None
 

@@ -20,7 +20,7 @@ from tiller.session.capabilities import (
 if TYPE_CHECKING:
     from tiller.protocol.models import InitializeParams
 
-__all__ = ["Initialize", "initialize_result", "speaks_our_version"]
+__all__ = ["Initialize", "initialize_result", "may_be_acp", "speaks_our_version"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,14 @@ class Initialize:
             if inner is not None:
                 dumped[name] = {key: value for key, value in inner.items() if value is not None}
         return cls(dumped, version, window)
+
+
+def may_be_acp(params: Any) -> bool:
+    """Whether ``initialize``'s ``params`` may be ACP's: they state a ``protocolVersion``
+    without Tiller's ``capabilities`` object (or with ACP's ``clientCapabilities``); the ACP
+    front's own check (``tiller.fronts.acp.server.is_acp_initialize``) decides."""
+    return isinstance(params, dict) and "protocolVersion" in params and not (
+        "capabilities" in params and "clientCapabilities" not in params)
 
 
 def speaks_our_version(params: Initialize) -> bool:
