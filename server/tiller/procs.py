@@ -22,6 +22,8 @@ Linux only; elsewhere every function here does nothing (there is no ``prctl`` or
   environment carries the scope's tag (``TILLER_SCOPE``), and their descendants.
 - ``end_group(pgid, grace)``: SIGTERM a process group, then SIGKILL what of it (and of its
   session) still runs ``grace`` seconds later (``process_kill``).
+- ``run_command(argv, ...)``: a one-shot command (a hook, a diagnostics command) in a scope,
+  its output collected within a timeout, its group killed when it ends.
 - ``kill_descendants()``: at shutdown, every descendant of the server.
 - ``reap_orphans()``: wait for re-parented orphans that have exited (zombies). It only reaps a
   child that is in another session than the server and was not started by ``ProcessScope``:
@@ -43,17 +45,22 @@ import logging
 import os
 import secrets
 import signal
+import subprocess
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
+from anyio.abc import ByteReceiveStream
 
 from tiller.errors import ConfigError
 
 __all__ = [
     "KEYS_FD_VARIABLE",
+    "OUTPUT_GRACE",
     "SCOPE_VARIABLE",
+    "CommandOutcome",
     "ProcessScope",
     "end_group",
     "harden",
@@ -61,6 +68,7 @@ __all__ = [
     "make_private",
     "reap_orphans",
     "receive_keys",
+    "run_command",
     "scrub_environ",
     "send_keys",
 ]
@@ -398,3 +406,99 @@ class ProcessScope:
             return
         groups = frozenset(self._groups)
         await _kill_until_gone(functools.partial(self._members, groups))
+
+
+# ------------------------------------------------------------------------------ one-shot commands
+
+
+OUTPUT_GRACE = 0.5
+"""Seconds a command's output may stay open after it exits (something it left in the
+background holding it); then its group is killed."""
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """How a one-shot command (``run_command``) ended: its exit code (None when it was killed
+    or did not start), its output, whether its timeout killed it, and why it could not start."""
+
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+    error: str | None = None
+
+
+async def run_command(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout: float,
+    scope: ProcessScope, stdin: bytes = b"", limit: int,
+) -> CommandOutcome:
+    """Run ``argv`` to its end with ``stdin`` as its input, in a session of its own that
+    belongs to ``scope`` (tagged through ``env``); the first ``limit`` bytes of its stdout and
+    of its stderr kept (the rest is read and dropped), decoded as UTF-8. Past ``timeout``
+    seconds, on cancellation, and ``OUTPUT_GRACE`` seconds after it exited, its whole group is
+    killed. Never raises but for cancellation."""
+    try:
+        with scope.spawning() as started:
+            process = await anyio.open_process(
+                list(argv), env=scope.environ(env), cwd=cwd, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            started(process.pid)
+    except OSError as exc:
+        return CommandOutcome(None, error=f"could not start it: {exc}")
+    out, err = bytearray(), bytearray()
+    reading = [process.stdout, process.stderr]
+    read_both = anyio.Event()
+
+    async def read(stream: ByteReceiveStream | None, into: bytearray) -> None:
+        if stream is not None:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
+                                     anyio.BrokenResourceError):
+                while True:
+                    chunk = await stream.receive()
+                    into += chunk[: max(0, limit - len(into))]
+        reading.remove(stream)
+        if not reading:
+            read_both.set()
+
+    async def write() -> None:
+        """Its input, then stdin closed; a command that does not read it is fine."""
+        if process.stdin is None:
+            return
+        try:
+            await process.stdin.send(stdin)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            pass
+        finally:
+            await process.stdin.aclose()
+
+    finished = False
+    try:
+        with anyio.move_on_after(timeout):
+            async with anyio.create_task_group() as group:
+                group.start_soon(write)
+                group.start_soon(read, process.stdout, out)
+                group.start_soon(read, process.stderr, err)
+                await process.wait()
+                finished = True
+                with anyio.move_on_after(OUTPUT_GRACE):
+                    await read_both.wait()
+                _kill_group(process.pid)
+    finally:
+        with anyio.move_on_after(_KILL_TIMEOUT, shield=True):
+            _kill_group(process.pid)  # what it left running in its group ends with it
+            await process.aclose()
+            if process.returncode is not None:
+                scope.collected(process.pid)
+            await reap_orphans()
+
+    def text(data: bytearray) -> str:
+        return data.decode("utf-8", errors="replace")
+
+    if not finished:
+        return CommandOutcome(None, text(out), text(err), timed_out=True)
+    return CommandOutcome(process.returncode, text(out), text(err))
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

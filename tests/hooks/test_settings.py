@@ -11,8 +11,8 @@ import pytest
 
 from tiller.errors import ConfigError
 from tiller.hooks.output import interpret
-from tiller.hooks.run import CommandOutcome
 from tiller.hooks.settings import match_names, parse_hooks, read_settings_file
+from tiller.procs import CommandOutcome
 
 # Claude Code's settings as its hooks reference and guide show them (written here from their
 # shapes): a PreToolUse guard with the newer ``if`` field, a formatter, a notification (an

@@ -28,21 +28,17 @@ import logging
 import os
 import re
 import shlex
-import signal
-import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from tiller.diagnostics.problems import Diagnostic, Severity
 from tiller.diagnostics.settings import DiagnosticsSettings
-from tiller.procs import ProcessScope, reap_orphans
+from tiller.procs import ProcessScope, run_command
 from tiller.sandbox.command import CommandSandbox
 from tiller.sandbox.probe import shell
 from tiller.tools.bash import command_env
-from tiller.tools.walk import PathGlob, read_all
+from tiller.tools.walk import PathGlob
 
 __all__ = ["ORIGIN_LIMIT", "OUTPUT_LIMIT", "CommandDiagnostics", "parse_output"]
 
@@ -52,7 +48,6 @@ OUTPUT_LIMIT = 4 * 1024 * 1024
 """Bytes of a command's output (each stream) read; the rest is dropped."""
 ORIGIN_LIMIT = 120
 """Characters of a command shown as the origin of its report."""
-_REAP_TIMEOUT = 5.0
 _LINE = re.compile(
     r"^(?P<path>[^:(\n]+?)(?::(?P<line>\d+)(?::(?P<col>\d+))?|\((?P<pline>\d+),(?P<pcol>\d+)\))"
     r":\s*(?P<message>.*\S)\s*$")
@@ -132,33 +127,13 @@ class CommandDiagnostics:
                 raise OSError(use.refused)
             if use.sandboxed:
                 argv = self.sandbox.wrap(argv, self.cwd, use, env)
-        with self.processes.spawning() as started:
-            process = await anyio.open_process(
-                argv, env=self.processes.environ(env), cwd=self.cwd, stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-            started(process.pid)
-        stdout, stderr = bytearray(), bytearray()
-        finished = False
-        try:
-            with anyio.move_on_after(self.settings.timeout):
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(read_all, process.stdout, stdout, OUTPUT_LIMIT)
-                    tasks.start_soon(read_all, process.stderr, stderr, OUTPUT_LIMIT)
-                await process.wait()
-                finished = True
-        finally:
-            with anyio.move_on_after(_REAP_TIMEOUT, shield=True):
-                if not finished:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                await process.aclose()
-                if process.returncode is not None:
-                    self.processes.collected(process.pid)
-                await reap_orphans()
-        if not finished:
+        outcome = await run_command(argv, cwd=self.cwd, env=env, scope=self.processes,
+                                    timeout=self.settings.timeout, limit=OUTPUT_LIMIT)
+        if outcome.error is not None:
+            raise OSError(outcome.error)
+        if outcome.timed_out:
             return None
-        return (stdout.decode("utf-8", errors="replace"),
-                stderr.decode("utf-8", errors="replace"))
+        return outcome.stdout, outcome.stderr
 
 
 def _same_file(named: str, path: Path, cwd: Path) -> bool:

@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tiller.hooks.run import CommandOutcome
 from tiller.modes import HookEventName, HookOutcome
+from tiller.procs import CommandOutcome
 
 __all__ = ["MESSAGE_LIMIT", "HookReply", "interpret"]
 

@@ -54,7 +54,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tiller.errors import ToolError
 from tiller.modes import Escalation
-from tiller.procs import ProcessScope, reap_orphans
+from tiller.procs import OUTPUT_GRACE, ProcessScope, reap_orphans
 from tiller.sandbox.command import CommandSandbox
 from tiller.sandbox.probe import shell as _shell
 from tiller.sandbox.use import SandboxUse, failure_note
@@ -71,8 +71,9 @@ from tiller.tools.truncate import (
 
 __all__ = ["BACKGROUND_GRACE", "BashParams", "BashTool"]
 
-BACKGROUND_GRACE = 0.5
-"""Seconds the output may stay open after the shell exits before the group is killed."""
+BACKGROUND_GRACE = OUTPUT_GRACE
+"""Seconds the output may stay open after the shell exits before the group is killed (as for
+every command Tiller runs: ``tiller.procs.OUTPUT_GRACE``)."""
 UPDATE_INTERVAL = 0.1
 """Minimum seconds between two progress updates."""
 _EXIT_POLL = 0.05
