@@ -7,9 +7,16 @@
 // came after its last text change (`onDidChangeTextDocument`), then for a quiet moment (QUIET_MS
 // without another change: servers report in several passes). Text changes and diagnostics are
 // followed from the tracker's start; a document whose text has not changed since has current
-// diagnostics. A document of a language no extension has reported on yet is given FIRST_MS from
-// its opening for a first report, then taken to have no language server. Whatever happens, the
-// answer goes out before `timeoutMs` with what there is by then, or as soon as the server cancels.
+// diagnostics.
+//
+// VS Code says nothing when a server finds a file as clean as it was, so silence has to end the
+// wait: for a language some extension already reported on, half the time the server gave after
+// the file's last change (or its opening); for a language that an installed extension with code
+// activates on (`onLanguage:<id>`, or contributes) but nobody reported on yet, the whole time, once
+// (its server may be starting, as TypeScript's does on the first file; a language still silent
+// after that is taken to have none); for any other language, FIRST_MS from the file's opening.
+// Whatever happens, the answer goes out before `timeoutMs` with what there is by then, or as soon
+// as the server cancels.
 
 import * as path from 'node:path';
 import * as vscode from 'vscode';
@@ -20,7 +27,7 @@ import type { DiagnosticItem, DiagnosticSeverity, GetDiagnosticsParams, GetDiagn
 export interface DiagnosticsTiming {
   /** No diagnostics change for this long after one: the servers are done (ms). */
   quietMs: number;
-  /** A language nobody reported on: how long an opened document waits for a first report. */
+  /** A language no server reports on: how long an opened document waits for a first report. */
   firstMs: number;
   /** How often waiting answers check the clock (ms). */
   pollMs: number;
@@ -28,13 +35,14 @@ export interface DiagnosticsTiming {
   marginMs: number;
 }
 
-export const TIMING: DiagnosticsTiming = { quietMs: 300, firstMs: 2500, pollMs: 50, marginMs: 150 };
+export const TIMING: DiagnosticsTiming = { quietMs: 300, firstMs: 1000, pollMs: 50, marginMs: 150 };
 
 const SEVERITIES: Record<number, DiagnosticSeverity> = { 0: 'error', 1: 'warning', 2: 'information', 3: 'hint' };
 
 interface Followed {
-  /** The order of its last text change, and of its last diagnostics change. */
+  /** The order of its last text change (and when), and of its last diagnostics change (and when). */
   text?: number;
+  textAt?: number;
   published?: number;
   publishedAt?: number;
   /** When it was first seen open (0: open before the tracker started). */
@@ -69,12 +77,31 @@ function openDocument(file: string): vscode.TextDocument | undefined {
   );
 }
 
+/** Whether an installed extension with code activates on documents of `languageId` (declared, or
+ * implied by contributing the language): it may well run a language server for them. */
+function activatesOn(languageId: string): boolean {
+  const event = `onLanguage:${languageId}`;
+  return vscode.extensions.all.some((extension) => {
+    const manifest = extension.packageJSON as {
+      main?: string; browser?: string; activationEvents?: unknown; contributes?: { languages?: unknown };
+    } | undefined;
+    if (!manifest?.main && !manifest?.browser) {
+      return false; // grammars and snippets only
+    }
+    const events = Array.isArray(manifest.activationEvents) ? manifest.activationEvents : [];
+    const languages = Array.isArray(manifest.contributes?.languages) ? manifest.contributes.languages : [];
+    return events.includes(event) || languages.some((language: { id?: unknown }) => language?.id === languageId);
+  });
+}
+
 /** Follows text and diagnostics changes from its creation; `get` answers client/getDiagnostics. */
 export class DiagnosticsTracker implements vscode.Disposable {
   private seq = 0;
   private readonly followed = new Map<string, Followed>();
   /** The languages some extension has reported diagnostics on. */
   private readonly reported = new Set<string>();
+  /** The languages an extension activates on that stayed silent for a whole answer's time. */
+  private readonly silent = new Set<string>();
   private readonly changed = new vscode.EventEmitter<void>();
   private readonly subscriptions: vscode.Disposable[];
 
@@ -100,7 +127,9 @@ export class DiagnosticsTracker implements vscode.Disposable {
       }),
       vscode.workspace.onDidChangeTextDocument((event) => {
         if (event.contentChanges.length > 0) {
-          this.entry(event.document.uri.toString()).text = ++this.seq;
+          const entry = this.entry(event.document.uri.toString());
+          entry.text = ++this.seq;
+          entry.textAt = this.now();
         }
       }),
       vscode.workspace.onDidOpenTextDocument((doc) => {
@@ -119,8 +148,8 @@ export class DiagnosticsTracker implements vscode.Disposable {
     return entry;
   }
 
-  /** Whether the diagnostics of `doc` can be answered now. */
-  private settled(doc: vscode.TextDocument): boolean {
+  /** Whether the diagnostics of `doc` can be answered now; `silentMs`: see the file's comment. */
+  private settled(doc: vscode.TextDocument, silentMs: number): boolean {
     const entry = this.entry(doc.uri.toString());
     const now = this.now();
     if (entry.published !== undefined && entry.published > (entry.text ?? 0)) {
@@ -130,7 +159,11 @@ export class DiagnosticsTracker implements vscode.Disposable {
       return true; // open before we followed it and unchanged since: what it has is current
     }
     if (this.reported.has(doc.languageId)) {
-      return false; // its language server will report
+      // its server reports, unless the file is as clean as it was
+      return now - (entry.textAt ?? entry.since) >= silentMs;
+    }
+    if (!this.silent.has(doc.languageId) && activatesOn(doc.languageId)) {
+      return false; // its server may still be starting
     }
     return now - entry.since >= this.timing.firstMs;
   }
@@ -149,7 +182,8 @@ export class DiagnosticsTracker implements vscode.Disposable {
   }
 
   async get(params: GetDiagnosticsParams, token: CancellationToken): Promise<GetDiagnosticsResult> {
-    const deadline = this.now() + Math.max(0, params.timeoutMs - this.timing.marginMs);
+    const budget = Math.max(0, params.timeoutMs - this.timing.marginMs);
+    const deadline = this.now() + budget;
     const docs: Array<vscode.TextDocument | undefined> = [];
     for (const file of params.paths) {
       let doc = openDocument(file);
@@ -166,10 +200,17 @@ export class DiagnosticsTracker implements vscode.Disposable {
       docs.push(doc);
     }
     while (!token.isCancellationRequested && this.now() < deadline) {
-      if (docs.every((doc) => doc === undefined || this.settled(doc))) {
+      if (docs.every((doc) => doc === undefined || this.settled(doc, budget / 2))) {
         break;
       }
       await this.nextChange(Math.min(this.timing.pollMs, deadline - this.now()));
+    }
+    if (!token.isCancellationRequested) {
+      for (const doc of docs) {
+        if (doc && !this.reported.has(doc.languageId) && this.now() >= deadline) {
+          this.silent.add(doc.languageId);
+        }
+      }
     }
     return {
       files: params.paths.map((file, index) => {

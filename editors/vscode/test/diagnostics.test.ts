@@ -1,7 +1,8 @@
 // diagnostics.ts under Node with the fake `vscode` (fakeVscode.ts): client/getDiagnostics waits
 // for the language servers to catch up with a document's text before answering, opens a file
-// that is not open, gives a language nobody reports on a first chance only, and always answers
-// by timeoutMs (or at once when cancelled).
+// that is not open, gives a language nobody reports on a first chance only (but a server that an
+// extension starts for it the whole time, once), lets silence end the wait for a clean file, and
+// always answers by timeoutMs (or at once when cancelled).
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -14,7 +15,11 @@ import { CancellationTokenSource } from '../src/client';
 import { Position, Range, Uri, WorkspaceEdit, createFakeVscode, installFakeVscode, type FakeDiagnostic } from './fakeVscode';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tiller-diagnostics-'));
-const { vscode, recorded } = createFakeVscode({ workspaceFolder: dir, settings: {} });
+const extensions = [
+  { name: 'pylsp', main: './out/extension.js', activationEvents: ['onLanguage:python'] },
+  { name: 'text-grammar', contributes: { languages: [{ id: 'plaintext' }] } }, // no code: no server
+];
+const { vscode, recorded } = createFakeVscode({ workspaceFolder: dir, settings: {}, extensions });
 installFakeVscode(vscode);
 const { DiagnosticsTracker, toItem } = require('../src/diagnostics') as typeof import('../src/diagnostics');
 const workspace = vscode.workspace as unknown as typeof vscodeTypes.workspace;
@@ -118,5 +123,40 @@ test('no report after a change: answered by timeoutMs with what there is; a canc
   const cancelled = ask(tracker, [full], 60_000, source.token);
   source.cancel();
   assert.deepEqual(messages((await cancelled)), ['stale']);
+  tracker.dispose();
+});
+
+test('a language an extension starts a server for waits for its first report, once', async () => {
+  const full = file('slow.py', 'x = y\n');
+  const tracker = new DiagnosticsTracker(TIMING);
+  const answering = ask(tracker, [full]);
+  // Long after firstMs: the server took its time to start.
+  setTimeout(() => recorded.setDiagnostics(Uri.file(full), [problem(0, "'y' is undefined")]), 4 * TIMING.firstMs);
+  assert.deepEqual(messages(await answering), ["'y' is undefined"]);
+  tracker.dispose();
+
+  const quiet = new DiagnosticsTracker(TIMING);
+  const other = file('never.py', 'x = 1\n');
+  const started = Date.now();
+  assert.deepEqual(messages(await ask(quiet, [other], 300)), []);
+  assert.ok(Date.now() - started >= 300 - TIMING.marginMs, 'the first answer waited the whole time');
+  // The language stayed silent that long: the next file of it has a first chance only.
+  const third = file('later.py', 'x = 2\n');
+  const again = Date.now();
+  assert.deepEqual(messages(await ask(quiet, [third], 60_000)), []);
+  assert.ok(Date.now() - again < 10 * TIMING.firstMs, 'not the whole minute');
+  quiet.dispose();
+});
+
+test('a clean file in a language that reports: silence for half the time ends the wait', async () => {
+  const tracker = new DiagnosticsTracker(TIMING);
+  const known = file('known.ts', 'let a = b;\n');
+  await workspace.openTextDocument(Uri.file(known) as unknown as vscodeTypes.Uri);
+  recorded.setDiagnostics(Uri.file(known), [problem(0, "Cannot find name 'b'.")]);
+  const clean = file('clean.ts', 'let a = 1;\n');
+  const started = Date.now();
+  assert.deepEqual(messages(await ask(tracker, [clean], 4000)), []);
+  const waited = Date.now() - started;
+  assert.ok(waited >= (4000 - TIMING.marginMs) / 2 && waited < 4000 - TIMING.marginMs, `waited ${waited} ms`);
   tracker.dispose();
 });

@@ -161,6 +161,8 @@ export interface FakeVscodeOptions {
   answer?: (message: string, items: string[]) => string | undefined;
   /** Which item a quick pick "picks" (default: none, as if dismissed). */
   pick?: (items: Array<{ label: string; description?: string; detail?: string }>) => unknown;
+  /** The installed extensions' manifests (`vscode.extensions.all`; default none). */
+  extensions?: Array<Record<string, unknown>>;
 }
 
 export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<string, unknown>; recorded: Recorded } {
@@ -260,6 +262,9 @@ export function createFakeVscode(options: FakeVscodeOptions): { vscode: Record<s
         }
         return undefined;
       },
+    },
+    extensions: {
+      all: (options.extensions ?? []).map((packageJSON) => ({ id: String(packageJSON.name), packageJSON, isActive: false })),
     },
     languages: {
       onDidChangeDiagnostics: diagnosticsChanged.event,
