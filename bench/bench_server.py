@@ -6,9 +6,9 @@ What it measures (each against a real ``python -m tiller`` subprocess and the lo
 1. Start-up: spawn -> ``initialize`` response, over 10 fresh processes (NDJSON framing), next to
    a bare ``python -c pass`` and ``python -c "import tiller.fronts.tiller.front"`` for scale.
 2. Memory: VmRSS of the server after ``initialize``, after one prompt (which imports the
-   ``openai`` SDK lazily) and after the 5,000-token stream (with its VmHWM peak).
-3. The first ``agent/prompt`` round trip on a fresh server (session creation, SDK import, HTTP
-   client) against a second, warm one.
+   provider's HTTP library lazily) and after the 5,000-token stream (with its VmHWM peak).
+3. The first ``agent/prompt`` round trip on a fresh server (session creation, HTTP library
+   import, HTTP client) against a second, warm one.
 4. Streaming: a 5,000-chunk reply (one short word per chunk): wall time from request to response,
    time to the first ``message_update``, ``message_update`` events/s as the client receives them,
    and the bytes the server wrote to stdout per streamed token against the SSE bytes the fake
@@ -298,7 +298,7 @@ async def measure_first_prompt(results: Results, fake: FakeOpenAI, workdir: Path
         after_one = rss_kib(client.pid)
     results.add("2. memory (server VmRSS)", "idle, after initialize", mib(idle))
     results.add(
-        "2. memory (server VmRSS)", "after two short prompts (openai SDK loaded)", mib(after_one)
+        "2. memory (server VmRSS)", "after two short prompts (HTTP library loaded)", mib(after_one)
     )
     section = "3. agent/prompt round trip (short reply)"
     results.add(section, "first prompt, fresh server (lazy SDK import)", ms(times[0]))

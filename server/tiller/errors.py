@@ -30,6 +30,12 @@
     │       ├── InvalidParams        -32602  params that do not fit the method (names the field)
     │       └── InternalError        -32603  a bug: logged, answered without a traceback
     ├── ClientAnswerError            the client answered one of our requests with an error
+    ├── HttpCallError                a provider's HTTP call failed (tiller.providers.http); caught
+    │   │                            in the provider, whose stream's final message says it
+    │   ├── HttpStatusError          the server answered an error status (its body read)
+    │   ├── HttpTimeoutError         nothing arrived within the timeout
+    │   ├── HttpConnectionError      cannot connect, or the connection broke (the cause chained)
+    │   └── StreamErrorEvent         the stream carried an error payload (status 200)
     ├── ToolError                    raised by a tool: becomes an error tool result, never escapes
     │   └── SymlinkInPathError       a no-follow walk met a symlink (tiller.tools.safefs)
     └── ConfigError                  invalid command line or environment at start-up
@@ -55,6 +61,10 @@ __all__ = [
     "ClientAnswerError",
     "CommandFailedError",
     "ConfigError",
+    "HttpCallError",
+    "HttpConnectionError",
+    "HttpStatusError",
+    "HttpTimeoutError",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
@@ -69,6 +79,7 @@ __all__ = [
     "ResourceNotFoundError",
     "RunFailedError",
     "SessionLogError",
+    "StreamErrorEvent",
     "SymlinkInPathError",
     "TillerError",
     "ToolError",
@@ -231,6 +242,42 @@ class ClientAnswerError(TillerError):
         self.code = code
         self.message = message
         self.data = data
+
+
+class HttpCallError(TillerError):
+    """A provider's HTTP call failed; ``message`` says how (the provider words it for users)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class HttpStatusError(HttpCallError):
+    """An error status. ``body`` is the answer's JSON (else its text, else None); ``headers``
+    its headers, names lower-cased (``retry-after`` among them)."""
+
+    def __init__(self, status: int, body: Any, headers: dict[str, str]) -> None:
+        said = body if isinstance(body, str) else None if body is None else str(body)
+        super().__init__(f"HTTP {status}: {said[:300]}" if said else f"HTTP {status}")
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+
+class HttpTimeoutError(HttpCallError):
+    """Nothing arrived within the timeout: no answer, or a stream that stalled."""
+
+
+class HttpConnectionError(HttpCallError):
+    """No connection, or one that broke; the HTTP library's exception is the ``__cause__``."""
+
+
+class StreamErrorEvent(HttpCallError):
+    """An error payload in a 200 stream; ``body`` is the payload's ``error`` member."""
+
+    def __init__(self, message: str, body: Any) -> None:
+        super().__init__(message)
+        self.body = body
 
 
 class ToolError(TillerError):

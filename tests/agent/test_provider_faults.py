@@ -172,15 +172,16 @@ async def test_usage_and_cost_per_message_run_and_session(
     assert fake_openai.requests[0]["model"] == "priced-model"
 
 
-async def test_the_stall_timer_starts_at_the_request_not_at_the_sdks_import(
+async def test_the_stall_timer_starts_at_the_request_not_at_the_http_librarys_import(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """Issue 26, 15: the first call's ``import openai`` (1.5 s more here, as on a loaded
-    machine) counted as the stream's silence, so ``--idle-timeout 0.5`` abandoned every first
-    call as stalled. The timer starts once the provider is ready to send the request."""
+    """Issue 26, 15: the first call's import of the provider's HTTP library (``import openai`` then,
+    ``httpx2`` now; 1.5 s more here, as on a loaded machine) counted as the stream's silence, so
+    ``--idle-timeout 0.5`` abandoned every first call as stalled. The timer starts once the provider
+    is ready to send the request."""
     fake_openai.enqueue(text_reply("First try."))
     env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="openai=1.5")
+                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     args = ("--config", fast_retry_config(tmp_path, max_retries=0), "--idle-timeout", "0.5")
     async with spawn_tiller(fake_openai, tmp_path, *args, env=env) as t:
         started = time.monotonic()

@@ -505,9 +505,9 @@ def test_create_provider_resolves_model_url_and_key() -> None:
     local = create_provider("openai", model=None, base_url="http://127.0.0.1:9/v1", env=env)
     assert isinstance(local, OpenAIProvider)
     assert local.model == DEFAULT_MODEL == "gpt-6.2-sol"
-    assert (local._base_url, local._api_key) == ("http://127.0.0.1:9/v1", "not-needed")
+    assert (local.base_url, local._api_key) == ("http://127.0.0.1:9/v1", "not-needed")
     from_env = create_provider("openai", model="m", base_url=None, env=env)
-    assert isinstance(from_env, OpenAIProvider) and from_env._base_url == "http://env.invalid/v1"
+    assert isinstance(from_env, OpenAIProvider) and from_env.base_url == "http://env.invalid/v1"
     keyed = create_provider("openai", model="m", base_url=None, env={"OPENAI_API_KEY": FAKE_KEY})
     assert isinstance(keyed, OpenAIProvider) and keyed._api_key == FAKE_KEY
     assert keyed.name == "openai" and keyed.model == "m"

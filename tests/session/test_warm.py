@@ -1,5 +1,5 @@
 """End to end: once ``initialize`` is answered, the server gets ready for the first prompt in
-the background (``tiller.session.warm``): the session's modules and the provider's SDK are
+the background (``tiller.session.warm``): the session's modules and the provider's HTTP library are
 imported before any prompt asks for them (protocol.md, ``initialize``)."""
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ async def logged(path: Path, pattern: re.Pattern[str], within: float = 60.0) -> 
             await anyio.sleep(0.05)
 
 
-async def test_the_sdk_is_imported_after_initialize_not_by_the_first_prompt(
+async def test_the_http_library_is_imported_after_initialize_not_by_the_first_prompt(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """``import openai`` made 1.5 s slower (tests/support/slow_import) happens in the warm-up
+    """``import httpx2`` (the provider's HTTP library) made 1.5 s slower
+    (tests/support/slow_import) happens in the warm-up
     that follows ``initialize``, with no other request sent; the first prompt then runs."""
     log = tmp_path / "tiller.log"
     env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="openai=1.5")
+                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     fake_openai.enqueue(text_reply("Hello."))
     async with spawn_tiller(fake_openai, tmp_path, "--log-level", "DEBUG",
                             "--log-file", str(log), env=env) as tiller:
@@ -68,11 +69,11 @@ async def test_a_server_that_is_never_initialized_does_not_warm_up(
 async def test_the_acp_front_warms_up_after_initialize_too(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """ACP's ``initialize`` is followed by the same warm-up: the slow SDK import happens before
-    ``session/new`` is sent, and the first prompt then runs."""
+    """ACP's ``initialize`` is followed by the same warm-up: the slow HTTP library import happens
+    before ``session/new`` is sent, and the first prompt then runs."""
     log = tmp_path / "tiller.log"
     env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="openai=1.5")
+                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     fake_openai.enqueue(text_reply("Hello."))
     async with raw_acp(fake_openai, tmp_path, "--log-level", "DEBUG", "--log-file", str(log),
                        env=env) as client:

@@ -276,9 +276,9 @@ def _status_failure(exc: APIStatusError) -> _Failure:
     return _Failure(f"{message} ({hint})" if hint else message, retryable, retry_after)
 
 
-def warm() -> None:
+def warm(base_url: str | None = None) -> None:
     """``warm_sdk`` for Anthropic's SDK: a first ``messages.create`` with the params our
-    builder makes."""
+    builder makes (``base_url`` does not matter: the SDK's client always has TLS)."""
     import anthropic
 
     warm_sdk(anthropic.AsyncAnthropic, anthropic.DefaultAsyncHttpxClient, [

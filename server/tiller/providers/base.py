@@ -213,7 +213,7 @@ class SdkProvider(Provider):
         return sdk.DefaultAsyncHttpxClient(verify=tls_context())
 
     async def prepare(self) -> None:
-        """Import the SDK and create the client in a worker thread (``import openai`` takes
+        """Import the SDK and create the client in a worker thread (``import anthropic`` takes
         over a second on a loaded machine, during which the event loop keeps serving)."""
         if self._client is None:
             import anyio

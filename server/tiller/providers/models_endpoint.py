@@ -1,4 +1,5 @@
-"""The providers' own model lists: ``GET /v1/models`` through each vendor's SDK.
+"""The providers' own model lists: ``GET /v1/models``, through Anthropic's SDK or over
+``tiller.providers.http`` (OpenAI-compatible servers).
 
 ``fetch_models`` asks one provider and returns what it says as ``ModelInfo`` entries with
 ``source="provider"``. Anthropic's ``ModelInfo`` carries the context window, the output limit,
@@ -7,7 +8,7 @@ retired models are asked for, so that a retired model can be named as such); Ope
 servers give ids only (from OpenAI's own API, the ids of models that cannot chat, such as
 embeddings and speech, are left out). A field the provider did not give stays None; in
 particular ``thinking_levels`` None means "capabilities not given". Failures raise (the caller,
-``tiller.providers.directory``, records them). The SDKs are imported here, on first use.
+``tiller.providers.directory``, records them). What they need is imported here, on first use.
 """
 
 from __future__ import annotations
@@ -49,18 +50,22 @@ async def fetch_models(
         finally:
             if http_client is None:
                 await client.close()
-    import openai
+    from tiller.providers.http import HttpEndpoint
+    from tiller.providers.openai import DEFAULT_BASE_URL
 
-    oa = openai.AsyncOpenAI(
-        api_key=api_key, base_url=base_url,
-        http_client=http_client or openai.DefaultAsyncHttpxClient(verify=tls_context()),
-        timeout=timeout, max_retries=0,
-        default_headers=dict(settings.headers) or None)
+    headers = {**settings.headers, "authorization": f"Bearer {api_key}"} if api_key else \
+        dict(settings.headers)
+    endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, headers=headers, timeout=timeout,
+                            http_client=http_client)
     try:
-        ids = [(item.id, getattr(item, "created", None)) async for item in oa.models.list()]
+        listed = await endpoint.get_json("/models")
     finally:
-        if http_client is None:
-            await oa.close()
+        await endpoint.aclose()
+    data = listed.get("data") if isinstance(listed, dict) else None
+    if not isinstance(data, list):
+        raise ValueError("the models list is not shaped like OpenAI's ({\"data\": [...]})")
+    ids = [(str(item["id"]), item.get("created")) for item in data
+           if isinstance(item, dict) and "id" in item]
     vendor = base_url is None
     return [
         ModelInfo(settings.name, model_id, reasoning=True, source="provider",

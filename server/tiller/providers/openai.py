@@ -23,26 +23,35 @@ them (left out); on Chat Completions a 400 that names ``reasoning_effort`` (``no
 if that is refused too, the error says what to set).
 
 Usage the server does not report is estimated (``base.estimated_usage``, marked
-``estimated``). The ``openai`` SDK is imported on first use, never at module import (~300 ms).
+``estimated``). The calls go over ``tiller.providers.http`` (httpx2), not the ``openai`` SDK
+(that module says why); the HTTP library is imported on first use, never at module import.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import anyio
 
+from tiller.errors import (
+    HttpConnectionError,
+    HttpStatusError,
+    HttpTimeoutError,
+    StreamErrorEvent,
+)
 from tiller.providers.base import (
     RETRY_HINT,
     ModelRequest,
-    SdkProvider,
+    Provider,
     StreamItem,
+    display_url,
     estimated_usage,
-    warm_sdk,
-    warm_up_request,
+    redact,
 )
+from tiller.providers.http import HttpEndpoint
 from tiller.providers.openai_errors import (
     is_transient,
     retry_after,
@@ -71,14 +80,13 @@ from tiller.providers.openai_stream import (
 )
 from tiller.types import AssistantMessage, Message
 
-if TYPE_CHECKING:
-    from openai import AsyncOpenAI
-
-__all__ = ["Api", "OpenAIProvider", "chat_only_servers"]
+__all__ = ["DEFAULT_BASE_URL", "Api", "OpenAIProvider", "chat_only_servers"]
 
 log = logging.getLogger(__name__)
 
 Api = Literal["auto", "responses", "chat"]
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+"""Where calls go when neither ``base_url`` nor ``OPENAI_BASE_URL`` says otherwise."""
 TRANSIENT_STREAM_ERRORS = (EMPTY_RESPONSE_ERROR, INCOMPLETE_STREAM_ERROR)
 _chat_only: set[str] = set()
 
@@ -88,13 +96,14 @@ def chat_only_servers() -> frozenset[str]:
     return frozenset(_chat_only)
 
 
-class OpenAIProvider(SdkProvider):
+class OpenAIProvider(Provider):
     """Streams the Responses API or Chat Completions (``api``) from an OpenAI-compatible server.
 
-    ``base_url`` and ``api_key`` left as None fall back to the SDK's defaults (which read
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``). An injected ``http_client`` (an
-    ``httpx2.AsyncClient``) is used as is and not closed by ``aclose``. The SDK's own retries
-    are off: a failure is reported at once.
+    ``base_url`` and ``api_key`` left as None fall back to ``OPENAI_BASE_URL`` (else
+    ``DEFAULT_BASE_URL``) and ``OPENAI_API_KEY``; no key at all sends no ``Authorization``
+    header (local servers take none). ``headers`` go with every call. An injected
+    ``http_client`` (an ``httpx2.AsyncClient``) is used as is and not closed by ``aclose``.
+    A failure is reported at once: retrying is the loop's.
     """
 
     name = "openai"
@@ -110,11 +119,15 @@ class OpenAIProvider(SdkProvider):
         headers: Mapping[str, str] | None = None,
         api: Api = "auto",
     ) -> None:
-        super().__init__(
-            model=model, base_url=base_url, api_key=api_key, http_client=http_client,
-            headers=headers, request_timeout=request_timeout,
-        )
-        self._client: AsyncOpenAI | None = None
+        self.model = model
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._request_timeout = request_timeout
+        base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        sent = {"user-agent": f"Tiller/{_version()}", **(headers or {})}
+        if self._api_key:
+            sent.setdefault("authorization", f"Bearer {self._api_key}")
+        self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
+                                      http_client=http_client)
         self.api: Api = api
         self._efforts = accepted_efforts(model)
         """The reasoning efforts the model takes: () none, None unknown (corrected on a 400)."""
@@ -124,24 +137,30 @@ class OpenAIProvider(SdkProvider):
         """The ``reasoning_effort`` Chat Completions got after it refused what we sent."""
         self._told_dropped: set[str] = set()
 
-    def _get_client(self) -> AsyncOpenAI:
-        """The SDK client, created (and the SDK imported) on first use."""
-        if self._client is None:
-            import openai
+    async def prepare(self) -> None:
+        """Import the HTTP library and create the client in a worker thread."""
+        try:
+            await anyio.to_thread.run_sync(self._endpoint.client, abandon_on_cancel=True)
+        except Exception:
+            log.debug("preparing %s failed; its stream will say why", self.name, exc_info=True)
 
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                http_client=self._http(openai),
-                timeout=self._request_timeout,
-                max_retries=0,
-                default_headers=self._headers or None,
-            )
-        return self._client
+    async def aclose(self) -> None:
+        await self._endpoint.aclose()
+
+    @property
+    def base_url(self) -> str:
+        """The base URL calls go to."""
+        return self._endpoint.base_url
 
     def _server(self) -> str:
         """The base URL the client talks to, as the key of ``chat_only_servers``."""
-        return str(self._get_client().base_url).rstrip("/")
+        return self._endpoint.base_url
+
+    def _display_url(self) -> str:
+        return display_url(self._endpoint.base_url)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._api_key)
 
     def uses_responses(self) -> bool:
         """Whether the next call goes to the Responses API."""
@@ -150,18 +169,13 @@ class OpenAIProvider(SdkProvider):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
-        try:
-            client = self._get_client()
-        except Exception as exc:  # the SDK refuses to build a client without credentials
-            yield self._stamp(MessageBuilder().finish(self._redact(f"openai: {exc}")))
-            return
         if self.uses_responses():
-            response, failure = await self._open_responses(client, request)
+            response, failure = await self._open_responses(request)
             if response is not None or failure is not None:
                 async for item in self._read_responses(request, response, failure):
                     yield item
                 return
-        async for item in self._chat(client, request):
+        async for item in self._chat(request):
             yield item
 
     def _stamp(self, message: AssistantMessage) -> AssistantMessage:
@@ -171,21 +185,19 @@ class OpenAIProvider(SdkProvider):
 
     # ------------------------------------------------------------------ the Responses API
 
-    async def _open_responses(
-        self, client: AsyncOpenAI, request: ModelRequest
-    ) -> tuple[Any, Exception | None]:
+    async def _open_responses(self, request: ModelRequest) -> tuple[Any, Exception | None]:
         """The stream, or the failure that opening it ended in; (None, None) when the server
         has no Responses API and ``api`` is ``auto`` (remembered: Chat Completions it is)."""
         for attempt in (1, 2):
             params = self._responses_params(request)
             try:
-                return await client.responses.create(**params), None
+                return await self._endpoint.open_stream("/responses", params), None
             except Exception as exc:
                 if self.api == "auto" and route_missing(exc):
                     _chat_only.add(self._server())
                     log.info("openai: %s has no Responses API (%s on /responses): using Chat "
                              "Completions for it from now on", self._display_url(),
-                             getattr(exc, "status_code", "?"))
+                             getattr(exc, "status", "?"))
                     return None, None
                 if attempt == 1 and self._correct_responses(exc, params):
                     continue
@@ -260,7 +272,7 @@ class OpenAIProvider(SdkProvider):
                 error = self._describe_failure(exc, started=True, api="responses")
             finally:
                 with anyio.CancelScope(shield=True):
-                    await response.close()
+                    await response.aclose()
         message = self._stamp(builder.finish(error))
         if message.stop_reason == "error":
             if failure is not None:
@@ -274,14 +286,14 @@ class OpenAIProvider(SdkProvider):
 
     # ------------------------------------------------------------------ Chat Completions
 
-    async def _chat(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[StreamItem]:
+    async def _chat(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         response: Any = None
         failure: Exception | None = None
         for attempt in (1, 2):
             effort = self._chat_effort_for(request)
             params = build_request_params(request, self.model, effort=effort)
             try:
-                response = await client.chat.completions.create(**params)
+                response = await self._endpoint.open_stream("/chat/completions", params)
                 break
             except Exception as exc:
                 if attempt == 1 and self._correct_chat(exc, params):
@@ -302,7 +314,7 @@ class OpenAIProvider(SdkProvider):
                 error = self._describe_failure(exc, started=True, api="chat")
             finally:
                 with anyio.CancelScope(shield=True):
-                    await response.close()
+                    await response.aclose()
         message = self._stamp(builder.finish(error))
         if message.stop_reason == "error":
             if failure is not None:
@@ -348,26 +360,24 @@ class OpenAIProvider(SdkProvider):
 
     def _describe_failure(self, exc: Exception, *, started: bool, api: Api) -> str:
         """A user-actionable message for an exception raised while calling or streaming."""
-        import openai
-
         url = self._display_url()
-        if isinstance(exc, openai.APIStatusError):
-            message = status_error_message(exc.status_code, exc.body, exc.message,
-                                             self._api_hint(exc, api))
-        elif isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, HttpStatusError):
+            message = status_error_message(exc.status, exc.body, f"Error code: {exc.status}",
+                                           self._api_hint(exc, api))
+        elif isinstance(exc, HttpTimeoutError):
             what = "the stream stalled" if started else "no response"
             message = (
                 f"openai: {what}: nothing received from {url} within "
                 f"{self._request_timeout:g}s ({RETRY_HINT})"
             )
-        elif isinstance(exc, openai.APIConnectionError):
+        elif isinstance(exc, HttpConnectionError):
             cause = exc.__cause__ or exc
             if started:
                 message = f"openai: the connection to {url} broke mid-stream: {cause}"
                 message += f" ({RETRY_HINT})"
             else:
                 message = f"openai: cannot connect to {url}: {cause}"
-        elif isinstance(exc, openai.APIError):
+        elif isinstance(exc, StreamErrorEvent):
             message = f"openai: the provider reported an error mid-stream: {exc.message}"
         elif isinstance(exc, ValueError):
             message = f"openai: the provider sent a malformed stream chunk: {exc}"
@@ -393,14 +403,40 @@ class OpenAIProvider(SdkProvider):
         return None
 
 
-def warm() -> None:
-    """``warm_sdk`` for OpenAI's SDK: a first call of each API (the Responses API and Chat
-    Completions: ``auto`` may use either), with the params our builders make."""
-    import openai
+def warm(base_url: str | None = None) -> None:
+    """What a first call to ``base_url`` (None: the default) needs but the network, done ahead
+    (``registry.prepare_ahead``): the HTTP library and the parts it imports on first use, the
+    TLS context unless the server is plain ``http``, and one request built and sent to a
+    transport that answers it itself."""
+    import asyncio
 
+    import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
+    import httpcore2  # noqa: F401
+    import httpx2
+
+    from tiller.providers.base import tls_context, warm_up_request
+
+    if not (base_url or DEFAULT_BASE_URL).startswith("http://"):
+        tls_context()
     request = warm_up_request()
-    warm_sdk(openai.AsyncOpenAI, openai.DefaultAsyncHttpxClient, [
-        ("responses.create", build_responses_params(
-            request, "warm-up", provider="warm-up", effort=None, encrypted_reasoning=False)),
-        ("chat.completions.create", build_request_params(request, "warm-up")),
-    ])
+
+    async def call() -> None:
+        transport = httpx2.MockTransport(lambda _: httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"data: [DONE]\n\n"))
+        async with httpx2.AsyncClient(transport=transport) as client:
+            endpoint = HttpEndpoint("http://warm-up", headers={}, timeout=5, http_client=client)
+            response = await endpoint.open_stream("/chat/completions",
+                                                  build_request_params(request, "warm-up"))
+            async for _ in chunk_dicts(response):
+                pass
+            await response.aclose()
+        build_responses_params(request, "warm-up", provider="warm-up", effort=None,
+                               encrypted_reasoning=False)
+
+    asyncio.run(call())
+
+
+def _version() -> str:
+    from tiller import __version__
+
+    return __version__

@@ -2,7 +2,8 @@
 route (no Responses API) or a lasting refusal, whether a retry may pass, and the message a user
 reads (``openai: <status> <phrase>: <the server's message> (<what to do>)``).
 
-Imports the ``openai`` SDK only inside the functions that inspect its exceptions.
+The failures are ``tiller.errors``'s HttpCallError subtree, as ``tiller.providers.http`` raises
+them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from http import HTTPStatus
 
+from tiller.errors import HttpCallError, HttpStatusError
 from tiller.providers.base import RETRY_HINT, retry_after_seconds
 
 __all__ = ["SERVER_REFUSALS", "is_transient", "retry_after", "route_missing", "status_details",
@@ -38,19 +40,18 @@ SERVER_REFUSALS = {
 
 def status_details(exc: Exception) -> tuple[int | None, str, str | None]:
     """An HTTP error's status, its message and its ``param`` (None, "", None otherwise)."""
-    import openai
-
-    if not isinstance(exc, openai.APIStatusError):
+    if not isinstance(exc, HttpStatusError):
         return None, "", None
     body = exc.body
     error = body.get("error", body) if isinstance(body, dict) else None
+    fallback = f"Error code: {exc.status}"
     if isinstance(error, dict):
         message = error.get("message")
         param = error.get("param")
-        return (exc.status_code, message if isinstance(message, str) else exc.message,
+        return (exc.status, message if isinstance(message, str) else fallback,
                 param if isinstance(param, str) else None)
-    text = body.strip() if isinstance(body, str) else exc.message
-    return exc.status_code, text, None
+    text = body.strip() if isinstance(body, str) else fallback
+    return exc.status, text, None
 
 
 def route_missing(exc: Exception) -> bool:
@@ -74,18 +75,16 @@ def is_transient(exc: Exception) -> bool:
     """Whether retrying the same request may succeed: rate limits, server errors, timeouts,
     broken connections and errors reported mid-stream; not a server's lasting refusal
     (``SERVER_REFUSALS``), nor malformed chunks."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
+    if isinstance(exc, HttpStatusError):
         if any(text in status_details(exc)[1] for text in SERVER_REFUSALS):
             return False
-        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
-    return isinstance(exc, openai.APIError)  # timeouts, connection errors, mid-stream errors
+        return exc.status in (408, 409, 429) or exc.status >= 500
+    return isinstance(exc, HttpCallError)  # timeouts, connection errors, mid-stream errors
 
 
 def retry_after(exc: Exception) -> float | None:
     """Seconds from the failed response's ``retry-after-ms`` or ``retry-after`` header."""
-    return retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+    return retry_after_seconds(exc.headers if isinstance(exc, HttpStatusError) else None)
 
 
 def status_error_message(

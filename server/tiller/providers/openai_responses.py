@@ -17,11 +17,14 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiller.errors import StreamErrorEvent
 from tiller.providers.base import RETRY_HINT, json_payload
+from tiller.providers.http import sse_events
 from tiller.providers.openai_stream import (
     CONTENT_FILTER_ERROR,
     EMPTY_RESPONSE_ERROR,
     INCOMPLETE_STREAM_ERROR,
+    error_text,
 )
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
@@ -45,15 +48,11 @@ _UPDATE_KINDS: dict[str, Literal["thinking", "text", "toolCallArgs"]] = {
 
 
 
-async def event_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of an ``openai.AsyncStream`` of ``responses.create`` as dicts, through the
-    SDK's SSE decoder and its timeout/connection error mapping. A payload that is not a typed
-    JSON object raises ``ValueError``; an untyped ``{"error": ...}`` (a proxy's) raises
-    ``openai.APIError`` as the SDK would."""
-    import openai
-
-    async for sse in stream._iter_events():
-        data = sse.data
+async def event_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a streaming ``/responses`` answer (``http.sse_events``) as dicts. A
+    payload that is not a typed JSON object raises ``ValueError``; an untyped ``{"error":
+    ...}`` (a proxy's) raises StreamErrorEvent."""
+    async for _, data in sse_events(response):
         if data.startswith("[DONE]"):
             return
         payload = json_payload(data)
@@ -62,13 +61,7 @@ async def event_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
         if "type" not in payload:
             error = payload.get("error")
             if error:
-                message = error.get("message") if isinstance(error, dict) else None
-                raise openai.APIError(
-                    message=message if isinstance(message, str) and message
-                    else "An error occurred during streaming",
-                    request=stream.response.request,
-                    body=error,
-                )
+                raise StreamErrorEvent(error_text(error), error)
             raise ValueError("an event without a type")
         yield payload
 

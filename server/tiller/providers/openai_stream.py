@@ -1,10 +1,10 @@
 """Chat Completions stream accumulation over raw chunk dicts (the OpenAI provider's hot path).
 
-``chunk_dicts`` reads the SDK's ``AsyncStream`` through the SDK's own SSE decoder and its
-timeout/connection error mapping, but yields each ``data:`` payload as the dict ``json.loads``
-made of it: no pydantic model per chunk (that was ~60% of the server's time while streaming).
-An ``{"error": ...}`` payload raises ``openai.APIError`` as the SDK would; a payload that is not
-JSON, or not shaped like a chunk, raises ``ValueError`` (reported as a malformed chunk).
+``chunk_dicts`` reads a streaming answer's events (``tiller.providers.http``) and yields each
+``data:`` payload as the dict ``json.loads`` made of it: no pydantic model per chunk (that was
+~60% of the server's time while streaming). An ``{"error": ...}`` payload raises
+StreamErrorEvent; a payload that is not JSON, or not shaped like a chunk, raises ``ValueError``
+(reported as a malformed chunk).
 
 ``MessageBuilder.feed`` absorbs one chunk dict and returns the ``MessageUpdate`` deltas it made;
 ``finish`` builds the final ``AssistantMessage`` and its stop reason.
@@ -17,7 +17,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiller.errors import StreamErrorEvent
 from tiller.providers.base import RETRY_HINT, json_payload
+from tiller.providers.http import sse_events
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -43,12 +45,11 @@ INCOMPLETE_STREAM_ERROR = f"openai: the stream ended before the message complete
 CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
 
 
-async def chunk_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
-    """The chunks of an ``openai.AsyncStream`` as dicts, up to ``[DONE]`` or the end."""
-    import openai
-
-    async for sse in stream._iter_events():  # the SDK's decoder and error mapping
-        data = sse.data
+async def chunk_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The chunks of a streaming answer (``http.sse_events``) as dicts, up to ``[DONE]`` or
+    the end. An ``{"error": ...}`` payload raises StreamErrorEvent; one that is not a JSON
+    object ValueError."""
+    async for _, data in sse_events(response):
         if data.startswith("[DONE]"):
             return
         payload = json_payload(data)
@@ -56,14 +57,15 @@ async def chunk_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         error = payload.get("error")
         if error:
-            message = error.get("message") if isinstance(error, dict) else None
-            raise openai.APIError(
-                message=message if isinstance(message, str) and message
-                else "An error occurred during streaming",
-                request=stream.response.request,
-                body=error,
-            )
+            raise StreamErrorEvent(error_text(error), error)
         yield payload
+
+
+def error_text(error: Any) -> str:
+    """The message of a stream's ``error`` payload (a default when it has none)."""
+    message = error.get("message") if isinstance(error, dict) else None
+    return message if isinstance(message, str) and message else (
+        "An error occurred during streaming")
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -111,16 +112,18 @@ PROVIDER_MODULES: Mapping[ProviderType, str] = {
 """Each type's module; one with a ``warm()`` function imports there what its SDK loads lazily."""
 
 
-def prepare_ahead(settings: ProviderSettings | None) -> None:
-    """Import what a first model call of this provider imports (ours, its SDK and the SDK's
-    lazily loaded parts) and build the TLS context its HTTP client will use, so that call does
-    not wait for them (``tiller.session.warm``). Raises what an import raises."""
+def prepare_ahead(settings: ProviderSettings | None, base_url: str | None = None,
+                  env: Mapping[str, str] | None = None) -> None:
+    """Import what a first model call of this provider imports (ours, its HTTP library or SDK
+    and their lazily loaded parts) and build the TLS context its HTTP client will use, so that
+    call does not wait for them (``tiller.session.warm``). ``base_url`` overrides the
+    configured URL, as in ``create_provider``. Raises what an import raises."""
     if settings is None:
         return
     module = importlib.import_module(PROVIDER_MODULES[settings.type])
     warm = getattr(module, "warm", None)
     if warm is not None:
-        warm()
+        warm(settings.resolve_base_url(os.environ if env is None else env, base_url))
 
 
 def create_provider(

@@ -1,7 +1,7 @@
 """Import hooks for tests of cold starts, active when this folder is on ``PYTHONPATH``:
 
-- ``TILLER_TEST_SLOW_IMPORT=openai=1.5``: a slow disk for one module: the first ``import
-  openai`` of the process takes 1.5 s more (as it does on a loaded machine: about 1.25 s was
+- ``TILLER_TEST_SLOW_IMPORT=httpx2=1.5``: a slow disk for one module: the first ``import
+  httpx2`` of the process takes 1.5 s more (as it does on a loaded machine: about 1.25 s was
   measured), then imports as usual.
 - ``TILLER_TEST_IMPORT_LOG=PATH``: the name of every module the process imports from then on,
   from any thread, is appended to PATH, one per line (``python -X importtime`` misses imports

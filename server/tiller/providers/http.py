@@ -1,0 +1,170 @@
+"""The HTTP under the OpenAI provider: a JSON POST whose answer streams server-sent events (and a
+JSON GET), on httpx2, each failure an ``HttpCallError`` (``tiller.errors``).
+
+Why not the ``openai`` SDK, which carried these calls until issue 33: Tiller already built the
+request bodies (``openai_request``) and read the events as plain dicts (``openai_stream``,
+``openai_responses``); what the SDK added was a client object, one POST, an SSE decoder and four
+exception classes, and importing it was half of a first prompt's cold start and a third of an
+idle server's memory (README, "Performance"). httpx2 is the HTTP library that SDK (and
+Anthropic's, which stays: it also resolves credentials and profiles) is built on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from tiller.errors import HttpCallError, HttpConnectionError, HttpStatusError, HttpTimeoutError
+from tiller.providers.base import tls_context
+
+if TYPE_CHECKING:
+    import httpx2
+
+__all__ = ["MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "sse_events"]
+
+MAX_ERROR_BODY = 1 << 20
+"""Bytes of an error answer read (its message is in the first few hundred)."""
+MAX_EVENT = 16 << 20
+"""Bytes one server-sent event may take; a longer one is a malformed stream (ValueError)."""
+
+
+class HttpEndpoint:
+    """One server: its base URL, the headers every call sends (credentials among them), and an
+    HTTP client created on first use (with the process's one TLS context), or an injected one
+    that ``aclose`` leaves to its owner."""
+
+    def __init__(self, base_url: str, *, headers: Mapping[str, str], timeout: float,
+                 http_client: Any = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"accept": "application/json", **headers}
+        self._timeout = timeout
+        self._injected = http_client
+        self._client: httpx2.AsyncClient | None = http_client
+
+    def client(self) -> httpx2.AsyncClient:
+        """The HTTP client (created now if need be). For an ``https`` server it verifies with
+        the process's TLS context and follows redirects; for a plain ``http`` one (a local
+        server) it has no TLS at all and follows none, so it never opens a connection it does
+        not verify (building a TLS context loads the system's CA store: ~100 ms)."""
+        if self._client is None:
+            import httpx2
+
+            secure = not self.base_url.startswith("http://")
+            self._client = httpx2.AsyncClient(
+                verify=tls_context() if secure else False, follow_redirects=secure,
+                timeout=httpx2.Timeout(self._timeout, connect=min(self._timeout, 10.0)),
+                limits=httpx2.Limits(max_connections=100, max_keepalive_connections=20),
+            )
+        return self._client
+
+    async def open_stream(self, path: str, body: Mapping[str, Any]) -> httpx2.Response:
+        """POST ``body`` as JSON to ``path``; the answer, its status a success and its body
+        still to read (``sse_events``; close it with ``aclose``). An error status raises
+        HttpStatusError with the body read; timeouts and broken connections raise theirs."""
+        client = self.client()
+        request = client.build_request("POST", self.base_url + path, json=body,
+                                       headers=self._headers)
+        with _mapped():
+            response = await client.send(request, stream=True)
+            if response.is_success:
+                return response
+            try:
+                raise await _status_error(response)
+            finally:
+                await response.aclose()
+        raise AssertionError("unreachable")
+
+    async def get_json(self, path: str) -> Any:
+        """GET ``path``: the answer's JSON; an error status raises HttpStatusError, an answer
+        that is not JSON a ValueError."""
+        with _mapped():
+            response = await self.client().get(self.base_url + path, headers=self._headers)
+            if not response.is_success:
+                raise await _status_error(response)
+            return response.json()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, unless it was injected."""
+        if self._client is not None and self._injected is None:
+            await self._client.aclose()
+        self._client = self._injected
+
+
+async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
+    """The server-sent events of ``response`` as (event name, data) pairs (name ``message`` when the
+    event has none; data lines joined by newlines); comments and events without data are left out,
+    and so is an event the stream ended in the middle of (no blank line after it), as the SSE
+    standard says. Lines end in LF or CRLF. A read timeout raises HttpTimeoutError, a broken
+    connection HttpConnectionError, an event over ``MAX_EVENT`` bytes ValueError."""
+    buffer = b""
+    name, data, size = "", list[str](), 0
+    with _mapped():
+        async for chunk in response.aiter_bytes():
+            buffer += chunk
+            if b"\n" not in chunk:
+                if len(buffer) + size > MAX_EVENT:
+                    raise ValueError(f"a server-sent event over {MAX_EVENT} bytes")
+                continue
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.decode()
+                if line.endswith("\r"):
+                    line = line[:-1]
+                if not line:
+                    if data:
+                        yield name or "message", "\n".join(data)
+                    name, data, size = "", [], 0
+                    continue
+                field, _, value = line.partition(":")
+                if value.startswith(" "):
+                    value = value[1:]
+                if field == "data":
+                    data.append(value)
+                    size += len(raw)
+                    if size > MAX_EVENT:
+                        raise ValueError(f"a server-sent event over {MAX_EVENT} bytes")
+                elif field == "event":
+                    name = value
+
+
+class _mapped:
+    """Turns httpx2's timeouts and transport errors raised inside it into ours."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> Literal[False]:
+        if exc is None or isinstance(exc, HttpCallError):
+            return False
+        import httpx2
+
+        if isinstance(exc, httpx2.TimeoutException):
+            raise HttpTimeoutError(str(exc) or type(exc).__name__) from exc
+        if isinstance(exc, (httpx2.TransportError, OSError)):
+            raise HttpConnectionError(str(exc) or type(exc).__name__) from exc
+        return False
+
+
+async def _status_error(response: httpx2.Response) -> HttpStatusError:
+    """The error status of ``response`` with its body (JSON, else text; at most
+    ``MAX_ERROR_BODY`` bytes)."""
+    raw = b""
+    try:
+        async for chunk in response.aiter_bytes():
+            raw += chunk
+            if len(raw) >= MAX_ERROR_BODY:
+                break
+    except Exception:
+        pass  # what arrived is what there is to say
+    text = raw[:MAX_ERROR_BODY].decode(errors="replace")
+    body: Any = text or None
+    if text:
+        import json
+
+        try:
+            body = json.loads(text)
+        except ValueError:
+            pass
+    headers = {name.lower(): value for name, value in response.headers.items()}
+    return HttpStatusError(response.status_code, body, headers)

@@ -1,0 +1,87 @@
+"""tiller.providers.http: the SSE reader on awkward chunkings, and what the client does with TLS
+and redirects. (Every failure mode of a real server is in the provider tests, on the fakes.)"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+import httpx2
+import pytest
+
+from tiller.errors import HttpConnectionError, HttpStatusError
+from tiller.providers import http
+from tiller.providers.http import HttpEndpoint, sse_events
+
+pytestmark = pytest.mark.anyio
+
+
+class Chunks(httpx2.AsyncByteStream):
+    def __init__(self, chunks: Sequence[bytes]) -> None:
+        self.chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.chunks:
+            yield chunk
+
+
+async def events_of(*chunks: bytes) -> list[tuple[str, str]]:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               stream=Chunks(chunks))
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+        endpoint = HttpEndpoint("http://x", headers={}, timeout=5, http_client=client)
+        response = await endpoint.open_stream("/s", {})
+        try:
+            return [event async for event in sse_events(response)]
+        finally:
+            await response.aclose()
+
+
+async def test_events_split_anywhere_in_crlf_or_lf_with_names_comments_and_multiline_data() -> None:
+    stream = (b": a comment\r\nevent: delta\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n"
+              b"data: \xc3\xa9t\xc3\xa9\n\nevent: empty\n\ndata:[DONE]\n\n")
+    whole = await events_of(stream)
+    assert whole == [("delta", '{"a":\n 1}'), ("message", "été"), ("message", "[DONE]")]
+    # One byte at a time (a multi-byte character split too): the same events.
+    assert await events_of(*(stream[i:i + 1] for i in range(len(stream)))) == whole
+
+
+async def test_an_event_the_stream_ended_in_is_dropped() -> None:
+    assert await events_of(b"data: 1\n\ndata: {\"cut") == [("message", "1")]
+
+
+async def test_an_event_past_the_cap_is_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http, "MAX_EVENT", 64)
+    with pytest.raises(ValueError, match="over 64 bytes"):
+        await events_of(b"data: " + b"x" * 40 + b"\n", b"data: " + b"y" * 40 + b"\n\n")
+    with pytest.raises(ValueError, match="over 64 bytes"):
+        await events_of(*[b"z" * 16] * 10)  # one line that never ends
+
+
+async def test_an_error_status_carries_its_json_body_and_headers() -> None:
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(429, headers={"Retry-After": "3"},
+                               json={"error": {"message": "slow down"}})
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+        endpoint = HttpEndpoint("http://x", headers={}, timeout=5, http_client=client)
+        with pytest.raises(HttpStatusError) as raised:
+            await endpoint.open_stream("/s", {})
+    assert raised.value.status == 429
+    assert raised.value.body == {"error": {"message": "slow down"}}
+    assert raised.value.headers["retry-after"] == "3"
+
+
+async def test_a_plain_http_server_gets_no_tls_and_no_redirects_an_https_one_both() -> None:
+    plain = HttpEndpoint("http://127.0.0.1:9/v1", headers={}, timeout=5)
+    secure = HttpEndpoint("https://127.0.0.1:9/v1", headers={}, timeout=5)
+    try:
+        assert plain.client().follow_redirects is False
+        assert secure.client().follow_redirects is True
+        # Nothing listens on port 9: a connection error, in our terms.
+        with pytest.raises(HttpConnectionError):
+            await plain.open_stream("/chat/completions", {})
+    finally:
+        await plain.aclose()
+        await secure.aclose()
