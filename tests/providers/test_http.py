@@ -3,13 +3,19 @@ and redirects. (Every failure mode of a real server is in the provider tests, on
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import http.server
+import ssl
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 
 import httpx2
 import pytest
 
 from tiller.errors import HttpConnectionError, HttpStatusError
-from tiller.providers import http
+from tiller.providers import base
+from tiller.providers import http as provider_http
 from tiller.providers.http import HttpEndpoint, sse_events
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +58,7 @@ async def test_an_event_the_stream_ended_in_is_dropped() -> None:
 
 
 async def test_an_event_past_the_cap_is_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http, "MAX_EVENT", 64)
+    monkeypatch.setattr(provider_http, "MAX_EVENT", 64)
     with pytest.raises(ValueError, match="over 64 bytes"):
         await events_of(b"data: " + b"x" * 40 + b"\n", b"data: " + b"y" * 40 + b"\n\n")
     with pytest.raises(ValueError, match="over 64 bytes"):
@@ -85,3 +91,69 @@ async def test_a_plain_http_server_gets_no_tls_and_no_redirects_an_https_one_bot
     finally:
         await plain.aclose()
         await secure.aclose()
+
+
+async def test_connections_read_through_the_light_backend() -> None:
+    """``_lighter`` reaches into httpx2's transport; a release that moves its pool would leave
+    the heavier reads in place without failing anything else: this notices."""
+    endpoint = HttpEndpoint("http://127.0.0.1:9/v1", headers={}, timeout=5)
+    try:
+        pool = endpoint.client()._transport._pool  # type: ignore[attr-defined]
+        assert type(pool._network_backend).__name__ == "LightBackend"
+    finally:
+        await endpoint.aclose()
+
+
+class _Events(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b'data: {"over": "tls"}\n\ndata: [DONE]\n\n')
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An HTTPS server on loopback whose self-signed certificate (openssl) is the only one the
+    process trusts (``SSL_CERT_FILE``, read by the TLS context built afresh)."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-keyout", str(key), "-out", str(cert), "-subj", "/CN=tiller-test",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    base.tls_context.cache_clear()
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Events)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+        base.tls_context.cache_clear()
+
+
+async def test_an_https_server_is_read_over_verified_tls(tls_server: str) -> None:
+    endpoint = HttpEndpoint(tls_server, headers={}, timeout=5)
+    try:
+        response = await endpoint.open_stream("/chat/completions", {"model": "m"})
+        events = [event async for event in sse_events(response)]
+        await response.aclose()
+    finally:
+        await endpoint.aclose()
+    assert events == [("message", '{"over": "tls"}'), ("message", "[DONE]")]
+    # A name the certificate does not carry is not talked to.
+    base.tls_context.cache_clear()
+    stranger = HttpEndpoint(tls_server.replace("127.0.0.1", "localhost"), headers={}, timeout=5)
+    try:
+        with pytest.raises(HttpConnectionError, match="(?i)certificate"):
+            await stranger.open_stream("/chat/completions", {"model": "m"})
+    finally:
+        await stranger.aclose()
