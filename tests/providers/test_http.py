@@ -4,6 +4,7 @@ and redirects. (Every failure mode of a real server is in the provider tests, on
 from __future__ import annotations
 
 import http.server
+import json
 import ssl
 import subprocess
 import threading
@@ -157,3 +158,74 @@ async def test_an_https_server_is_read_over_verified_tls(tls_server: str) -> Non
             await stranger.open_stream("/chat/completions", {"model": "m"})
     finally:
         await stranger.aclose()
+
+
+CHAT_BODY = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in [
+    {"id": "c", "object": "chat.completion.chunk", "model": "m",
+     "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]},
+    {"id": "c", "object": "chat.completion.chunk", "model": "m",
+     "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+]) + b"data: [DONE]\n\n"
+RESPONSES_BODY = b"".join(
+    b"event: " + event["type"].encode() + b"\ndata: " + json.dumps(event).encode() + b"\n\n"
+    for event in [
+        {"type": "response.output_item.added", "output_index": 0,
+         "item": {"type": "message", "id": "m1", "role": "assistant", "content": []}},
+        {"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+         "item_id": "m1", "delta": "hi"},
+        {"type": "response.output_item.done", "output_index": 0,
+         "item": {"type": "message", "id": "m1", "role": "assistant",
+                  "content": [{"type": "output_text", "text": "hi"}]}},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed",
+                                                    "output": []}},
+    ])
+
+
+class _KeepAlive(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with a Content-Length: the connection stays open for the next request."""
+
+    protocol_version = "HTTP/1.1"
+    connections: list[int] = []
+
+    def setup(self) -> None:
+        super().setup()
+        self.connections.append(self.client_address[1])
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        body = RESPONSES_BODY if self.path.endswith("/responses") else CHAT_BODY
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_finished_stream_leaves_its_connection_for_the_next_call(api: str) -> None:
+    """After ``[DONE]`` (or ``response.completed``) the rest of the body is read, so the next
+    model call reuses the connection instead of opening (and, over TLS, handshaking) a new one."""
+    from tiller.providers.base import ModelRequest
+    from tiller.providers.openai import OpenAIProvider
+    from tiller.types import UserMessage
+
+    connections: list[int] = []
+    handler = type("Handler", (_KeepAlive,), {"connections": connections})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    provider = OpenAIProvider(model="m", base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                              api_key="k", api=api)  # type: ignore[arg-type]
+    try:
+        for _ in range(3):
+            *_, final = [item async for item in provider.stream(
+                ModelRequest(messages=[UserMessage(content="hi")]))]
+            assert final.stop_reason == "stop", final.error_message
+            assert final.content[0].text == "hi"  # type: ignore[union-attr]
+    finally:
+        await provider.aclose()
+        server.shutdown()
+        server.server_close()
+    assert len(connections) == 1

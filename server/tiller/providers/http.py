@@ -20,12 +20,14 @@ from tiller.providers.base import tls_context
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "sse_events"]
+__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "drain", "sse_events"]
 
 MAX_ERROR_BODY = 1 << 20
 """Bytes of an error answer read (its message is in the first few hundred)."""
 MAX_EVENT = 16 << 20
 """Bytes one server-sent event may take; a longer one is a malformed stream (ValueError)."""
+DRAIN_SECONDS = 1.0
+"""How long ``drain`` waits for the end of a stream whose message is complete."""
 
 
 class HttpEndpoint:
@@ -127,6 +129,21 @@ async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]
                         raise ValueError(f"a server-sent event over {MAX_EVENT} bytes")
                 elif field == "event":
                     name = value
+
+
+async def drain(events: AsyncIterator[Any]) -> None:
+    """Read and drop what is left of ``events`` (a stream whose message is complete: after
+    ``[DONE]`` or ``response.completed`` the body ends), for at most ``DRAIN_SECONDS``, so its
+    HTTP/1.1 connection goes back to the pool: a closed one costs the next model call a new
+    connection and TLS handshake. Whatever fails here is ignored (the message is complete)."""
+    import anyio
+
+    with anyio.move_on_after(DRAIN_SECONDS):
+        try:
+            async for _ in events:
+                pass
+        except Exception:
+            pass
 
 
 class _mapped:

@@ -51,7 +51,7 @@ from tiller.providers.base import (
     estimated_usage,
     redact,
 )
-from tiller.providers.http import HttpEndpoint
+from tiller.providers.http import HttpEndpoint, drain
 from tiller.providers.openai_errors import (
     is_transient,
     retry_after,
@@ -262,10 +262,12 @@ class OpenAIProvider(Provider):
             error = self._describe_failure(failure, started=False, api="responses")
         else:
             try:
-                async for event in event_dicts(response):
+                events = event_dicts(response)
+                async for event in events:
                     for update in builder.feed(event):
                         yield update
                     if builder.ended:
+                        await drain(events)
                         break
             except Exception as exc:
                 failure = exc

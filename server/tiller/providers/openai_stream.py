@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from tiller.errors import StreamErrorEvent
 from tiller.providers.base import RETRY_HINT, json_payload
-from tiller.providers.http import sse_events
+from tiller.providers.http import drain, sse_events
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -46,11 +46,13 @@ CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
 
 
 async def chunk_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The chunks of a streaming answer (``http.sse_events``) as dicts, up to ``[DONE]`` or
-    the end. An ``{"error": ...}`` payload raises StreamErrorEvent; one that is not a JSON
-    object ValueError."""
-    async for _, data in sse_events(response):
+    """The chunks of a streaming answer (``http.sse_events``) as dicts, up to ``[DONE]`` (the
+    rest of the body read, ``http.drain``) or the end. An ``{"error": ...}`` payload raises
+    StreamErrorEvent; one that is not a JSON object ValueError."""
+    events = sse_events(response)
+    async for _, data in events:
         if data.startswith("[DONE]"):
+            await drain(events)
             return
         payload = json_payload(data)
         if not isinstance(payload, dict):
