@@ -229,3 +229,32 @@ async def test_a_finished_stream_leaves_its_connection_for_the_next_call(api: st
         server.shutdown()
         server.server_close()
     assert len(connections) == 1
+
+
+async def test_headers_from_the_config_win_whatever_their_case_and_are_sent_once() -> None:
+    from tiller.providers.base import ModelRequest
+    from tiller.providers.openai import OpenAIProvider
+    from tiller.types import UserMessage
+
+    seen: list[httpx2.Request] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"},
+                               content=CHAT_BODY)
+
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+        provider = OpenAIProvider(
+            model="m", base_url="http://x/v1", api_key="sk-key", api="chat", http_client=client,
+            headers={"Authorization": "Bearer from-config", "X-Team": "core"})
+        *_, final = [item async for item in provider.stream(
+            ModelRequest(messages=[UserMessage(content="hi")]))]
+        keyed = OpenAIProvider(model="m", base_url="http://x/v1", api_key="sk-key", api="chat",
+                               http_client=client)
+        *_, keyed_final = [item async for item in keyed.stream(
+            ModelRequest(messages=[UserMessage(content="hi")]))]
+    assert final.stop_reason == keyed_final.stop_reason == "stop"
+    assert seen[0].headers.get_list("authorization") == ["Bearer from-config"]
+    assert seen[0].headers["x-team"] == "core"
+    assert seen[1].headers.get_list("authorization") == ["Bearer sk-key"]
+    assert seen[1].headers["user-agent"].startswith("Tiller/")

@@ -53,8 +53,9 @@ async def fetch_models(
     from tiller.providers.http import HttpEndpoint
     from tiller.providers.openai import DEFAULT_BASE_URL
 
-    headers = {**settings.headers, "authorization": f"Bearer {api_key}"} if api_key else \
-        dict(settings.headers)
+    headers = {name.lower(): value for name, value in settings.headers.items()}
+    if api_key:
+        headers.setdefault("authorization", f"Bearer {api_key}")
     endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, headers=headers, timeout=timeout,
                             http_client=http_client)
     try:

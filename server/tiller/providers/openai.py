@@ -123,7 +123,8 @@ class OpenAIProvider(Provider):
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._request_timeout = request_timeout
         base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        sent = {"user-agent": f"Tiller/{_version()}", **(headers or {})}
+        given = {name.lower(): value for name, value in (headers or {}).items()}
+        sent = {"user-agent": f"Tiller/{_version()}", **given}  # names are case-insensitive
         if self._api_key:
             sent.setdefault("authorization", f"Bearer {self._api_key}")
         self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
