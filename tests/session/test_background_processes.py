@@ -374,7 +374,10 @@ async def test_ten_processes_writing_50_mb_each_keep_the_servers_memory_bounded(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     size = 50_000_000
-    writer = f"head -c {size} /dev/zero | tr '\\0' 'x'"
+    go = tmp_path / "go"
+    # They write once the run is over: an exit during the run would be a notice the model gets,
+    # asking for a reply the script does not have; an exit while idle waits for the next prompt.
+    writer = f"until [ -e {go} ]; do sleep 0.05; done; head -c {size} /dev/zero | tr '\\0' 'x'"
     fake_openai.enqueue(
         text_reply("Warm."),
         tool_call_reply([(f"call_{n}", "bash", {"command": writer, "background": True})
@@ -386,6 +389,7 @@ async def test_ten_processes_writing_50_mb_each_keep_the_servers_memory_bounded(
         await tiller.request("agent/prompt", {"message": "hello"})  # the provider loaded
         before = vm_kb(server, "VmRSS")
         await tiller.request("agent/prompt", {"message": "write"})
+        go.touch()
         await exits(tiller, 10)
         peak = vm_kb(server, "VmHWM")
         processes = (await tiller.request("process/list"))["processes"]
