@@ -49,13 +49,13 @@ async def test_events_split_anywhere_in_crlf_or_lf_with_names_comments_and_multi
     stream = (b": a comment\r\nevent: delta\r\ndata: {\"a\":\r\ndata:  1}\r\n\r\n"
               b"data: \xc3\xa9t\xc3\xa9\n\nevent: empty\n\ndata:[DONE]\n\n")
     whole = await events_of(stream)
-    assert whole == [("delta", '{"a":\n 1}'), ("message", "été"), ("message", "[DONE]")]
+    assert whole == [("delta", '{"a":\n 1}'), ("", "été"), ("", "[DONE]")]
     # One byte at a time (a multi-byte character split too): the same events.
     assert await events_of(*(stream[i:i + 1] for i in range(len(stream)))) == whole
 
 
 async def test_an_event_the_stream_ended_in_is_dropped() -> None:
-    assert await events_of(b"data: 1\n\ndata: {\"cut") == [("message", "1")]
+    assert await events_of(b"data: 1\n\ndata: {\"cut") == [("", "1")]
 
 
 async def test_an_event_past_the_cap_is_malformed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +149,7 @@ async def test_an_https_server_is_read_over_verified_tls(tls_server: str) -> Non
         await response.aclose()
     finally:
         await endpoint.aclose()
-    assert events == [("message", '{"over": "tls"}'), ("message", "[DONE]")]
+    assert events == [("", '{"over": "tls"}'), ("", "[DONE]")]
     # A name the certificate does not carry is not talked to.
     base.tls_context.cache_clear()
     stranger = HttpEndpoint(tls_server.replace("127.0.0.1", "localhost"), headers={}, timeout=5)

@@ -63,7 +63,7 @@ class ModelSpec:
     """What a model call sends and stamps besides the messages: the provider's stream and names
     (on every message), the request's fixed parts (``cache_key``: the prompt cache's name for
     the conversation), and the stall timeout (``idle_timeout``), which starts after
-    ``prepare`` (the provider's cold start: its SDK imported, its client made)."""
+    ``prepare`` (the provider's cold start: its HTTP library imported, its client made)."""
 
     stream: StreamFn
     provider: str

@@ -6,5 +6,5 @@ in ``openai_models``, a server's own model in ``served``), Anthropic Messages (`
 arguments (``tool_arguments``); the registry of provider settings, the model catalog and the factory
 (``registry``; Anthropic's catalog: ``anthropic_models``); the providers' own model lists
 (``models_endpoint``) merged and cached (``directory``); thinking levels against what a model takes
-(``levels``). HTTP libraries and SDKs are imported on the first model call (or by the warm-up).
+(``levels``). The HTTP library is imported on the first model call (or by the warm-up).
 """

@@ -1,6 +1,7 @@
-"""Anthropic Messages provider: Claude through the ``anthropic`` SDK's streaming Messages API.
+"""Anthropic Messages provider: Claude through the streaming Messages API.
 
-``AnthropicProvider.stream`` sends one ``messages.create(stream=True)`` call, maps the raw
+``AnthropicProvider.stream`` sends one ``POST /v1/messages`` with ``stream: true`` (over
+``tiller.providers.http``, which says why not the ``anthropic`` SDK), maps the raw
 stream events (read as plain dicts by ``anthropic_stream``) to ``MessageUpdate`` deltas, then
 yields exactly one final ``AssistantMessage``. Every failure (HTTP status, connection, timeout,
 an ``error`` event mid-stream, an empty or truncated stream, a refusal) becomes that final
@@ -20,6 +21,10 @@ Decisions:
 * ``redacted_thinking`` becomes ``ThinkingContent(thinking="", signature="redacted_thinking:" +
   data)`` and is sent back unchanged; it has no delta. Signatures are base64: no ambiguity.
 * A 200 response with no events is a retryable error: in practice a proxy hiccup.
+* Credentials: ``api_key`` (else ``ANTHROPIC_API_KEY``) as ``x-api-key``, else
+  ``ANTHROPIC_AUTH_TOKEN`` as a bearer token, else a ``headers`` entry that carries one; with
+  none, nothing is sent and the final message says what to set. The SDK's credential profiles
+  (``ANTHROPIC_PROFILE``, ``ANTHROPIC_CONFIG_DIR``) are not read.
 * Tool call ids are sanitized to ``[A-Za-z0-9_-]`` (what the API accepts) in ``tool_use`` and
   ``tool_result`` alike, so a history from another provider still pairs up.
 * The thinking shape (adaptive or a budget) comes from the model's capabilities
@@ -29,18 +34,24 @@ Decisions:
   (``_SHAPES``, for the life of the process).
 
 The request conversion (``build_request_params``) lives in ``anthropic_request`` and is
-re-exported here. The ``anthropic`` SDK is imported on first use, never at module import (it
-costs ~770 ms).
+re-exported here. The HTTP library is imported on first use, never at module import.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import anyio
 
+from tiller.errors import (
+    HttpConnectionError,
+    HttpStatusError,
+    HttpTimeoutError,
+    StreamErrorEvent,
+)
 from tiller.providers.anthropic_request import (
     ThinkingShape,
     build_request_params,
@@ -54,22 +65,24 @@ from tiller.providers.base import (
     RETRY_HINT,
     CacheTtl,
     ModelRequest,
-    SdkProvider,
+    Provider,
     StreamItem,
+    display_url,
+    redact,
     retry_after_seconds,
-    warm_sdk,
-    warm_up_request,
 )
+from tiller.providers.http import HttpEndpoint
 from tiller.types import (
     AssistantMessage,
 )
 
-if TYPE_CHECKING:
-    from anthropic import APIStatusError, AsyncAnthropic
+__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
 
-__all__ = ["AnthropicProvider"]
-
-INSTALL = "pip install anthropic"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+"""Where calls go when neither ``base_url`` nor ``ANTHROPIC_BASE_URL`` says otherwise."""
+API_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header: the Messages API's only version."""
+NO_KEY = "anthropic: no API key: set ANTHROPIC_API_KEY"
 CONTEXT_TOO_LONG_HINT = "the context is too long for the model: start a new session"
 RETRYABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 RETRYABLE_TYPES = frozenset({"rate_limit_error", "api_error", "overloaded_error", "timeout_error"})
@@ -84,15 +97,16 @@ _SHAPES: dict[tuple[str, str], ThinkingShape] = {}
 """(base URL, model) -> the thinking shape a 400 taught (see the module docstring)."""
 
 
-class AnthropicProvider(SdkProvider):
+class AnthropicProvider(Provider):
     """Streams the Anthropic Messages API.
 
-    ``base_url`` and ``api_key`` left as None fall back to the SDK's defaults (which read
-    ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY``). ``headers`` are sent with every request.
-    An injected ``http_client`` (an ``httpx2.AsyncClient``) is used as is and not closed by
-    ``aclose``. ``default_max_tokens`` is sent when the request sets no ``max_tokens`` (the API
-    requires one). ``cache_ttl`` is the life of the prompt cache its breakpoints ask for. The
-    SDK's own retries are off: a failure is reported at once.
+    ``base_url`` and ``api_key`` left as None fall back to ``ANTHROPIC_BASE_URL`` (else
+    ``DEFAULT_BASE_URL``) and ``ANTHROPIC_API_KEY`` (the module docstring has the rest of the
+    credentials rule). ``headers`` are sent with every request. An injected ``http_client`` (an
+    ``httpx2.AsyncClient``) is used as is and not closed by ``aclose``. ``default_max_tokens``
+    is sent when the request sets no ``max_tokens`` (the API requires one). ``cache_ttl`` is the
+    life of the prompt cache its breakpoints ask for. A failure is reported at once: retrying
+    is the loop's.
     """
 
     name = "anthropic"
@@ -109,41 +123,52 @@ class AnthropicProvider(SdkProvider):
         default_max_tokens: int = 8192,
         cache_ttl: CacheTtl = "5m",
     ) -> None:
-        super().__init__(
-            model=model, base_url=base_url, api_key=api_key, http_client=http_client,
-            headers=headers, request_timeout=request_timeout,
-        )
+        self.model = model
         self._default_max_tokens = default_max_tokens
         self.cache_ttl: CacheTtl = cache_ttl
-        self._client: AsyncAnthropic | None = None
+        self._request_timeout = request_timeout
+        key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+        token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        self._secret = key or token
+        given = {name.lower(): value for name, value in (headers or {}).items()}
+        sent = {"user-agent": f"Tiller/{_version()}", "anthropic-version": API_VERSION, **given}
+        if key:
+            sent.setdefault("x-api-key", key)
+        elif token:
+            sent.setdefault("authorization", f"Bearer {token}")
+        self._credentials = "x-api-key" in sent or "authorization" in sent
+        base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
+                                      http_client=http_client)
 
-    def _get_client(self) -> AsyncAnthropic:
-        """The SDK client, created (and the SDK imported) on first use."""
-        if self._client is None:
-            import anthropic
+    @property
+    def base_url(self) -> str:
+        """The base URL calls go to."""
+        return self._endpoint.base_url
 
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._api_key,
-                base_url=self._base_url,
-                http_client=self._http(anthropic),
-                default_headers=self._headers or None,
-                timeout=self._request_timeout,
-                max_retries=0,
-            )
-        return self._client
+    async def prepare(self) -> None:
+        """Import the HTTP library and create the client in a worker thread."""
+        try:
+            await anyio.to_thread.run_sync(self._endpoint.client, abandon_on_cancel=True)
+        except Exception:
+            pass  # the stream fails the same way and says why
+
+    async def aclose(self) -> None:
+        await self._endpoint.aclose()
+
+    def _display_url(self) -> str:
+        return display_url(self._endpoint.base_url)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
         builder = MessageBuilder()
-        try:
-            client = self._get_client()
-        except Exception as exc:  # e.g. a credentials profile that cannot be loaded
-            yield self._final(builder, self._describe_failure(exc, started=False))
+        if not self._credentials:
+            yield self._final(builder, _Failure(NO_KEY))
             return
         response: Any = None
         failure: _Failure | None = None
         try:
-            response = await self._create(client, request)
+            response = await self._create(request)
             async for event in event_dicts(response):
                 for update in builder.feed(event):
                     yield update
@@ -152,24 +177,23 @@ class AnthropicProvider(SdkProvider):
         finally:
             if response is not None:
                 with anyio.CancelScope(shield=True):
-                    await response.close()
+                    await response.aclose()
         yield self._final(builder, failure)
 
-    async def _create(self, client: AsyncAnthropic, request: ModelRequest) -> Any:
-        """``messages.create``, retried once with the other thinking shape when the API
-        refuses the one sent (then remembered)."""
-        import anthropic
-
+    async def _create(self, request: ModelRequest) -> Any:
+        """The streaming ``POST /v1/messages``, retried once with the other thinking shape when
+        the API refuses the one sent (then remembered)."""
         where = (self._display_url(), self.model)
         params = self._params(request, _SHAPES.get(where))
         try:
-            return await client.messages.create(**params)
-        except anthropic.BadRequestError as exc:
-            shape = _corrected_shape(exc.api_message or str(exc), params)
+            return await self._endpoint.open_stream("/v1/messages", params)
+        except HttpStatusError as exc:
+            shape = _corrected_shape(_error_field(exc.body, "message") or str(exc), params) \
+                if exc.status == 400 else None
             if shape is None:
                 raise
             _SHAPES[where] = shape
-            return await client.messages.create(**self._params(request, shape))
+            return await self._endpoint.open_stream("/v1/messages", self._params(request, shape))
 
     def _params(self, request: ModelRequest, shape: ThinkingShape | None) -> dict[str, Any]:
         return build_request_params(request, self.model, self._default_max_tokens, shape=shape,
@@ -182,44 +206,28 @@ class AnthropicProvider(SdkProvider):
         return message
 
     def _describe_failure(self, exc: Exception, *, started: bool) -> _Failure:
-        """A user-actionable failure for an exception raised while calling or streaming.
-
-        Mid-stream transport errors reach us as the SDK's HTTP library's own exceptions (it does
-        not wrap them), so they are recognized by class name rather than by importing it.
-        """
-        if isinstance(exc, ImportError):
-            return _Failure(f"anthropic: the anthropic SDK is not installed ({exc}): {INSTALL}")
-        import anthropic
-
+        """A user-actionable failure for an exception raised while calling or streaming."""
         url = self._display_url()
-        transport = _transport_error_kind(exc)
-        if isinstance(exc, anthropic.APIStatusError):
+        if isinstance(exc, (HttpStatusError, StreamErrorEvent)):
             failure = _status_failure(exc)
-        elif isinstance(exc, anthropic.APITimeoutError) or transport == "timeout":
+        elif isinstance(exc, HttpTimeoutError):
             what = "the stream stalled" if started else "no response"
             limit = f"{self._request_timeout:g}s"
             message = f"anthropic: {what}: nothing received from {url} within {limit}"
             failure = _Failure(f"{message} ({RETRY_HINT})", retryable=True)
-        elif isinstance(exc, anthropic.APIConnectionError) or transport == "transport":
+        elif isinstance(exc, HttpConnectionError):
             cause = exc.__cause__ or exc
             if started:
                 message = f"anthropic: the connection to {url} broke mid-stream: {cause}"
             else:
                 message = f"anthropic: cannot connect to {url}: {cause}"
             failure = _Failure(f"{message} ({RETRY_HINT})", retryable=True)
-        elif isinstance(exc, anthropic.APIError):
-            failure = _Failure(f"anthropic: the provider sent an invalid response: {exc.message}")
         elif isinstance(exc, ValueError):
             failure = _Failure(f"anthropic: the provider sent a malformed stream event: {exc}")
-        elif isinstance(exc, anthropic.CredentialsError):
-            failure = _Failure(
-                f"anthropic: cannot load credentials: {exc} (check ANTHROPIC_API_KEY)"
-            )
-        elif isinstance(exc, TypeError) and "authentication" in str(exc):
-            failure = _Failure("anthropic: no API key: set ANTHROPIC_API_KEY")
         else:
             failure = _Failure(f"anthropic: unexpected failure: {type(exc).__name__}: {exc}")
-        return _Failure(self._redact(failure.message), failure.retryable, failure.retry_after)
+        return _Failure(redact(failure.message, self._secret), failure.retryable,
+                        failure.retry_after)
 
 
 def _corrected_shape(message: str, params: dict[str, Any]) -> ThinkingShape | None:
@@ -233,30 +241,26 @@ def _corrected_shape(message: str, params: dict[str, Any]) -> ThinkingShape | No
     return None
 
 
-def _transport_error_kind(exc: BaseException) -> Literal["timeout", "transport"] | None:
-    """``timeout`` or ``transport`` for an httpx(2)/httpcore(2) transport error, else None."""
-    names = {
-        cls.__name__
-        for cls in type(exc).__mro__
-        if cls.__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2")
-    }
-    if "TimeoutException" in names:
-        return "timeout"
-    if "TransportError" in names or isinstance(exc, OSError):
-        return "transport"
-    return None
+def _error_field(body: Any, name: str) -> str | None:
+    """``error.<name>`` of an error body (``{"type": "error", "error": {...}}``), if a string."""
+    error = body.get("error") if isinstance(body, dict) else None
+    value = error.get(name) if isinstance(error, dict) else None
+    return value if isinstance(value, str) else None
 
 
-def _status_failure(exc: APIStatusError) -> _Failure:
+def _status_failure(exc: HttpStatusError | StreamErrorEvent) -> _Failure:
     """A failure from an HTTP error status, or from an ``error`` event mid-stream (status 200).
 
     ``anthropic: 429 Too Many Requests: <provider's message> (<hint>)``; retryable for the
     transient statuses and error types, with ``retry_after`` from the response headers.
     """
-    status = exc.status_code
-    error_type = str(exc.type) if exc.type else None
-    detail = exc.api_message or (exc.body.strip()[:500] if isinstance(exc.body, str) else "")
-    detail = detail or exc.message
+    status = exc.status if isinstance(exc, HttpStatusError) else 200
+    body = exc.body
+    error_type = _error_field(body, "type")
+    fallback = exc.message if isinstance(exc, StreamErrorEvent) else (
+        f"Error code: {status}" + (f" - {body}" if body is not None else ""))
+    detail = _error_field(body, "message") or (
+        body.strip()[:500] if isinstance(body, str) else "") or fallback
     retryable = status in RETRYABLE_STATUSES or error_type in RETRYABLE_TYPES
     if status < 400:
         message = f"anthropic: the provider reported an error mid-stream: {error_type}: {detail}"
@@ -272,15 +276,43 @@ def _status_failure(exc: APIStatusError) -> _Failure:
         hint = _ERROR_HINTS[529]
     else:
         hint = _ERROR_HINTS.get(status) or (RETRY_HINT if retryable else "")
-    retry_after = retry_after_seconds(exc.response.headers) if retryable else None
+    headers = exc.headers if isinstance(exc, HttpStatusError) else None
+    retry_after = retry_after_seconds(headers) if retryable else None
     return _Failure(f"{message} ({hint})" if hint else message, retryable, retry_after)
 
 
 def warm(base_url: str | None = None) -> None:
-    """``warm_sdk`` for Anthropic's SDK: a first ``messages.create`` with the params our
-    builder makes (``base_url`` does not matter: the SDK's client always has TLS)."""
-    import anthropic
+    """What a first call to ``base_url`` (None: the default) needs but the network, done ahead
+    (``registry.prepare_ahead``): the HTTP library and the parts it imports on first use, the
+    TLS context unless the server is plain ``http``, and one request built and answered by a
+    transport of its own."""
+    import asyncio
 
-    warm_sdk(anthropic.AsyncAnthropic, anthropic.DefaultAsyncHttpxClient, [
-        ("messages.create", build_request_params(warm_up_request(), "warm-up")),
-    ])
+    import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
+    import httpcore2  # noqa: F401
+    import httpx2
+
+    from tiller.providers.base import tls_context, warm_up_request
+
+    if not (base_url or DEFAULT_BASE_URL).startswith("http://"):
+        tls_context()
+    stop = b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+
+    async def call() -> None:
+        transport = httpx2.MockTransport(lambda _: httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=stop))
+        async with httpx2.AsyncClient(transport=transport) as client:
+            endpoint = HttpEndpoint("http://warm-up", headers={}, timeout=5, http_client=client)
+            response = await endpoint.open_stream(
+                "/v1/messages", build_request_params(warm_up_request(), "warm-up"))
+            async for _ in event_dicts(response):
+                pass
+            await response.aclose()
+
+    asyncio.run(call())
+
+
+def _version() -> str:
+    from tiller import __version__
+
+    return __version__

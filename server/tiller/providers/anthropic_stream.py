@@ -1,10 +1,11 @@
 """Messages API stream accumulation over raw event dicts (the Anthropic provider's hot path).
 
-``event_dicts`` reads the SDK's ``AsyncStream`` through the SDK's own SSE decoder, skipping
-``ping``, and yields each event's ``data:`` as the dict ``json.loads`` made of it: no pydantic
-model per event. An ``error`` event raises the SDK's status error as the SDK would
-(``_make_status_error``); a payload that is not a JSON object, or an event not shaped as the API
-documents, raises ``ValueError`` (reported as a malformed stream event).
+``event_dicts`` reads a streaming answer's events (``tiller.providers.http``), skipping ``ping``
+and unnamed ones, and yields each event's ``data:`` as the dict ``json.loads`` made of it: no
+pydantic model per event; after ``message_stop`` it reads the rest of the body (``http.drain``).
+An ``error`` event raises StreamErrorEvent (its body the event's payload); a payload that is not
+a JSON object, or an event not shaped as the API documents, raises ``ValueError`` (reported as a
+malformed stream event).
 
 ``MessageBuilder.feed`` absorbs one event dict and returns the ``MessageUpdate`` deltas it made;
 ``finish`` builds the final ``AssistantMessage`` and its stop reason (see anthropic.py's
@@ -18,8 +19,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiller.errors import StreamErrorEvent
 from tiller.providers.anthropic_request import REDACTED_THINKING_PREFIX
 from tiller.providers.base import RETRY_HINT, json_payload
+from tiller.providers.http import drain, sse_events
 from tiller.providers.tool_arguments import streamed_tool_call
 from tiller.types import (
     AssistantContent,
@@ -57,25 +60,27 @@ class Failure:
     retry_after: float | None = None
 
 
-async def event_dicts(stream: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of an ``anthropic.AsyncStream`` as dicts (``ping`` left out)."""
-    async for sse in stream._iter_events():  # the SDK's decoder and transport error mapping
-        if sse.event == "ping" or sse.event is None:
+async def event_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
+    """The events of a streaming Messages answer as dicts (``ping`` and unnamed ones left out),
+    up to ``message_stop`` (the rest of the body read) or the end."""
+    events = sse_events(response)
+    async for name, data in events:
+        if name in ("ping", ""):
             continue
-        if sse.event == "error":
+        if name == "error":
             try:
-                body: Any = json.loads(sse.data)
+                body: Any = json.loads(data)
                 message = f"{body}"
             except ValueError:
-                body = sse.data
-                message = sse.data or f"Error code: {stream.response.status_code}"
-            raise stream._client._make_status_error(message, body=body, response=stream.response)
-        if not sse.data:
-            continue
-        payload = json_payload(sse.data)
+                body, message = data, data
+            raise StreamErrorEvent(message, body)
+        payload = json_payload(data)
         if not isinstance(payload, dict):
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         yield payload
+        if payload.get("type") == "message_stop":
+            await drain(events)
+            return
 
 
 @dataclass

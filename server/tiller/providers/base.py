@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
@@ -34,7 +34,6 @@ __all__ = [
     "ModelInfo",
     "ModelRequest",
     "Provider",
-    "SdkProvider",
     "StreamItem",
     "ToolSpec",
     "display_url",
@@ -165,77 +164,14 @@ class Provider(ABC):
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
 
     async def prepare(self) -> None:
-        """Get ready for ``stream`` (import the SDK, create the client): the cold start that is
-        not the model's silence, so a stream's stall timer starts after it. Default: nothing.
-        Never raises: what fails here fails the stream again, which reports it."""
+        """Get ready for ``stream`` (import the HTTP library, create the client): the cold start
+        that is not the model's silence, so a stream's stall timer starts after it. Default:
+        nothing. Never raises: what fails here fails the stream again, which reports it."""
         return None
 
     async def aclose(self) -> None:
         """Release connections. Default: nothing to release."""
         return None
-
-
-class SdkProvider(Provider):
-    """Plumbing shared by providers that wrap a vendor SDK's async client, created lazily in
-    ``_client``: closing it, and error-message hygiene (no credentials in URLs or text)."""
-
-    _client: Any = None
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        http_client: Any = None,
-        headers: Mapping[str, str] | None = None,
-        request_timeout: float = 600.0,
-    ) -> None:
-        """``base_url``/``api_key`` None: the SDK's defaults. An injected ``http_client`` is
-        used as is and not closed by ``aclose``."""
-        self.model = model
-        self._base_url = base_url
-        self._api_key = api_key
-        self._http_client = http_client
-        self._headers = dict(headers or {})
-        self._request_timeout = request_timeout
-
-    def _get_client(self) -> Any:
-        """The SDK client, created (and the SDK imported) on first use."""
-        raise NotImplementedError
-
-    def _http(self, sdk: Any) -> Any:
-        """The HTTP client for ``sdk``'s client: the injected one, else the SDK's default with
-        the process's one TLS context (``tls_context``), which the SDK client owns and
-        closes."""
-        if self._http_client is not None:
-            return self._http_client
-        return sdk.DefaultAsyncHttpxClient(verify=tls_context())
-
-    async def prepare(self) -> None:
-        """Import the SDK and create the client in a worker thread (``import anthropic`` takes
-        over a second on a loaded machine, during which the event loop keeps serving)."""
-        if self._client is None:
-            import anyio
-
-            try:
-                await anyio.to_thread.run_sync(self._get_client, abandon_on_cancel=True)
-            except Exception:
-                log.debug("preparing %s failed; its stream will say why", self.name,
-                          exc_info=True)
-
-    async def aclose(self) -> None:
-        """Close the SDK client, unless its HTTP client was injected (its owner closes it)."""
-        if self._client is not None and self._http_client is None:
-            await self._client.close()
-        self._client = None
-
-    def _display_url(self) -> str:
-        """The base URL for messages, without credentials in it."""
-        return display_url(str(self._client.base_url) if self._client else (self._base_url or ""))
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,8 +180,8 @@ class SdkProvider(Provider):
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The TLS context every provider's HTTP client verifies servers with, built once: the
-    SDKs' default (``httpx2.create_ssl_context``: ``SSL_CERT_FILE``/``SSL_CERT_DIR``, else the
+    """The TLS context every provider's HTTP client verifies servers with, built once: httpx2's
+    default (``httpx2.create_ssl_context``: ``SSL_CERT_FILE``/``SSL_CERT_DIR``, else the
     system's CA store), whose loading took a third of a first prompt when each client built
     its own (the warm-up builds it ahead: ``tiller.session.warm``)."""
     import httpx2
@@ -262,43 +198,6 @@ def warm_up_request() -> ModelRequest:
         tools=[ToolSpec("warm_up", "Warms up.", {"type": "object", "properties": {
             "path": {"type": "string"}}, "required": ["path"]})],
     )
-
-
-def warm_sdk(client_class: Any, http_class: Any, calls: Sequence[tuple[str, dict[str, Any]]],
-             ) -> None:
-    """Do what a first model call does, but the network: build the TLS context
-    (``tls_context``), then, on a throw-away client of ``client_class`` whose HTTP client
-    (``http_class``) answers every request 404 itself, make each of ``calls`` (the dotted path
-    of an SDK method, its keyword arguments). The SDK loads its resources on first use and
-    turns the params into JSON by their types, caching those types' hints on the first call
-    (~60 ms): all that is done here. Blocking (it runs its own event loop): call it from a
-    worker thread (``tiller.providers.registry.prepare_ahead``). Raises nothing the calls
-    raise."""
-    import asyncio
-
-    import httpx2
-
-    tls_context()
-
-    def refuse(request: Any) -> Any:
-        return httpx2.Response(404, json={"error": {"message": "warm-up", "type": "warm_up"}})
-
-    async def run() -> None:
-        client = client_class(api_key="warm-up", base_url="http://127.0.0.1:9", max_retries=0,
-                              http_client=http_class(transport=httpx2.MockTransport(refuse)))
-        try:
-            for path, params in calls:
-                method = client
-                for name in path.split("."):
-                    method = getattr(method, name)
-                try:
-                    await method(**params)
-                except Exception:
-                    pass  # the 404, as intended
-        finally:
-            await client.close()
-
-    asyncio.run(run())
 
 
 def display_url(raw: str) -> str:

@@ -1,12 +1,12 @@
-"""The HTTP under the OpenAI provider: a JSON POST whose answer streams server-sent events (and a
+"""The HTTP under the providers: a JSON POST whose answer streams server-sent events (and a
 JSON GET), on httpx2, each failure an ``HttpCallError`` (``tiller.errors``).
 
-Why not the ``openai`` SDK, which carried these calls until issue 33: Tiller already built the
-request bodies (``openai_request``) and read the events as plain dicts (``openai_stream``,
-``openai_responses``); what the SDK added was a client object, one POST, an SSE decoder and four
-exception classes, and importing it was half of a first prompt's cold start and a third of an
-idle server's memory (README, "Performance"). httpx2 is the HTTP library that SDK (and
-Anthropic's, which stays: it also resolves credentials and profiles) is built on.
+Why not the vendors' SDKs (``openai``, ``anthropic``), which carried these calls until issue 33:
+Tiller already built the request bodies (``openai_request``, ``anthropic_request``) and read the
+events as plain dicts (``openai_stream``, ``openai_responses``, ``anthropic_stream``); what an SDK
+added was a client object, one POST, an SSE decoder and a few exception classes, and importing
+one was half of a first prompt's cold start and a third of an idle server's memory (README,
+"Performance"). httpx2 is the HTTP library both SDKs are built on.
 """
 
 from __future__ import annotations
@@ -78,11 +78,12 @@ class HttpEndpoint:
                 await response.aclose()
         raise AssertionError("unreachable")
 
-    async def get_json(self, path: str) -> Any:
-        """GET ``path``: the answer's JSON; an error status raises HttpStatusError, an answer
-        that is not JSON a ValueError."""
+    async def get_json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+        """GET ``path`` with the query ``params`` (a list value repeats its name): the answer's
+        JSON; an error status raises HttpStatusError, an answer that is not JSON a ValueError."""
         with _mapped():
-            response = await self.client().get(self.base_url + path, headers=self._headers)
+            response = await self.client().get(self.base_url + path, headers=self._headers,
+                                               params=params)
             if not response.is_success:
                 raise await _status_error(response)
             return response.json()
@@ -95,7 +96,7 @@ class HttpEndpoint:
 
 
 async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
-    """The server-sent events of ``response`` as (event name, data) pairs (name ``message`` when the
+    """The server-sent events of ``response`` as (event name, data) pairs (name ``""`` when the
     event has none; data lines joined by newlines); comments and events without data are left out,
     and so is an event the stream ended in the middle of (no blank line after it), as the SSE
     standard says. Lines end in LF or CRLF. A read timeout raises HttpTimeoutError, a broken
@@ -116,7 +117,7 @@ async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]
                     line = line[:-1]
                 if not line:
                     if data:
-                        yield name or "message", "\n".join(data)
+                        yield name, "\n".join(data)
                     name, data, size = "", [], 0
                     continue
                 field, _, value = line.partition(":")

@@ -1,5 +1,4 @@
-"""The providers' own model lists: ``GET /v1/models``, through Anthropic's SDK or over
-``tiller.providers.http`` (OpenAI-compatible servers).
+"""The providers' own model lists: ``GET /v1/models`` over ``tiller.providers.http``.
 
 ``fetch_models`` asks one provider and returns what it says as ``ModelInfo`` entries with
 ``source="provider"``. Anthropic's ``ModelInfo`` carries the context window, the output limit,
@@ -13,11 +12,11 @@ particular ``thinking_levels`` None means "capabilities not given". Failures rai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from tiller.modes import THINKING_LEVELS, ThinkingLevel
-from tiller.providers.base import ModelInfo, tls_context
+from tiller.providers.base import ModelInfo
 
 if TYPE_CHECKING:
     from tiller.providers.registry import ProviderSettings
@@ -34,26 +33,25 @@ async def fetch_models(
     http_client: Any = None,
 ) -> list[ModelInfo]:
     """The models ``settings``'s provider lists, newest first as it sends them."""
-    if settings.type == "anthropic":
-        import anthropic
-
-        client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url,
-            http_client=http_client or anthropic.DefaultAsyncHttpxClient(verify=tls_context()),
-            timeout=timeout,
-            max_retries=0, default_headers=dict(settings.headers) or None,
-        )
-        try:
-            pages = client.models.list(limit=1000, lifecycle=["active", "deprecated", "retired"])
-            return [anthropic_model(settings.name, item.model_dump(mode="json"))
-                    async for item in pages]
-        finally:
-            if http_client is None:
-                await client.close()
     from tiller.providers.http import HttpEndpoint
-    from tiller.providers.openai import DEFAULT_BASE_URL
 
     headers = {name.lower(): value for name, value in settings.headers.items()}
+    if settings.type == "anthropic":
+        from tiller.providers.anthropic import API_VERSION
+        from tiller.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+
+        headers.setdefault("anthropic-version", API_VERSION)
+        if api_key:
+            headers.setdefault("x-api-key", api_key)
+        endpoint = HttpEndpoint(base_url or ANTHROPIC_URL, headers=headers, timeout=timeout,
+                                http_client=http_client)
+        try:
+            return [anthropic_model(settings.name, item)
+                    async for item in _anthropic_pages(endpoint)]
+        finally:
+            await endpoint.aclose()
+    from tiller.providers.openai import DEFAULT_BASE_URL
+
     if api_key:
         headers.setdefault("authorization", f"Bearer {api_key}")
     endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, headers=headers, timeout=timeout,
@@ -74,6 +72,23 @@ async def fetch_models(
         for model_id, created in ids
         if not (vendor and any(word in model_id for word in _NOT_CHAT))
     ]
+
+
+async def _anthropic_pages(endpoint: Any) -> AsyncIterator[Mapping[str, Any]]:
+    """Every model Anthropic's ``GET /v1/models`` lists, active, deprecated and retired, page by
+    page (``after_id``)."""
+    query: dict[str, Any] = {"limit": 1000, "lifecycle[]": ["active", "deprecated", "retired"]}
+    while True:
+        page = await endpoint.get_json("/v1/models", query)
+        data = page.get("data") if isinstance(page, dict) else None
+        if not isinstance(data, list):
+            raise ValueError("the models list is not shaped like Anthropic's ({\"data\": [...]})")
+        for item in data:
+            if isinstance(item, dict) and "id" in item:
+                yield item
+        if not (page.get("has_more") and page.get("last_id")):
+            return
+        query["after_id"] = page["last_id"]
 
 
 def anthropic_model(provider: str, raw: Mapping[str, Any]) -> ModelInfo:

@@ -109,12 +109,12 @@ PROVIDER_MODULES: Mapping[ProviderType, str] = {
     "anthropic": "tiller.providers.anthropic",
     "local": "tiller.providers.local",
 }
-"""Each type's module; one with a ``warm()`` function imports there what its SDK loads lazily."""
+"""Each type's module; one with a ``warm()`` function imports there what its first call loads."""
 
 
 def prepare_ahead(settings: ProviderSettings | None, base_url: str | None = None,
                   env: Mapping[str, str] | None = None) -> None:
-    """Import what a first model call of this provider imports (ours, its HTTP library or SDK
+    """Import what a first model call of this provider imports (ours, the HTTP library
     and their lazily loaded parts) and build the TLS context its HTTP client will use, so that
     call does not wait for them (``tiller.session.warm``). ``base_url`` overrides the
     configured URL, as in ``create_provider``. Raises what an import raises."""

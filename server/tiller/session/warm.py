@@ -1,8 +1,8 @@
 """Getting ready for the first prompt while the client is still idle: the modules a session, its
-tools and the server's provider need (the provider's HTTP library, or Anthropic's SDK: ``import
-anthropic`` alone takes half a second), imported in a worker thread right after ``initialize`` is
-answered, so the first prompt does not pay for them (protocol.md, ``initialize``). Memory is spent
-for that latency: the process holds those modules from the start (README, Performance).
+tools and the server's provider need (pydantic's models, the HTTP library: a few hundred ms on a
+loaded machine), imported in a worker thread right after ``initialize`` is answered, so the first
+prompt does not pay for them (protocol.md, ``initialize``). Memory is spent for that latency: the
+process holds those modules from the start (README, Performance).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def import_ahead(extra: Sequence[str] = (), models: Sequence[str] = ()) -> float
 
 
 def prepare_provider(config: ServerConfig) -> float:
-    """Prepare the server's default provider (``prepare_ahead``: its HTTP library or SDK
+    """Prepare the server's default provider (``prepare_ahead``: the HTTP library
     imported, a first call made but for the network, the TLS context built); seconds it took.
     A failure is logged and left to the first prompt."""
     start = time.perf_counter()

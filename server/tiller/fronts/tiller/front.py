@@ -123,10 +123,10 @@ class TillerFront:
         return self._handlers
 
     async def warm(self) -> None:
-        """Get ready for the first prompt once ``initialize`` is answered: import what it needs
-        and build its models in a worker thread (``tiller.session.warm``; the event loop goes
-        on serving; requests wait for this part only), build the handlers and the session
-        registry, then prepare the provider (its SDK) in the thread and learn the served model
+        """Get ready for the first prompt once ``initialize`` is answered: import what it needs and
+        build its models in a worker thread (``tiller.session.warm``; the event loop goes on
+        serving; requests wait for this part only), build the handlers and the session registry,
+        then prepare the provider (its HTTP library) in the thread and learn the served model
         (``SessionRegistry.ready``). Runs once; never raises."""
         if self._warming is not None or self._closed:
             return
