@@ -4,7 +4,6 @@ of the SDK. Waits are driven by the fake's gates and request counts, never by sl
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import socket
 import subprocess
@@ -55,9 +54,6 @@ CACHED = {"type": "ephemeral"}  # a 5-minute cache breakpoint
 @pytest.fixture
 async def provider(fake_anthropic: FakeAnthropic) -> AsyncIterator[AnthropicProvider]:
     """A provider pointed at the fake server, closed after the test."""
-    # The SDK loads on the first call (~1 s, several in a fresh venv that compiles it, more
-    # under load): load it here, outside the tests' safety bound, which is for hangs only.
-    await anyio.to_thread.run_sync(importlib.import_module, "anthropic")
     provider = AnthropicProvider(model="claude-test", base_url=fake_anthropic.url, api_key=FAKE_KEY)
     yield provider
     await provider.aclose()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import socket
@@ -49,9 +48,6 @@ SAFETY_BOUND = 10  # seconds; only ever hit if the code under test hangs
 @pytest.fixture
 async def provider(fake_openai: FakeOpenAI) -> AsyncIterator[OpenAIProvider]:
     """A provider pointed at the fake server, closed after the test."""
-    # The SDK loads on the first call (~1 s, several in a fresh venv that compiles it, more
-    # under load): load it here, outside the tests' safety bound, which is for hangs only.
-    await anyio.to_thread.run_sync(importlib.import_module, "openai")
     provider = OpenAIProvider(model="gpt-test", base_url=fake_openai.url, api_key=FAKE_KEY)
     yield provider
     await provider.aclose()
