@@ -71,7 +71,7 @@ from tiller.providers.base import (
     redact,
     retry_after_seconds,
 )
-from tiller.providers.http import HttpEndpoint
+from tiller.providers.http import HttpEndpoint, warm_up
 from tiller.types import (
     AssistantMessage,
 )
@@ -282,34 +282,12 @@ def _status_failure(exc: HttpStatusError | StreamErrorEvent) -> _Failure:
 
 
 def warm(base_url: str | None = None) -> None:
-    """What a first call to ``base_url`` (None: the default) needs but the network, done ahead
-    (``registry.prepare_ahead``): the HTTP library and the parts it imports on first use, the
-    TLS context unless the server is plain ``http``, and one request built and answered by a
-    transport of its own."""
-    import asyncio
+    """``http.warm_up`` for a first call to ``base_url`` (None: the default)."""
+    from tiller.providers.base import warm_up_request
 
-    import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
-    import httpcore2  # noqa: F401
-    import httpx2
-
-    from tiller.providers.base import tls_context, warm_up_request
-
-    if not (base_url or DEFAULT_BASE_URL).startswith("http://"):
-        tls_context()
-    stop = b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
-
-    async def call() -> None:
-        transport = httpx2.MockTransport(lambda _: httpx2.Response(
-            200, headers={"content-type": "text/event-stream"}, content=stop))
-        async with httpx2.AsyncClient(transport=transport) as client:
-            endpoint = HttpEndpoint("http://warm-up", headers={}, timeout=5, http_client=client)
-            response = await endpoint.open_stream(
-                "/v1/messages", build_request_params(warm_up_request(), "warm-up"))
-            async for _ in event_dicts(response):
-                pass
-            await response.aclose()
-
-    asyncio.run(call())
+    warm_up(base_url or DEFAULT_BASE_URL, "/v1/messages",
+            build_request_params(warm_up_request(), "warm-up"), event_dicts,
+            b'event: message_stop\ndata: {"type": "message_stop"}\n\n')
 
 
 def _version() -> str:

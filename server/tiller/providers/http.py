@@ -11,7 +11,7 @@ one was half of a first prompt's cold start and a third of an idle server's memo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tiller.errors import HttpCallError, HttpConnectionError, HttpStatusError, HttpTimeoutError
@@ -20,7 +20,8 @@ from tiller.providers.base import tls_context
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "drain", "sse_events"]
+__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "drain", "sse_events",
+           "warm_up"]
 
 MAX_ERROR_BODY = 1 << 20
 """Bytes of an error answer read (its message is in the first few hundred)."""
@@ -145,6 +146,35 @@ async def drain(events: AsyncIterator[Any]) -> None:
                 pass
         except Exception:
             pass
+
+
+def warm_up(base_url: str, path: str, body: Mapping[str, Any],
+            read: Callable[[Any], AsyncIterator[Any]], answer: bytes) -> None:
+    """What a provider's first call to ``base_url`` needs but the network, done ahead
+    (``registry.prepare_ahead``, in a worker thread: it runs its own event loop): the HTTP
+    library and the parts it imports on first use, the TLS context unless the server is plain
+    ``http``, and ``body`` POSTed to ``path`` of a transport that answers ``answer`` (an event
+    stream) itself, read with ``read``."""
+    import asyncio
+
+    import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
+    import httpcore2  # noqa: F401
+    import httpx2
+
+    if not base_url.startswith("http://"):
+        tls_context()
+
+    async def call() -> None:
+        transport = httpx2.MockTransport(lambda _: httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=answer))
+        async with httpx2.AsyncClient(transport=transport) as client:
+            endpoint = HttpEndpoint("http://warm-up", headers={}, timeout=5, http_client=client)
+            response = await endpoint.open_stream(path, body)
+            async for _ in read(response):
+                pass
+            await response.aclose()
+
+    asyncio.run(call())
 
 
 class _mapped:

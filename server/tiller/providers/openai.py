@@ -51,7 +51,7 @@ from tiller.providers.base import (
     estimated_usage,
     redact,
 )
-from tiller.providers.http import HttpEndpoint, drain
+from tiller.providers.http import HttpEndpoint, drain, warm_up
 from tiller.providers.openai_errors import (
     is_transient,
     retry_after,
@@ -407,36 +407,15 @@ class OpenAIProvider(Provider):
 
 
 def warm(base_url: str | None = None) -> None:
-    """What a first call to ``base_url`` (None: the default) needs but the network, done ahead
-    (``registry.prepare_ahead``): the HTTP library and the parts it imports on first use, the
-    TLS context unless the server is plain ``http``, and one request built and sent to a
-    transport that answers it itself."""
-    import asyncio
+    """``http.warm_up`` for a first call to ``base_url`` (None: the default), and the Responses
+    API's params built once."""
+    from tiller.providers.base import warm_up_request
 
-    import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
-    import httpcore2  # noqa: F401
-    import httpx2
-
-    from tiller.providers.base import tls_context, warm_up_request
-
-    if not (base_url or DEFAULT_BASE_URL).startswith("http://"):
-        tls_context()
     request = warm_up_request()
-
-    async def call() -> None:
-        transport = httpx2.MockTransport(lambda _: httpx2.Response(
-            200, headers={"content-type": "text/event-stream"}, content=b"data: [DONE]\n\n"))
-        async with httpx2.AsyncClient(transport=transport) as client:
-            endpoint = HttpEndpoint("http://warm-up", headers={}, timeout=5, http_client=client)
-            response = await endpoint.open_stream("/chat/completions",
-                                                  build_request_params(request, "warm-up"))
-            async for _ in chunk_dicts(response):
-                pass
-            await response.aclose()
-        build_responses_params(request, "warm-up", provider="warm-up", effort=None,
-                               encrypted_reasoning=False)
-
-    asyncio.run(call())
+    warm_up(base_url or DEFAULT_BASE_URL, "/chat/completions",
+            build_request_params(request, "warm-up"), chunk_dicts, b"data: [DONE]\n\n")
+    build_responses_params(request, "warm-up", provider="warm-up", effort=None,
+                           encrypted_reasoning=False)
 
 
 def _version() -> str:
