@@ -65,13 +65,10 @@ from tiller.providers.base import (
     RETRY_HINT,
     CacheTtl,
     ModelRequest,
-    Provider,
     StreamItem,
-    display_url,
-    redact,
     retry_after_seconds,
 )
-from tiller.providers.http import HttpEndpoint, warm_up
+from tiller.providers.http import HttpEndpoint, HttpProvider, request_headers, warm_up
 from tiller.types import (
     AssistantMessage,
 )
@@ -97,7 +94,7 @@ _SHAPES: dict[tuple[str, str], ThinkingShape] = {}
 """(base URL, model) -> the thinking shape a 400 taught (see the module docstring)."""
 
 
-class AnthropicProvider(Provider):
+class AnthropicProvider(HttpProvider):
     """Streams the Anthropic Messages API.
 
     ``base_url`` and ``api_key`` left as None fall back to ``ANTHROPIC_BASE_URL`` (else
@@ -130,34 +127,13 @@ class AnthropicProvider(Provider):
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
         self._secret = key or token
-        given = {name.lower(): value for name, value in (headers or {}).items()}
-        sent = {"user-agent": f"Tiller/{_version()}", "anthropic-version": API_VERSION, **given}
-        if key:
-            sent.setdefault("x-api-key", key)
-        elif token:
-            sent.setdefault("authorization", f"Bearer {token}")
+        credential = {"x-api-key": key} if key else {"authorization": f"Bearer {token}"} \
+            if token else {}
+        sent = request_headers(headers, {"anthropic-version": API_VERSION, **credential})
         self._credentials = "x-api-key" in sent or "authorization" in sent
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
                                       http_client=http_client)
-
-    @property
-    def base_url(self) -> str:
-        """The base URL calls go to."""
-        return self._endpoint.base_url
-
-    async def prepare(self) -> None:
-        """Import the HTTP library and create the client in a worker thread."""
-        try:
-            await anyio.to_thread.run_sync(self._endpoint.client, abandon_on_cancel=True)
-        except Exception:
-            pass  # the stream fails the same way and says why
-
-    async def aclose(self) -> None:
-        await self._endpoint.aclose()
-
-    def _display_url(self) -> str:
-        return display_url(self._endpoint.base_url)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
@@ -226,8 +202,7 @@ class AnthropicProvider(Provider):
             failure = _Failure(f"anthropic: the provider sent a malformed stream event: {exc}")
         else:
             failure = _Failure(f"anthropic: unexpected failure: {type(exc).__name__}: {exc}")
-        return _Failure(redact(failure.message, self._secret), failure.retryable,
-                        failure.retry_after)
+        return _Failure(self._redact(failure.message), failure.retryable, failure.retry_after)
 
 
 def _corrected_shape(message: str, params: dict[str, Any]) -> ThinkingShape | None:
@@ -288,9 +263,3 @@ def warm(base_url: str | None = None) -> None:
     warm_up(base_url or DEFAULT_BASE_URL, "/v1/messages",
             build_request_params(warm_up_request(), "warm-up"), event_dicts,
             b'event: message_stop\ndata: {"type": "message_stop"}\n\n')
-
-
-def _version() -> str:
-    from tiller import __version__
-
-    return __version__

@@ -1,5 +1,6 @@
 """The HTTP under the providers: a JSON POST whose answer streams server-sent events (and a
-JSON GET), on httpx2, each failure an ``HttpCallError`` (``tiller.errors``).
+JSON GET), on httpx2, each failure an ``HttpCallError`` (``tiller.errors``); the headers every
+call sends (``request_headers``) and what a provider over it needs besides (``HttpProvider``).
 
 Why not the vendors' SDKs (``openai``, ``anthropic``), which carried these calls until issue 33:
 Tiller already built the request bodies (``openai_request``, ``anthropic_request``) and read the
@@ -11,17 +12,18 @@ one was half of a first prompt's cold start and a third of an idle server's memo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tiller.errors import HttpCallError, HttpConnectionError, HttpStatusError, HttpTimeoutError
-from tiller.providers.base import tls_context
+from tiller.providers.base import Provider, display_url, redact, tls_context
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "drain", "sse_events",
-           "warm_up"]
+__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "HttpProvider", "drain",
+           "request_headers", "sse_events", "warm_up"]
 
 MAX_ERROR_BODY = 1 << 20
 """Bytes of an error answer read (its message is in the first few hundred)."""
@@ -29,6 +31,19 @@ MAX_EVENT = 16 << 20
 """Bytes one server-sent event may take; a longer one is a malformed stream (ValueError)."""
 DRAIN_SECONDS = 1.0
 """How long ``drain`` waits for the end of a stream whose message is complete."""
+
+log = logging.getLogger(__name__)
+
+
+def request_headers(given: Mapping[str, str] | None, defaults: Mapping[str, str]) -> dict[str, str]:
+    """What a provider sends with every call: ``defaults`` (a ``user-agent`` naming Tiller
+    first) under ``given``, the config's. Names are case-insensitive, so all are lower-cased:
+    a credential header of the config's wins over the default one and goes once."""
+    from tiller import __version__
+
+    sent = {"user-agent": f"Tiller/{__version__}", **defaults}
+    sent.update((name.lower(), value) for name, value in (given or {}).items())
+    return sent
 
 
 class HttpEndpoint:
@@ -94,6 +109,41 @@ class HttpEndpoint:
         if self._client is not None and self._injected is None:
             await self._client.aclose()
         self._client = self._injected
+
+
+class HttpProvider(Provider):
+    """What the providers that call an ``HttpEndpoint`` share: its client created in a worker
+    thread ahead of the first call (``prepare``) and closed (``aclose``), its base URL, and the
+    credential (``_secret``) kept out of every message. A subclass sets ``_endpoint``,
+    ``_secret`` and ``_request_timeout`` in its ``__init__``."""
+
+    _endpoint: HttpEndpoint
+    _secret: str | None = None
+    _request_timeout: float
+
+    @property
+    def base_url(self) -> str:
+        """The base URL calls go to."""
+        return self._endpoint.base_url
+
+    async def prepare(self) -> None:
+        """Import the HTTP library and create the client in a worker thread."""
+        import anyio
+
+        try:
+            await anyio.to_thread.run_sync(self._endpoint.client, abandon_on_cancel=True)
+        except Exception:
+            log.debug("preparing %s failed; its stream will say why", self.name, exc_info=True)
+
+    async def aclose(self) -> None:
+        await self._endpoint.aclose()
+
+    def _display_url(self) -> str:
+        """The base URL for messages, without credentials in it."""
+        return display_url(self._endpoint.base_url)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self._secret)
 
 
 async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:

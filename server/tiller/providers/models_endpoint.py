@@ -33,16 +33,14 @@ async def fetch_models(
     http_client: Any = None,
 ) -> list[ModelInfo]:
     """The models ``settings``'s provider lists, newest first as it sends them."""
-    from tiller.providers.http import HttpEndpoint
+    from tiller.providers.http import HttpEndpoint, request_headers
 
-    headers = {name.lower(): value for name, value in settings.headers.items()}
     if settings.type == "anthropic":
         from tiller.providers.anthropic import API_VERSION
         from tiller.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
 
-        headers.setdefault("anthropic-version", API_VERSION)
-        if api_key:
-            headers.setdefault("x-api-key", api_key)
+        headers = request_headers(settings.headers, {
+            "anthropic-version": API_VERSION, **({"x-api-key": api_key} if api_key else {})})
         endpoint = HttpEndpoint(base_url or ANTHROPIC_URL, headers=headers, timeout=timeout,
                                 http_client=http_client)
         try:
@@ -52,8 +50,8 @@ async def fetch_models(
             await endpoint.aclose()
     from tiller.providers.openai import DEFAULT_BASE_URL
 
-    if api_key:
-        headers.setdefault("authorization", f"Bearer {api_key}")
+    headers = request_headers(
+        settings.headers, {"authorization": f"Bearer {api_key}"} if api_key else {})
     endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, headers=headers, timeout=timeout,
                             http_client=http_client)
     try:

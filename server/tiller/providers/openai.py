@@ -45,13 +45,10 @@ from tiller.errors import (
 from tiller.providers.base import (
     RETRY_HINT,
     ModelRequest,
-    Provider,
     StreamItem,
-    display_url,
     estimated_usage,
-    redact,
 )
-from tiller.providers.http import HttpEndpoint, drain, warm_up
+from tiller.providers.http import HttpEndpoint, HttpProvider, drain, request_headers, warm_up
 from tiller.providers.openai_errors import (
     is_transient,
     retry_after,
@@ -96,7 +93,7 @@ def chat_only_servers() -> frozenset[str]:
     return frozenset(_chat_only)
 
 
-class OpenAIProvider(Provider):
+class OpenAIProvider(HttpProvider):
     """Streams the Responses API or Chat Completions (``api``) from an OpenAI-compatible server.
 
     ``base_url`` and ``api_key`` left as None fall back to ``OPENAI_BASE_URL`` (else
@@ -121,12 +118,11 @@ class OpenAIProvider(Provider):
     ) -> None:
         self.model = model
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._secret = self._api_key
         self._request_timeout = request_timeout
         base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        given = {name.lower(): value for name, value in (headers or {}).items()}
-        sent = {"user-agent": f"Tiller/{_version()}", **given}  # names are case-insensitive
-        if self._api_key:
-            sent.setdefault("authorization", f"Bearer {self._api_key}")
+        sent = request_headers(
+            headers, {"authorization": f"Bearer {self._api_key}"} if self._api_key else {})
         self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
                                       http_client=http_client)
         self.api: Api = api
@@ -138,35 +134,10 @@ class OpenAIProvider(Provider):
         """The ``reasoning_effort`` Chat Completions got after it refused what we sent."""
         self._told_dropped: set[str] = set()
 
-    async def prepare(self) -> None:
-        """Import the HTTP library and create the client in a worker thread."""
-        try:
-            await anyio.to_thread.run_sync(self._endpoint.client, abandon_on_cancel=True)
-        except Exception:
-            log.debug("preparing %s failed; its stream will say why", self.name, exc_info=True)
-
-    async def aclose(self) -> None:
-        await self._endpoint.aclose()
-
-    @property
-    def base_url(self) -> str:
-        """The base URL calls go to."""
-        return self._endpoint.base_url
-
-    def _server(self) -> str:
-        """The base URL the client talks to, as the key of ``chat_only_servers``."""
-        return self._endpoint.base_url
-
-    def _display_url(self) -> str:
-        return display_url(self._endpoint.base_url)
-
-    def _redact(self, text: str) -> str:
-        return redact(text, self._api_key)
-
     def uses_responses(self) -> bool:
         """Whether the next call goes to the Responses API."""
         return self.api == "responses" or (
-            self.api == "auto" and self._server() not in _chat_only)
+            self.api == "auto" and self.base_url not in _chat_only)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         """Yield deltas, then exactly one final AssistantMessage; never raise for failures."""
@@ -195,7 +166,7 @@ class OpenAIProvider(Provider):
                 return await self._endpoint.open_stream("/responses", params), None
             except Exception as exc:
                 if self.api == "auto" and route_missing(exc):
-                    _chat_only.add(self._server())
+                    _chat_only.add(self.base_url)
                     log.info("openai: %s has no Responses API (%s on /responses): using Chat "
                              "Completions for it from now on", self._display_url(),
                              getattr(exc, "status", "?"))
@@ -416,9 +387,3 @@ def warm(base_url: str | None = None) -> None:
             build_request_params(request, "warm-up"), chunk_dicts, b"data: [DONE]\n\n")
     build_responses_params(request, "warm-up", provider="warm-up", effort=None,
                            encrypted_reasoning=False)
-
-
-def _version() -> str:
-    from tiller import __version__
-
-    return __version__
