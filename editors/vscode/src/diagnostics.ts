@@ -102,6 +102,9 @@ export class DiagnosticsTracker implements vscode.Disposable {
   private readonly reported = new Set<string>();
   /** The languages an extension activates on that stayed silent for a whole answer's time. */
   private readonly silent = new Set<string>();
+  /** Whether an extension activates on each language asked about (`activatesOn`, once each:
+   * `settled` asks on every poll). */
+  private readonly served = new Map<string, boolean>();
   private readonly changed = new vscode.EventEmitter<void>();
   private readonly subscriptions: vscode.Disposable[];
 
@@ -162,10 +165,19 @@ export class DiagnosticsTracker implements vscode.Disposable {
       // its server reports, unless the file is as clean as it was
       return now - (entry.textAt ?? entry.since) >= silentMs;
     }
-    if (!this.silent.has(doc.languageId) && activatesOn(doc.languageId)) {
+    if (!this.silent.has(doc.languageId) && this.hasServer(doc.languageId)) {
       return false; // its server may still be starting
     }
     return now - entry.since >= this.timing.firstMs;
+  }
+
+  private hasServer(languageId: string): boolean {
+    let served = this.served.get(languageId);
+    if (served === undefined) {
+      served = activatesOn(languageId);
+      this.served.set(languageId, served);
+    }
+    return served;
   }
 
   /** Resolves at the next diagnostics change, or after `ms`. */
