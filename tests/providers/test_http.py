@@ -8,6 +8,7 @@ import json
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
 
@@ -258,3 +259,71 @@ async def test_headers_from_the_config_win_whatever_their_case_and_are_sent_once
     assert seen[0].headers["x-team"] == "core"
     assert seen[1].headers.get_list("authorization") == ["Bearer sk-key"]
     assert seen[1].headers["user-agent"].startswith("Tiller/")
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """One event, then (once the client has read it: ``read_first``) five more, 30 ms apart,
+    each its own write and flush, then the end of the body (HTTP/1.0: the connection closes)."""
+
+    read_first = threading.Event()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: 0\n\n")
+        self.wfile.flush()
+        self.read_first.wait(10)
+        for n in range(1, 6):
+            time.sleep(0.03)  # the pace of a model's tokens, not a synchronization
+            self.wfile.write(f"data: {n}\n\n".encode())
+            self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _CountedReads(httpx2.AsyncByteStream):
+    """A response body that counts the chunks read from the connection."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream) -> None:
+        self.stream, self.reads = stream, 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.stream:
+            self.reads += 1
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+@pytest.mark.parametrize("window", [0.0, 1.0])
+async def test_a_stream_read_once_per_window_gets_what_came_meanwhile_in_one_read(
+    window: float,
+) -> None:
+    """With a window, the events the server sends while the reader waits out the window after
+    the first read come in one read (one wake-up), all of them and in order; the first event is
+    read at once. Without one, every event is read as it comes."""
+    handler = type("Handler", (_Trickle,), {"read_first": threading.Event()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = HttpEndpoint(f"http://127.0.0.1:{server.server_address[1]}", headers={}, timeout=5)
+    try:
+        response = await endpoint.open_stream("/s", {})
+        counted = response.stream = _CountedReads(response.stream)  # type: ignore[arg-type]
+        data = []
+        async for _, datum in sse_events(response, window):
+            data.append(datum)
+            handler.read_first.set()
+        await response.aclose()
+    finally:
+        await endpoint.aclose()
+        server.shutdown()
+        server.server_close()
+    assert data == [str(n) for n in range(6)]
+    if window:
+        assert counted.reads == 2  # the first event, then the five sent during the window
+    else:
+        assert counted.reads > 2  # read as they came (at least one gap seen)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import gc
 import json
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
+from support.fake_openai import FakeOpenAI, paused_reply, text_reply, tool_call_reply
 from support.helpers import clean_env
 from tiller.config import load_config
 from tiller.session.registry import SessionRegistry, SessionSpec
@@ -23,6 +25,7 @@ from tiller.types import (
     AgentSettled,
     AgentStart,
     MessageEnd,
+    MessageUpdate,
     ToolCall,
     ToolExecutionStart,
     UserMessage,
@@ -144,3 +147,26 @@ async def test_shutdown_aborts_a_run_then_closes_every_session(
     assert [result.stop_reason for result in results] == ["aborted"]
     assert not busy.is_running
     assert sessions.live() == [] and sessions.lookup(busy.id) is None
+
+
+async def test_the_fronts_delta_window_paces_the_reads_of_the_models_stream(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``set_delta_window`` reaches the provider: after the first delta, what the model sends is
+    read no sooner than a window later (no coalescer here: the gap is the reader's)."""
+    first_seen = threading.Event()
+    fake_openai.enqueue(paused_reply("a", "bcd", until=first_seen, chunk_size=1))
+    session = registry(fake_openai, tmp_path).create(SessionSpec())
+    session.set_delta_window(0.4)
+    deltas: list[tuple[str, float]] = []
+
+    def on_event(event: object) -> None:
+        if isinstance(event, MessageUpdate) and event.delta:
+            deltas.append((event.delta, time.monotonic()))
+            first_seen.set()
+
+    session.subscribe(on_event)
+    await session.agent.prompt("hello")
+
+    assert "".join(delta for delta, _ in deltas) == "abcd"
+    assert deltas[1][1] - deltas[0][1] >= 0.4

@@ -249,6 +249,7 @@ class Agent:
             cache_key=settings.cache_key,
             info=model,
             prepare=provider.prepare,
+            delta_window=settings.delta_window,
         )
         call = streaming_call(spec, self._emit, abort)
         call = with_retry(call, settings.retry, self._emit, abort)

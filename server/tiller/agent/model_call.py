@@ -76,6 +76,8 @@ class ModelSpec:
     info: ModelInfo | None = None
     """What is known of the model; it goes with each request (``ModelRequest.model``)."""
     prepare: Callable[[], Awaitable[None]] | None = None
+    delta_window: float = 0.0
+    """How late a delta may reach ``emit`` (``ModelRequest.delta_window``)."""
 
     def request(self, context: Sequence[Message]) -> ModelRequest:
         """The request for ``context``: what ``model_context`` keeps of it, with the tools."""
@@ -89,6 +91,7 @@ class ModelSpec:
             thinking=self.thinking,
             cache_key=self.cache_key,
             model=self.info,
+            delta_window=self.delta_window,
         )
 
 

@@ -64,3 +64,7 @@ class AgentSettings:
     """Tools that exist but are not this agent's (a subagent's allow-list), each with why: a
     call of one is an error result that says so."""
     notices: Notices | None = None
+    delta_window: float = 0.0
+    """Seconds a streamed delta may wait before the subscribers get it: the front's coalescing
+    window (tiller.wire.coalesce). The model's stream is read at most once per window
+    (``ModelRequest.delta_window``). 0: every chunk as it arrives."""

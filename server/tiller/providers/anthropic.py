@@ -145,7 +145,7 @@ class AnthropicProvider(HttpProvider):
         failure: _Failure | None = None
         try:
             response = await self._create(request)
-            async for event in event_dicts(response):
+            async for event in event_dicts(response, request.delta_window):
                 for update in builder.feed(event):
                     yield update
         except Exception as exc:

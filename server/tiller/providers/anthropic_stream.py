@@ -60,10 +60,11 @@ class Failure:
     retry_after: float | None = None
 
 
-async def event_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a streaming Messages answer as dicts (``ping`` and unnamed ones left out),
-    up to ``message_stop`` (the rest of the body read) or the end."""
-    events = sse_events(response)
+async def event_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[str, Any]]:
+    """The events of a streaming Messages answer (``http.sse_events``, read once per
+    ``window``) as dicts (``ping`` and unnamed ones left out), up to ``message_stop`` (the rest
+    of the body read) or the end."""
+    events = sse_events(response, window)
     async for name, data in events:
         if name in ("ping", ""):
             continue

@@ -77,6 +77,10 @@ class ModelRequest:
     the session's id. None: no key."""
     model: ModelInfo | None = None
     """What is known of the model (its capabilities, its lifecycle); None: nothing."""
+    delta_window: float = 0.0
+    """Seconds a delta may wait to reach the caller's subscribers (the front's coalescing
+    window, tiller.wire.coalesce): a provider reading a network stream reads it at most once
+    per window (``http.sse_events``). 0: every chunk as it arrives."""
 
 
 StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"

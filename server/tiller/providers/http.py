@@ -12,6 +12,7 @@ one was half of a first prompt's cold start and a third of an idle server's memo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -146,16 +147,34 @@ class HttpProvider(Provider):
         return redact(text, self._secret)
 
 
-async def sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
+async def sse_events(
+    response: httpx2.Response, window: float = 0.0
+) -> AsyncIterator[tuple[str, str]]:
     """The server-sent events of ``response`` as (event name, data) pairs (name ``""`` when the
     event has none; data lines joined by newlines); comments and events without data are left out,
     and so is an event the stream ended in the middle of (no blank line after it), as the SSE
     standard says. Lines end in LF or CRLF. A read timeout raises HttpTimeoutError, a broken
-    connection HttpConnectionError, an event over ``MAX_EVENT`` bytes ValueError."""
+    connection HttpConnectionError, an event over ``MAX_EVENT`` bytes ValueError.
+
+    ``window`` (seconds, ``ModelRequest.delta_window``): the body is read at most once per
+    window; what the server sends meanwhile waits in the socket and comes with the next read.
+    A stream of one small event every few milliseconds then costs one wake-up per window, not
+    one per event (the connection's reader is paused between reads). The first read, and a read
+    after a longer silence, are not delayed. 0: every chunk as it arrives."""
+    loop = asyncio.get_running_loop()
+    chunks = response.aiter_bytes().__aiter__()
     buffer = b""
     name, data, size = "", list[str](), 0
+    due = 0.0
     with _mapped():
-        async for chunk in response.aiter_bytes():
+        while True:
+            if window > 0 and (wait := due - loop.time()) > 0:
+                await asyncio.sleep(wait)
+            try:
+                chunk = await anext(chunks)
+            except StopAsyncIteration:
+                break
+            due = loop.time() + window
             buffer += chunk
             if b"\n" not in chunk:
                 if len(buffer) + size > MAX_EVENT:
@@ -205,8 +224,6 @@ def warm_up(base_url: str, path: str, body: Mapping[str, Any],
     library and the parts it imports on first use, the TLS context unless the server is plain
     ``http``, and ``body`` POSTed to ``path`` of a transport that answers ``answer`` (an event
     stream) itself, read with ``read``."""
-    import asyncio
-
     import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
     import httpcore2  # noqa: F401
     import httpx2
@@ -285,8 +302,6 @@ def _light_backend() -> Any:
     """httpcore2's anyio backend whose streams read without a cancel scope and a generator
     context manager per chunk (a quarter of the server's CPU per streamed token at 100 tokens/s
     went there): the read timeout is an ``asyncio.timeout``, the errors mapped by hand."""
-    import asyncio
-
     import anyio
     import httpcore2
     from httpcore2._backends.anyio import AnyIOBackend, AnyIOStream

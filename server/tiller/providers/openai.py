@@ -234,7 +234,7 @@ class OpenAIProvider(HttpProvider):
             error = self._describe_failure(failure, started=False, api="responses")
         else:
             try:
-                events = event_dicts(response)
+                events = event_dicts(response, request.delta_window)
                 async for event in events:
                     for update in builder.feed(event):
                         yield update
@@ -280,7 +280,7 @@ class OpenAIProvider(HttpProvider):
             error = self._describe_failure(failure, started=False, api="chat")
         else:
             try:
-                async for chunk in chunk_dicts(response):
+                async for chunk in chunk_dicts(response, request.delta_window):
                     for update in builder.feed(chunk):
                         yield update
             except Exception as exc:

@@ -48,11 +48,11 @@ _UPDATE_KINDS: dict[str, Literal["thinking", "text", "toolCallArgs"]] = {
 
 
 
-async def event_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The events of a streaming ``/responses`` answer (``http.sse_events``) as dicts. A
-    payload that is not a typed JSON object raises ``ValueError``; an untyped ``{"error":
-    ...}`` (a proxy's) raises StreamErrorEvent."""
-    async for _, data in sse_events(response):
+async def event_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[str, Any]]:
+    """The events of a streaming ``/responses`` answer (``http.sse_events``, read once per
+    ``window``) as dicts. A payload that is not a typed JSON object raises ``ValueError``; an
+    untyped ``{"error": ...}`` (a proxy's) raises StreamErrorEvent."""
+    async for _, data in sse_events(response, window):
         if data.startswith("[DONE]"):
             return
         payload = json_payload(data)

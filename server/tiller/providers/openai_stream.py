@@ -45,11 +45,12 @@ INCOMPLETE_STREAM_ERROR = f"openai: the stream ended before the message complete
 CONTENT_FILTER_ERROR = "the provider's content filter stopped the response"
 
 
-async def chunk_dicts(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The chunks of a streaming answer (``http.sse_events``) as dicts, up to ``[DONE]`` (the
-    rest of the body read, ``http.drain``) or the end. An ``{"error": ...}`` payload raises
-    StreamErrorEvent; one that is not a JSON object ValueError."""
-    events = sse_events(response)
+async def chunk_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[str, Any]]:
+    """The chunks of a streaming answer (``http.sse_events``, read once per ``window``) as
+    dicts, up to ``[DONE]`` (the rest of the body read, ``http.drain``) or the end. An
+    ``{"error": ...}`` payload raises StreamErrorEvent; one that is not a JSON object
+    ValueError."""
+    events = sse_events(response, window)
     async for _, data in events:
         if data.startswith("[DONE]"):
             await drain(events)

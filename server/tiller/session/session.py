@@ -408,6 +408,12 @@ class Session:
         """Add a subscriber; it gets every later event, after those subscribed before it."""
         self._subscribers.append(subscriber)
 
+    def set_delta_window(self, seconds: float) -> None:
+        """How late the front lets a streamed delta reach it (its coalescing window): the
+        model's stream is then read at most once per window (``AgentSettings.delta_window``).
+        Takes effect from the next run; default 0, every chunk as it arrives."""
+        self.agent.settings = replace(self.agent.settings, delta_window=max(0.0, seconds))
+
     def on_tool_cleared(self, hook: ClearedHook) -> None:
         """Await ``hook`` for every tool call the permission gate lets run, before it runs."""
         self._cleared_hooks.append(hook)

@@ -207,6 +207,7 @@ class AcpFront:
         call the permission gate lets through. A subagent's session is not one the client
         knows: its events become progress of its parent's ``task`` call
         (tiller.fronts.acp.children)."""
+        session.set_delta_window(DEFAULT_WINDOW)
         link = session.task_link
         if link is not None:  # a subagent's: its progress goes to the parent's task call
             progress = ChildProgress(link.parent_tool_call_id, link.agent_name, session.tools)

@@ -231,6 +231,7 @@ class TillerFront:
             return DEFAULT_DELTA_WINDOW if ms is None else ms / 1000
 
         link = session.task_link
+        session.set_delta_window(window())
         session.subscribe(EventNotifier(session.id, self.front.write_message, window,
                                         link.wire() if link is not None else None))
 
