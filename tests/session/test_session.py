@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import gc
 import json
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from support.fake_openai import FakeOpenAI, paused_reply, text_reply, tool_call_reply
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import clean_env
+from support.scripted import ScriptedProvider, reply_text
 from tiller.config import load_config
 from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import Session
@@ -25,7 +24,6 @@ from tiller.types import (
     AgentSettled,
     AgentStart,
     MessageEnd,
-    MessageUpdate,
     ToolCall,
     ToolExecutionStart,
     UserMessage,
@@ -149,24 +147,18 @@ async def test_shutdown_aborts_a_run_then_closes_every_session(
     assert sessions.live() == [] and sessions.lookup(busy.id) is None
 
 
-async def test_the_fronts_delta_window_paces_the_reads_of_the_models_stream(
-    fake_openai: FakeOpenAI, tmp_path: Path
-) -> None:
-    """``set_delta_window`` reaches the provider: after the first delta, what the model sends is
-    read no sooner than a window later (no coalescer here: the gap is the reader's)."""
-    first_seen = threading.Event()
-    fake_openai.enqueue(paused_reply("a", "bcd", until=first_seen, chunk_size=1))
-    session = registry(fake_openai, tmp_path).create(SessionSpec())
-    session.set_delta_window(0.4)
-    deltas: list[tuple[str, float]] = []
-
-    def on_event(event: object) -> None:
-        if isinstance(event, MessageUpdate) and event.delta:
-            deltas.append((event.delta, time.monotonic()))
-            first_seen.set()
-
-    session.subscribe(on_event)
-    await session.agent.prompt("hello")
-
-    assert "".join(delta for delta, _ in deltas) == "abcd"
-    assert deltas[1][1] - deltas[0][1] >= 0.4
+async def test_the_fronts_delta_window_goes_with_every_model_request(tmp_path: Path) -> None:
+    """``set_delta_window`` reaches the provider (``ModelRequest.delta_window``, which paces the
+    reads of the stream: tests/providers/test_http.py); a new session's is 0."""
+    scripted = ScriptedProvider()
+    scripted.enqueue(reply_text("one"), reply_text("two"))
+    argv = ["--base-url", "http://127.0.0.1:9/v1", "--model", "fake-model", "--cwd",
+            str(tmp_path), "--no-session"]
+    sessions = SessionRegistry(load_config(argv, clean_env()),
+                               providers=lambda config, provider, model: lambda: scripted)
+    session = sessions.create(SessionSpec())
+    await session.agent.prompt("first")
+    session.set_delta_window(0.25)
+    await session.agent.prompt("second")
+    assert [request.delta_window for request in scripted.requests] == [0.0, 0.25]
+    scripted.assert_done()

@@ -80,7 +80,7 @@ async def event_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[
             raise ValueError(f"expected a JSON object, got {type(payload).__name__}")
         yield payload
         if payload.get("type") == "message_stop":
-            await drain(events)
+            await drain(events, response)
             return
 
 

@@ -156,25 +156,33 @@ async def sse_events(
     standard says. Lines end in LF or CRLF. A read timeout raises HttpTimeoutError, a broken
     connection HttpConnectionError, an event over ``MAX_EVENT`` bytes ValueError.
 
-    ``window`` (seconds, ``ModelRequest.delta_window``): the body is read at most once per
-    window; what the server sends meanwhile waits in the socket and comes with the next read.
-    A stream of one small event every few milliseconds then costs one wake-up per window, not
-    one per event (the connection's reader is paused between reads). The first read, and a read
-    after a longer silence, are not delayed. 0: every chunk as it arrives."""
-    loop = asyncio.get_running_loop()
-    chunks = response.aiter_bytes().__aiter__()
+    ``window`` (seconds, ``ModelRequest.delta_window``): the connection is read at most once
+    per window (``_light_backend``); what the server sends meanwhile waits in the socket and
+    comes with the next read. A stream of one small event every few milliseconds then costs one
+    wake-up per window, not one per event. The first read, a read after a longer silence and
+    the read after one that filled the buffer are not delayed. 0: every chunk as it arrives."""
+    paced = _paced(response)
+    if paced is not None:
+        paced.read_window = window
+    try:
+        async for event in _events(response):
+            yield event
+    finally:
+        if paced is not None:
+            paced.read_window = 0.0
+
+
+def _paced(response: httpx2.Response) -> Any:
+    """The connection ``response`` is read from, if it can pace its reads (``read_window``)."""
+    stream = response.extensions.get("network_stream")
+    return stream if hasattr(stream, "read_window") else None
+
+
+async def _events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
     buffer = b""
     name, data, size = "", list[str](), 0
-    due = 0.0
     with _mapped():
-        while True:
-            if window > 0 and (wait := due - loop.time()) > 0:
-                await asyncio.sleep(wait)
-            try:
-                chunk = await anext(chunks)
-            except StopAsyncIteration:
-                break
-            due = loop.time() + window
+        async for chunk in response.aiter_bytes():
             buffer += chunk
             if b"\n" not in chunk:
                 if len(buffer) + size > MAX_EVENT:
@@ -202,13 +210,17 @@ async def sse_events(
                     name = value
 
 
-async def drain(events: AsyncIterator[Any]) -> None:
-    """Read and drop what is left of ``events`` (a stream whose message is complete: after
-    ``[DONE]`` or ``response.completed`` the body ends), for at most ``DRAIN_SECONDS``, so its
-    HTTP/1.1 connection goes back to the pool: a closed one costs the next model call a new
-    connection and TLS handshake. Whatever fails here is ignored (the message is complete)."""
+async def drain(events: AsyncIterator[Any], response: httpx2.Response) -> None:
+    """Read and drop what is left of ``events`` (``response``'s, a stream whose message is
+    complete: after ``[DONE]`` or ``response.completed`` the body ends), unpaced, for at most
+    ``DRAIN_SECONDS``, so its HTTP/1.1 connection goes back to the pool: a closed one costs the
+    next model call a new connection and TLS handshake. Whatever fails here is ignored (the
+    message is complete)."""
     import anyio
 
+    paced = _paced(response)
+    if paced is not None:
+        paced.read_window = 0.0
     with anyio.move_on_after(DRAIN_SECONDS):
         try:
             async for _ in events:
@@ -301,24 +313,40 @@ def _lighter(transport: Any) -> Any:
 def _light_backend() -> Any:
     """httpcore2's anyio backend whose streams read without a cancel scope and a generator
     context manager per chunk (a quarter of the server's CPU per streamed token at 100 tokens/s
-    went there): the read timeout is an ``asyncio.timeout``, the errors mapped by hand."""
+    went there): the read timeout is an ``asyncio.timeout``, the errors mapped by hand. Its
+    streams also pace their reads (``read_window``, set by ``sse_events``): at the socket, so
+    the events of one read, however many HTTP chunks they are, come without waiting."""
     import anyio
     import httpcore2
     from httpcore2._backends.anyio import AnyIOBackend, AnyIOStream
 
     class LightStream(AnyIOStream):
+        read_window = 0.0
+        """Seconds: while above 0 (``sse_events`` sets it for a response's body), a read
+        comes no sooner than this long after the last one that returned data, unless that one
+        filled ``max_bytes`` (more is waiting)."""
+        _due = 0.0
+
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            window = self.read_window
+            if window > 0 and (wait := self._due - asyncio.get_running_loop().time()) > 0:
+                await asyncio.sleep(wait)
             try:
                 if timeout is None:
-                    return await self._stream.receive(max_bytes=max_bytes)
-                async with asyncio.timeout(timeout):
-                    return await self._stream.receive(max_bytes=max_bytes)
+                    data = await self._stream.receive(max_bytes=max_bytes)
+                else:
+                    async with asyncio.timeout(timeout):
+                        data = await self._stream.receive(max_bytes=max_bytes)
             except anyio.EndOfStream:
                 return b""
             except TimeoutError as exc:
                 raise httpcore2.ReadTimeout(exc) from exc
             except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise httpcore2.ReadError(exc) from exc
+            if window > 0:
+                full = len(data) >= max_bytes
+                self._due = 0.0 if full else asyncio.get_running_loop().time() + window
+            return data
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:
             secured = cast(AnyIOStream, await super().start_tls(*args, **kwargs))

@@ -239,7 +239,7 @@ class OpenAIProvider(HttpProvider):
                     for update in builder.feed(event):
                         yield update
                     if builder.ended:
-                        await drain(events)
+                        await drain(events, response)
                         break
             except Exception as exc:
                 failure = exc

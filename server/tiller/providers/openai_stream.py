@@ -53,7 +53,7 @@ async def chunk_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[
     events = sse_events(response, window)
     async for _, data in events:
         if data.startswith("[DONE]"):
-            await drain(events)
+            await drain(events, response)
             return
         payload = json_payload(data)
         if not isinstance(payload, dict):
