@@ -163,19 +163,19 @@ async def sse_events(
     the read after one that filled the buffer are not delayed. 0: every chunk as it arrives."""
     paced = _paced(response)
     if paced is not None:
-        paced.read_window = window
+        paced.pace(window)
     try:
         async for event in _events(response):
             yield event
     finally:
         if paced is not None:
-            paced.read_window = 0.0
+            paced.pace(0.0)
 
 
 def _paced(response: httpx2.Response) -> Any:
-    """The connection ``response`` is read from, if it can pace its reads (``read_window``)."""
+    """The connection ``response`` is read from, if it can pace its reads (``pace``)."""
     stream = response.extensions.get("network_stream")
-    return stream if hasattr(stream, "read_window") else None
+    return stream if hasattr(stream, "pace") else None
 
 
 async def _events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
@@ -220,7 +220,7 @@ async def drain(events: AsyncIterator[Any], response: httpx2.Response) -> None:
 
     paced = _paced(response)
     if paced is not None:
-        paced.read_window = 0.0
+        paced.pace(0.0)
     with anyio.move_on_after(DRAIN_SECONDS):
         try:
             async for _ in events:
@@ -314,7 +314,7 @@ def _light_backend() -> Any:
     """httpcore2's anyio backend whose streams read without a cancel scope and a generator
     context manager per chunk (a quarter of the server's CPU per streamed token at 100 tokens/s
     went there): the read timeout is an ``asyncio.timeout``, the errors mapped by hand. Its
-    streams also pace their reads (``read_window``, set by ``sse_events``): at the socket, so
+    streams also pace their reads (``pace``, called by ``sse_events``): at the socket, so
     the events of one read, however many HTTP chunks they are, come without waiting."""
     import anyio
     import httpcore2
@@ -322,10 +322,13 @@ def _light_backend() -> Any:
 
     class LightStream(AnyIOStream):
         read_window = 0.0
-        """Seconds: while above 0 (``sse_events`` sets it for a response's body), a read
-        comes no sooner than this long after the last one that returned data, unless that one
-        filled ``max_bytes`` (more is waiting)."""
         _due = 0.0
+
+        def pace(self, window: float) -> None:
+            """From now on (``sse_events``: for a response's body), read no sooner than
+            ``window`` seconds after the last read that returned data, unless that one filled
+            ``max_bytes`` (more is waiting); the next read is not delayed. 0: no pacing."""
+            self.read_window, self._due = window, 0.0
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
             window = self.read_window
