@@ -91,3 +91,17 @@ def test_the_next_method_loads_them(tmp_path: Path) -> None:
                          TILLER_TEST_IMPORT_LOG=str(imports)))
     modules = set(imports.read_text().split())
     assert {"pydantic", "tiller.protocol.methods", "tiller.fronts.tiller.handlers"} <= modules
+
+
+@pytest.mark.parametrize("acp", [False, True])
+def test_garbage_collection_paused_for_start_up_is_resumed(tmp_path: Path, acp: bool) -> None:
+    """``tiller.__main__`` pauses the collector while start-up imports; each front turns it back
+    on once ready (Tiller's: when its warm-up ends, here at the latest at shutdown)."""
+    initialize = ({"protocolVersion": 1, "clientCapabilities": {}} if acp
+                  else {"capabilities": {}})
+    stderr = serve_in_turn(
+        tmp_path, ["-m", "tiller", "--no-session", "--cwd", str(tmp_path), "--base-url",
+                   "http://127.0.0.1:9/v1", "--log-level", "DEBUG", *(["--acp"] if acp else [])],
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize},
+        env=clean_env())
+    assert stderr.count("garbage collection resumed") == 1, stderr[-3000:]

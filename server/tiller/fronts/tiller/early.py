@@ -34,7 +34,7 @@ from tiller.wire.stdio import Stdio
 if TYPE_CHECKING:
     from tiller.wire.jsonrpc import Switch
 
-__all__ = ["serve_tiller"]
+__all__ = ["resume_collection", "serve_tiller"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,13 @@ def _import_front() -> None:
             importlib.import_module(name)
         except Exception:  # imported again below, where the error is raised
             log.debug("importing %s in the background failed", name, exc_info=True)
+
+
+def resume_collection(_: object = None) -> None:
+    """Turn the garbage collector back on (``tiller.__main__`` pauses it for start-up) once the
+    front is ready: warmed up, or serving a first message other than a plain ``initialize``."""
+    gc.enable()
+    log.debug("garbage collection resumed")
 
 
 def plain_initialize(message: Any) -> Initialize | None:
@@ -86,10 +93,12 @@ async def serve_tiller(config: ServerConfig, switch: Callable[[], Switch]) -> No
     front = TillerFront(config)
     gc.freeze()  # what start-up built lives as long as the process: no collection walks it
     if answered is None:
+        resume_collection()
         await serve(front.front, config, stdio, switch=switch(), first=first)
         return
     front.accept(answered)
     warming = asyncio.ensure_future(front.warm())
+    warming.add_done_callback(resume_collection)
     try:
         await serve(front.front, config, stdio)
     finally:
