@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -29,7 +29,6 @@ from tiller.sandbox.settings import SandboxSettings
 from tiller.session.session import EditorClient, ProviderFactory, Session, provider_factory
 from tiller.session.subagents import TaskLink, TaskSetup
 from tiller.store.log import SessionLog, read_session_file
-from tiller.store.replay import Replay, validated
 from tiller.store.saved import (
     SavedSession,
     SessionSummary,
@@ -41,6 +40,9 @@ from tiller.store.saved import (
     saved_logs,
     summarize,
 )
+
+if TYPE_CHECKING:
+    from tiller.store.replay import Replay
 
 __all__ = ["SessionRegistry", "SessionSpec"]
 
@@ -397,5 +399,7 @@ class SessionRegistry:
 def _validated(saved: SavedSession) -> Replay:
     """``saved``'s outline as models (blocking: run it in a worker thread), the collector
     paused meanwhile (``quiet_gc``)."""
+    from tiller.store.replay import validated  # its models' adapter: built on the first load
+
     with quiet_gc():
         return validated(saved.file, saved.outline)

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import anyio
 
@@ -77,7 +77,6 @@ from tiller.session.subagents import (
 )
 from tiller.store.log import SessionLog, shown_tool_calls
 from tiller.store.recorder import LogRecorder
-from tiller.store.replay import Replay
 from tiller.tools.background import BackgroundProcess, ProcessTable
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.tools.builtin import default_tools
@@ -100,6 +99,9 @@ from tiller.types import (
     UserContent,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from tiller.store.replay import Replay  # imported where a log is loaded (registry)
 
 __all__ = [
     "ClearedHook",

@@ -29,7 +29,7 @@ import json
 import logging
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic_core import to_json
@@ -81,7 +81,6 @@ from tiller.fronts.acp.updates import (
     user_content,
 )
 from tiller.protocol.checkpoints import ChangesParams, ChangesResult, RevertParams, RevertResult
-from tiller.protocol.models import QueueResult
 from tiller.session.registry import SessionRegistry, SessionSpec
 from tiller.session.session import EditorClient, Session
 from tiller.session.warm import import_ahead, prepare_provider
@@ -100,6 +99,9 @@ from tiller.types import (
 from tiller.wire.coalesce import DEFAULT_WINDOW, Coalescer
 from tiller.wire.endpoint import SerializedResult
 from tiller.wire.jsonrpc import Front
+
+if TYPE_CHECKING:
+    from tiller.protocol.models import QueueResult
 
 __all__ = ["ACP_PROTOCOL_VERSION", "AcpFront", "is_acp_initialize"]
 
@@ -516,6 +518,8 @@ class AcpFront:
         content = prompt if isinstance(prompt, str) else prompt_message(
             prompt, self._content(prompt))
         await self.turns.in_order(session)  # after the prompts that came before it
+        from tiller.protocol.models import QueueResult  # Tiller's models: not an ACP start's cost
+
         return QueueResult(queued=session.follow_up(content))
 
     async def changes(self, params: ChangesParams) -> ChangesResult:
