@@ -477,14 +477,22 @@ async def test_empty_200_stream_is_a_retryable_error(
     assert final.retryable
 
 
+@pytest.mark.parametrize("ending", ["cut", "close"])
 async def test_stream_cut_midway_is_retryable_and_keeps_the_partial_text(
-    fake_anthropic: FakeAnthropic, provider: AnthropicProvider
+    fake_anthropic: FakeAnthropic, provider: AnthropicProvider, ending: str
 ) -> None:
-    fake_anthropic.enqueue(cut_reply("abcdefghijkl", after_events=5, chunk_size=4))
+    """Cut as a real stream is (the connection drops inside the chunked body), or ended cleanly
+    before ``message_stop``: either way a retryable error that keeps the text."""
+    cut = cut_reply("abcdefghijkl", after_events=5, chunk_size=4)
+    fake_anthropic.enqueue(dataclasses.replace(cut, ending=ending))
     updates, final = await collect(provider)
     assert replay(updates) == {0: "abcdefgh"} and final.text == "abcdefgh"
-    assert final.stop_reason == "error" and final.error_message == INCOMPLETE_STREAM_ERROR
-    assert final.retryable
+    assert final.stop_reason == "error" and final.retryable
+    if ending == "cut":
+        assert final.error_message is not None and final.error_message.startswith(
+            f"anthropic: the connection to {fake_anthropic.url} broke mid-stream: ")
+    else:
+        assert final.error_message == INCOMPLETE_STREAM_ERROR
 
 
 async def test_connection_broken_mid_body_is_retryable(

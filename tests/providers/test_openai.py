@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import socket
@@ -318,13 +319,22 @@ async def test_empty_200_stream_is_an_error(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("ending", ["cut", "ended"])
 async def test_stream_cut_midway_is_an_error_keeping_the_partial_text(
-    fake_openai: FakeOpenAI, provider: OpenAIProvider
+    fake_openai: FakeOpenAI, provider: OpenAIProvider, ending: str
 ) -> None:
-    fake_openai.enqueue(cut_reply("abcdefghijkl", after_chunks=3, chunk_size=4))
+    """Cut as a real stream is (the connection drops inside the chunked body), or ended cleanly
+    before ``[DONE]``: either way an error that keeps the text and may be retried."""
+    cut = cut_reply("abcdefghijkl", after_chunks=3, chunk_size=4)
+    fake_openai.enqueue(dataclasses.replace(cut, ending=ending))
     updates, final = await collect(provider)
     assert replay(updates) == {0: "abcdefgh"} and final.text == "abcdefgh"
-    assert final.stop_reason == "error" and final.error_message == INCOMPLETE_STREAM_ERROR
+    assert final.stop_reason == "error" and final.retryable
+    if ending == "cut":
+        assert final.error_message is not None and final.error_message.startswith(
+            f"openai: the connection to {fake_openai.url} broke mid-stream: ")
+    else:
+        assert final.error_message == INCOMPLETE_STREAM_ERROR
 
 
 @pytest.mark.anyio

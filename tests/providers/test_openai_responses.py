@@ -3,6 +3,7 @@ the fake refusing what OpenAI refuses. No monkeypatching."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -422,14 +423,22 @@ async def test_http_errors(
         assert final.retry_after == 2.0
 
 
+@pytest.mark.parametrize("ending", ["cut", "ended"])
 async def test_a_cut_stream_keeps_its_text_and_is_retryable(
-    fake_responses: FakeResponses, provider: OpenAIProvider
+    fake_responses: FakeResponses, provider: OpenAIProvider, ending: str
 ) -> None:
-    fake_responses.enqueue(cut_reply(message("abcdefgh"), after_events=5))
+    """Cut as a real stream is (the connection drops inside the chunked body), or ended cleanly
+    before ``response.completed``: either way a retryable error that keeps the text."""
+    cut = cut_reply(message("abcdefgh"), after_events=5)
+    fake_responses.enqueue(dataclasses.replace(cut, ending=ending))
     updates, final = await collect(provider, request([UserMessage(content="hi")]))
     assert replay(updates) == {0: "abcd"}
-    assert (final.stop_reason, final.error_message, final.retryable) == (
-        "error", INCOMPLETE_STREAM_ERROR, True)
+    assert (final.stop_reason, final.retryable) == ("error", True)
+    if ending == "cut":
+        assert final.error_message is not None and final.error_message.startswith(
+            f"openai: the connection to {fake_responses.url} broke mid-stream: ")
+    else:
+        assert final.error_message == INCOMPLETE_STREAM_ERROR
     assert final.response_items is None
 
 

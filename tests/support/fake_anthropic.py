@@ -47,8 +47,8 @@ TTL, the service tier), then per content block ``content_block_start``,
 ``content_block_delta``s and ``content_block_stop`` (a ``ping`` after the first block starts),
 then ``message_delta`` (``stop_reason`` and the cumulative usage) and ``message_stop``.
 Errors are JSON ``{"type": "error", "error": {"type", "message"}}`` with a ``request-id``
-header. Responses are HTTP/1.1 with ``Connection: close``; streams have no
-Content-Length.
+header. Responses are HTTP/1.1 with ``Connection: close``; a stream is sent as the API sends it,
+``Transfer-Encoding: chunked`` (tests/support/loopback.py).
 """
 
 from __future__ import annotations
@@ -205,13 +205,14 @@ MIN_CACHE_TOKENS = {"claude-opus-5": 512, "claude-fable-5-2": 512, "claude-opus-
 class Reply:
     """One scripted response; build it with the ``*_reply`` functions.
 
-    ``events`` are sent in order; then ``ending`` says what happens: ``close`` closes the
-    connection; ``stall`` waits for ``until`` (or the server closing), then closes. A
-    ``message_start`` whose message has ``"model": None`` gets the request's model.
+    ``events`` are sent in order; then ``ending`` says what happens: ``close`` ends the body;
+    ``cut`` drops the connection mid-body (as a real cut stream: the HTTP library reports the
+    incomplete chunked body); ``stall`` waits for ``until`` (or the server closing), then drops
+    it. A ``message_start`` whose message has ``"model": None`` gets the request's model.
     """
 
     events: tuple[Event, ...] = ()
-    ending: Literal["close", "stall"] = "close"
+    ending: Literal["close", "cut", "stall"] = "close"
     status: int = 200
     error_body: Mapping[str, Any] | None = None
     headers: tuple[tuple[str, str], ...] = ()
@@ -384,7 +385,7 @@ def error_reply(
 
 
 def empty_reply(*, gate: threading.Event | None = None) -> Reply:
-    """HTTP 200 with ``text/event-stream`` headers, then the connection closes with no event."""
+    """HTTP 200 with ``text/event-stream`` headers and a body that ends with no event."""
     return Reply(gate=gate)
 
 
@@ -396,10 +397,10 @@ def cut_reply(
     gate: threading.Event | None = None,
 ) -> Reply:
     """The first ``after_events`` events of ``text_reply(text)`` (``message_start``,
-    ``content_block_start`` and ``ping`` count), then the connection closes: no
+    ``content_block_start`` and ``ping`` count), then the connection drops: no
     ``message_delta``, no ``message_stop``."""
     events = text_reply(text, chunk_size=chunk_size).events[:after_events]
-    return Reply(events=events, gate=gate)
+    return Reply(events=events, ending="cut", gate=gate)
 
 
 def stall_reply(
@@ -411,7 +412,7 @@ def stall_reply(
 ) -> Reply:
     """HTTP 200 headers, then (if ``text``) ``message_start``, a text block's start, ``ping``
     and its deltas, then nothing until ``until`` is set or the server closes; then the
-    connection closes."""
+    connection drops."""
     events: list[Event] = []
     if text:
         events = [message_start(), *_text_block(0, text, chunk_size)[:-1]]
@@ -428,14 +429,14 @@ def stream_error_reply(
 ) -> Reply:
     """HTTP 200, ``message_start`` and the start and deltas of a text block with ``text``, then
     an ``error`` event ``{"type": "error", "error": {type, message}}`` (as Anthropic sends when
-    it overloads mid-stream), then the connection closes."""
+    it overloads mid-stream), then the body ends."""
     error = sse_event("error", error={"type": type, "message": message})
     events = [message_start(), *_text_block(0, text, chunk_size)[:-1], error]
     return Reply(events=tuple(events), gate=gate)
 
 
 def sse_reply(*events: Event, gate: threading.Event | None = None) -> Reply:
-    """Exactly these events (build them with ``sse_event``), then the connection closes."""
+    """Exactly these events (build them with ``sse_event``), then the body ends."""
     return Reply(events=tuple(events), gate=gate)
 
 

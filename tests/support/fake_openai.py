@@ -24,7 +24,8 @@ arrives until the gate (a ``threading.Event``) is set. Closing the server sets e
 Streams look like OpenAI's: ``data: <chunk JSON>`` events separated by blank lines, the first
 delta carrying ``role: "assistant"``, a final chunk with ``finish_reason``, then (when the request
 asked for ``stream_options.include_usage``) a chunk with ``"choices": []`` and ``usage``, then
-``data: [DONE]``. Responses are HTTP/1.1 with ``Connection: close`` and no Content-Length.
+``data: [DONE]``. Responses are HTTP/1.1 with ``Connection: close``; a stream is sent as the API
+sends it, ``Transfer-Encoding: chunked`` (tests/support/loopback.py).
 
 What the server answers by itself, without a scripted reply (``other_requests`` records it):
 ``GET /v1/models`` lists ``models`` (llama-cpp-python's shape), and ``POST /v1/responses`` gets
@@ -81,12 +82,14 @@ class Reply:
     """One scripted response; build it with the ``*_reply`` functions.
 
     ``ending`` says what happens after ``events``: ``complete`` sends the usage chunk (if asked
-    for) and ``[DONE]``; ``cut`` closes the connection; ``stall`` waits for ``until`` (or the
-    server closing), then closes. Raw string events are sent verbatim as ``data:`` payloads.
+    for) and ``[DONE]``; ``ended`` ends the body there (a server that stopped early, cleanly);
+    ``cut`` drops the connection mid-body (as a real cut stream: the HTTP library reports the
+    incomplete chunked body); ``stall`` waits for ``until`` (or the server closing), then
+    drops it. Raw string events are sent verbatim as ``data:`` payloads.
     """
 
     events: tuple[Delta | str, ...] = ()
-    ending: Literal["complete", "cut", "stall"] = "complete"
+    ending: Literal["complete", "ended", "cut", "stall"] = "complete"
     usage: tuple[int, int, int] | None = None
     status: int = 200
     error_body: Mapping[str, Any] | None = None
@@ -193,8 +196,8 @@ def error_reply(
 
 
 def empty_reply(*, gate: threading.Event | None = None) -> Reply:
-    """HTTP 200 with ``text/event-stream`` headers, then the connection closes with no data."""
-    return Reply(ending="cut", gate=gate)
+    """HTTP 200 with ``text/event-stream`` headers and a body that ends with no data."""
+    return Reply(ending="ended", gate=gate)
 
 
 def cut_reply(
@@ -229,9 +232,10 @@ def sse_reply(
     gate: threading.Event | None = None,
 ) -> Reply:
     """Exactly these ``data:`` events: a mapping is sent as JSON (build one with ``chunk``), a
-    string verbatim (e.g. malformed JSON). Ends with ``[DONE]`` if ``done``, else just closes."""
+    string verbatim (e.g. malformed JSON). Ends with ``[DONE]`` if ``done``, else the body just
+    ends."""
     raw = tuple(event if isinstance(event, str) else _compact(event) for event in events)
-    return Reply(events=raw, ending="complete" if done else "cut", gate=gate)
+    return Reply(events=raw, ending="complete" if done else "ended", gate=gate)
 
 
 def chunk(

@@ -127,12 +127,14 @@ def function_call(
 @dataclass(frozen=True)
 class Reply:
     """One scripted response. ``ending``: ``completed``, ``incomplete``, ``failed`` or
-    ``error`` (that event after the items), ``cut`` (the connection closes after
-    ``after_events`` events) or ``stall`` (nothing more until ``until``). ``raw`` replaces the
-    rendered events with exactly these (``sse_reply``)."""
+    ``error`` (that event after the items), ``ended`` (the body ends after ``after_events``
+    events), ``cut`` (the connection drops after them, mid-body, as a real cut stream: the HTTP
+    library reports the incomplete chunked body) or ``stall`` (nothing more until ``until``,
+    then it drops). ``raw`` replaces the rendered events with exactly these (``sse_reply``)."""
 
     items: tuple[Item, ...] = ()
-    ending: Literal["completed", "incomplete", "failed", "error", "cut", "stall"] = "completed"
+    ending: Literal["completed", "incomplete", "failed", "error", "ended", "cut",
+                    "stall"] = "completed"
     incomplete_reason: str = "max_output_tokens"
     error_code: str | None = None
     error_message: str = ""
@@ -192,14 +194,14 @@ def stall_reply(*items: Item, after_events: int = 0, until: threading.Event | No
 
 
 def empty_reply() -> Reply:
-    """HTTP 200 with the stream's headers, then the connection closes."""
-    return Reply(ending="cut", after_events=0)
+    """HTTP 200 with the stream's headers and a body that ends with no event."""
+    return Reply(ending="ended", after_events=0)
 
 
 def sse_reply(*events: Mapping[str, Any] | str) -> Reply:
     """Exactly these events (a mapping goes out as ``event: <its type>`` and its JSON, a string
-    as ``data: <string>``), then the connection closes."""
-    return Reply(raw=events, ending="cut")
+    as ``data: <string>``), then the body ends."""
+    return Reply(raw=events, ending="ended")
 
 
 def error_reply(status: int, text: str, *, type: str | None = None, code: str | None = None,
@@ -384,7 +386,7 @@ class FakeResponses(ScriptedServer[Reply]):
                     yield str(event.get("type", "")), _compact(dict(event))
             return
         events = list(self._events(reply, request))
-        limit = reply.after_events if reply.ending in ("cut", "stall") else None
+        limit = reply.after_events if reply.ending in ("ended", "cut", "stall") else None
         for number, (name, payload) in enumerate(events[:limit]):
             yield name, _compact({"type": name, "sequence_number": number, **payload})
 

@@ -72,6 +72,10 @@ class ScriptedReply(Protocol):
 
 ReplyT = TypeVar("ReplyT", bound=ScriptedReply)
 
+DROPPED = frozenset({"cut", "stall"})
+"""The ``ending``s whose connection drops mid-body (no chunked terminator: the HTTP library
+reports an incomplete body, as it does when a real stream is cut); any other ends the body."""
+
 
 class ScriptedServer(Generic[ReplyT]):
     """The fake server: a ``ThreadingHTTPServer`` on 127.0.0.1 (a free port) in a daemon thread.
@@ -384,12 +388,20 @@ class ScriptedHandler(BaseHTTPRequestHandler):
         if reply.error_body is not None:
             self._send_json(reply.status, reply.error_body, reply.headers)
             return
+        # Chunked, as the APIs stream (unless a test sets a Content-Length of its own): a
+        # reply that ends cleanly ends its body; a cut one drops the connection mid-body.
+        chunked = not any(name.lower() == "content-length" for name, _ in reply.headers)
         self.send_response(reply.status)
-        for name, value in [*self._stream_headers(), *reply.headers]:
+        for name, value in [*self._stream_headers(), *reply.headers,
+                            *([("Transfer-Encoding", "chunked")] if chunked else [])]:
             self.send_header(name, value)
         self.end_headers()
         for frame in self._frames(reply, request):
-            self.wfile.write(frame)
+            if not frame:
+                continue  # an empty chunk would end the body
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame) if chunked else frame)
             self.wfile.flush()
         if reply.ending == "stall":
             fake._wait(reply.until or threading.Event())
+        elif chunked and reply.ending not in DROPPED:
+            self.wfile.write(b"0\r\n\r\n")
