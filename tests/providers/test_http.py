@@ -300,15 +300,13 @@ class _CountedReads(httpx2.AsyncByteStream):
         await self.stream.aclose()
 
 
-@pytest.mark.parametrize("window", [0.0, 1.0])
-async def test_a_stream_read_once_per_window_gets_what_came_meanwhile_in_one_read(
-    window: float,
-) -> None:
-    """With a window, the events the server sends while the reader waits out the window come in
-    one read (one wake-up), all of them and in order. The first read of the body waits for
-    nothing (the first event may even come with the headers, read before the window applies),
-    so events 1-5 take at most two reads. Without a window, every event is read as it comes."""
-    handler = type("Handler", (_Trickle,), {"read_first": threading.Event()})
+async def read_paced(
+    base: type[http.server.BaseHTTPRequestHandler], window: float
+) -> tuple[list[str], int]:
+    """One stream from a server with a handler made from ``base`` (whose ``read_first`` is set
+    once the client has the first event), read with ``window``: the events' data, and how many
+    chunks the body was read in."""
+    handler = type("Handler", (base,), {"read_first": threading.Event()})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = HttpEndpoint(f"http://127.0.0.1:{server.server_address[1]}", headers={}, timeout=5)
@@ -318,17 +316,29 @@ async def test_a_stream_read_once_per_window_gets_what_came_meanwhile_in_one_rea
         data = []
         async for _, datum in sse_events(response, window):
             data.append(datum)
-            handler.read_first.set()
+            handler.read_first.set()  # type: ignore[attr-defined]
         await response.aclose()
     finally:
         await endpoint.aclose()
         server.shutdown()
         server.server_close()
+    return data, counted.reads
+
+
+@pytest.mark.parametrize("window", [0.0, 1.0])
+async def test_a_stream_read_once_per_window_gets_what_came_meanwhile_in_one_read(
+    window: float,
+) -> None:
+    """With a window, the events the server sends while the reader waits out the window come in
+    one read (one wake-up), all of them and in order. The first read of the body waits for
+    nothing (the first event may even come with the headers, read before the window applies),
+    so events 1-5 take at most two reads. Without a window, every event is read as it comes."""
+    data, reads = await read_paced(_Trickle, window)
     assert data == [str(n) for n in range(6)]
     if window:
-        assert counted.reads <= 3  # [0], [1], [2-5] (or [0, 1], [2-5])
+        assert reads <= 3  # [0], [1], [2-5] (or [0, 1], [2-5])
     else:
-        assert counted.reads > 3  # read as they came (30 ms apart)
+        assert reads > 3  # read as they came (30 ms apart)
 
 
 class _ChunkedBurst(http.server.BaseHTTPRequestHandler):
@@ -362,20 +372,6 @@ def _http_chunk(data: bytes) -> bytes:
 async def test_the_http_chunks_of_one_read_are_not_paced_one_by_one() -> None:
     """Pacing is per read of the connection, not per HTTP chunk: five events that arrive in one
     read come at once, not a window apart each (five seconds here)."""
-    handler = type("Handler", (_ChunkedBurst,), {"read_first": threading.Event()})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    endpoint = HttpEndpoint(f"http://127.0.0.1:{server.server_address[1]}", headers={}, timeout=5)
-    data = []
-    try:
-        with anyio.fail_after(4):
-            response = await endpoint.open_stream("/s", {})
-            async for _, datum in sse_events(response, 1.0):
-                data.append(datum)
-                handler.read_first.set()
-            await response.aclose()
-    finally:
-        await endpoint.aclose()
-        server.shutdown()
-        server.server_close()
+    with anyio.fail_after(4):
+        data, _ = await read_paced(_ChunkedBurst, 1.0)
     assert data == [str(n) for n in range(6)]
