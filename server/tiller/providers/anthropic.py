@@ -73,7 +73,7 @@ from tiller.types import (
     AssistantMessage,
 )
 
-__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider"]
+__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "AnthropicProvider", "api_headers"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 """Where calls go when neither ``base_url`` nor ``ANTHROPIC_BASE_URL`` says otherwise."""
@@ -127,9 +127,7 @@ class AnthropicProvider(HttpProvider):
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN")
         self._secret = key or token
-        credential = {"x-api-key": key} if key else {"authorization": f"Bearer {token}"} \
-            if token else {}
-        sent = request_headers(headers, {"anthropic-version": API_VERSION, **credential})
+        sent = api_headers(headers, key, token)
         self._credentials = "x-api-key" in sent or "authorization" in sent
         base = base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
         self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
@@ -214,6 +212,16 @@ def _corrected_shape(message: str, params: dict[str, Any]) -> ThinkingShape | No
     if sent == "adaptive" and "adaptive" in text and "not supported" in text:
         return "budget"
     return None
+
+
+def api_headers(given: Mapping[str, str] | None, key: str | None,
+                token: str | None = None) -> dict[str, str]:
+    """What every call to Anthropic's API sends (``request_headers``): the API version and the
+    credential, ``key`` as ``x-api-key`` or else ``token`` as a bearer, under the config's
+    ``given`` headers."""
+    credential = ({"x-api-key": key} if key else
+                  {"authorization": f"Bearer {token}"} if token else {})
+    return request_headers(given, {"anthropic-version": API_VERSION, **credential})
 
 
 def _error_field(body: Any, name: str) -> str | None:

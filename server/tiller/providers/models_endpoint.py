@@ -33,26 +33,24 @@ async def fetch_models(
     http_client: Any = None,
 ) -> list[ModelInfo]:
     """The models ``settings``'s provider lists, newest first as it sends them."""
-    from tiller.providers.http import HttpEndpoint, request_headers
+    from tiller.providers.http import HttpEndpoint
 
     if settings.type == "anthropic":
-        from tiller.providers.anthropic import API_VERSION
         from tiller.providers.anthropic import DEFAULT_BASE_URL as ANTHROPIC_URL
+        from tiller.providers.anthropic import api_headers as anthropic_headers
 
-        headers = request_headers(settings.headers, {
-            "anthropic-version": API_VERSION, **({"x-api-key": api_key} if api_key else {})})
-        endpoint = HttpEndpoint(base_url or ANTHROPIC_URL, headers=headers, timeout=timeout,
+        endpoint = HttpEndpoint(base_url or ANTHROPIC_URL, timeout=timeout,
+                                headers=anthropic_headers(settings.headers, api_key),
                                 http_client=http_client)
         try:
             return [anthropic_model(settings.name, item)
                     async for item in _anthropic_pages(endpoint)]
         finally:
             await endpoint.aclose()
-    from tiller.providers.openai import DEFAULT_BASE_URL
+    from tiller.providers.openai import DEFAULT_BASE_URL, api_headers
 
-    headers = request_headers(
-        settings.headers, {"authorization": f"Bearer {api_key}"} if api_key else {})
-    endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, headers=headers, timeout=timeout,
+    endpoint = HttpEndpoint(base_url or DEFAULT_BASE_URL, timeout=timeout,
+                            headers=api_headers(settings.headers, api_key),
                             http_client=http_client)
     try:
         listed = await endpoint.get_json("/models")

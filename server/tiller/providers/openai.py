@@ -77,7 +77,7 @@ from tiller.providers.openai_stream import (
 )
 from tiller.types import AssistantMessage, Message
 
-__all__ = ["DEFAULT_BASE_URL", "Api", "OpenAIProvider", "chat_only_servers"]
+__all__ = ["DEFAULT_BASE_URL", "Api", "OpenAIProvider", "api_headers", "chat_only_servers"]
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +121,8 @@ class OpenAIProvider(HttpProvider):
         self._secret = self._api_key
         self._request_timeout = request_timeout
         base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        sent = request_headers(
-            headers, {"authorization": f"Bearer {self._api_key}"} if self._api_key else {})
-        self._endpoint = HttpEndpoint(base, headers=sent, timeout=request_timeout,
+        self._endpoint = HttpEndpoint(base, headers=api_headers(headers, self._api_key),
+                                      timeout=request_timeout,
                                       http_client=http_client)
         self.api: Api = api
         self._efforts = accepted_efforts(model)
@@ -375,6 +374,12 @@ class OpenAIProvider(HttpProvider):
             return ('this model takes tools only on the Responses API: set api = "responses" '
                     "for this provider in the config file")
         return None
+
+
+def api_headers(given: Mapping[str, str] | None, key: str | None) -> dict[str, str]:
+    """What every call to an OpenAI-compatible server sends (``request_headers``): ``key`` as a
+    bearer token (none without one: local servers take none) under the config's ``given``."""
+    return request_headers(given, {"authorization": f"Bearer {key}"} if key else {})
 
 
 def warm(base_url: str | None = None) -> None:
