@@ -6,10 +6,12 @@ repository alone, and keep working after a ``kill -9``."""
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import stat
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -532,3 +534,32 @@ def test_the_shadow_stores_bytes_exactly_whatever_gitattributes_say(tmp_path: Pa
     blob = repo.blobs(snap.tree, ["dos.txt"])["dos.txt"]
     assert repo.read_blob(blob.oid) == b"one\r\ntwo\r\n"
     assert not (ws / ".git").exists()
+
+
+def test_a_new_sessions_first_snapshot_sees_a_same_size_rewrite_in_the_same_second(
+    tmp_path: Path,
+) -> None:
+    """A session's index starts as a copy of the workspace's latest one. Git trusts an
+    entry whose file's size and times (whole seconds) match it, unless the entry is as new
+    as the index file. The copy was stamped with the time it was made, so ``.env`` rewritten
+    with the same size within the second of the first session's snapshot was recorded with
+    the first session's content (CI saw it once: session B's checkpoint held session A's
+    secret). The clock is set by hand here: the file's times to a past second, and the first
+    index to later within that second, as if it had been written then."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = ws / ".env"
+    second = int(time.time()) - 100
+    while time.time() % 1 > 0.5:  # ctime is set by the kernel: keep both writes in one second
+        time.sleep(0.01)
+    env.write_text("TOKEN=secret-of-session-a\n")
+    os.utime(env, (second + 0.2, second + 0.2))
+    first = ShadowRepo(tmp_path / "shadow.git", ws, index="index-a")
+    first.snapshot()
+    os.utime(first.index_file, (second + 0.9, second + 0.9))
+    env.write_text("TOKEN=secret-of-session-b\n")
+    os.utime(env, (second + 0.5, second + 0.5))
+    second_session = ShadowRepo(tmp_path / "shadow.git", ws, index="index-b")
+    tree = second_session.snapshot().tree
+    blob = second_session.blobs(tree, [".env"])[".env"]
+    assert second_session.read_blob(blob.oid) == b"TOKEN=secret-of-session-b\n"

@@ -375,7 +375,14 @@ class ShadowRepo:
                   if p.is_file() and p != self.index_file and p.suffix != ".dotgit"]
         if others:
             latest = max(others, key=lambda p: p.stat().st_mtime)
+            # The copy keeps the original's time: git trusts an entry whose file's stat data
+            # match it unless the entry is as new as the index file (the "racy" check, in
+            # whole seconds). A copy stamped now would pass off a file rewritten in the same
+            # second with the same size as unchanged. Taken before the read: content newer
+            # than its stamp only makes git look at more files.
+            stamp = latest.stat()
             _write_private(self.index_file, latest.read_bytes())
+            os.utime(self.index_file, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
 
     def _forget_if_purged(self) -> None:
         """Drop the caches of trees if a purge ran since they were filled (they may name
