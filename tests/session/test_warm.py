@@ -85,3 +85,25 @@ async def test_the_acp_front_warms_up_after_initialize_too(
 
     assert int(warmed[1]) >= 1500
     assert result["stopReason"] == "end_turn"
+
+
+async def test_the_warm_up_gives_way_to_a_prompt_sent_at_once(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A prompt sent right after ``initialize`` does not share the interpreter with the
+    warm-up's provider step: that step waits until no request is being handled, so the slow
+    ``import httpx2`` is the prompt's own, and the warm-up finds it done. The collector is back
+    on once the warm-up's imports are (the first turn does not run with it paused)."""
+    log = tmp_path / "tiller.log"
+    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
+                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
+    fake_openai.enqueue(text_reply("Hello."))
+    async with spawn_tiller(fake_openai, tmp_path, "--log-level", "DEBUG",
+                            "--log-file", str(log), env=env) as tiller:
+        await tiller.request("initialize", {"capabilities": {}})
+        result = await tiller.request("agent/prompt", {"message": "hi"})
+        warmed = await logged(log, WARMED)
+
+    assert result["stopReason"] == "stop"
+    assert int(warmed[1]) < 1500  # the warm-up did not import httpx2 (nor wait for it)
+    assert log.read_text().index("garbage collection resumed") < warmed.start()

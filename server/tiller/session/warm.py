@@ -3,6 +3,11 @@ tools and the server's provider need (pydantic's models, the HTTP library: a few
 loaded machine), imported in a worker thread right after ``initialize`` is answered, so the first
 prompt does not pay for them (protocol.md, ``initialize``). Memory is spent for that latency: the
 process holds those modules from the start (README, Performance).
+
+The work goes step by step (a module, a model, a tool's schema, the provider), and before each
+step asks ``proceed``, which a front makes wait while one of the client's requests is handled
+(``Endpoint.wait_idle``): a thread sharing the interpreter would slow the request down, and the
+request imports what it needs itself.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import importlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from tiller.config import ServerConfig
 from tiller.providers.registry import prepare_ahead
@@ -32,32 +37,49 @@ MODEL_MODULES = ("tiller.types",)
 """Whose pydantic models a first prompt validates or dumps (built on first use: defer_build)."""
 
 
-def import_ahead(extra: Sequence[str] = (), models: Sequence[str] = ()) -> float:
+Proceed = Callable[[], bool]
+"""Called between steps; blocks while the step should wait, returns whether to go on."""
+
+
+def _always() -> bool:
+    return True
+
+
+def import_ahead(extra: Sequence[str] = (), models: Sequence[str] = (),
+                 proceed: Proceed = _always) -> float:
     """Import ``extra`` (the front's own modules) and ``SESSION_MODULES``, finish the pydantic
     models of ``MODEL_MODULES`` and ``models``, and build the built-in tools' JSON schemas (a
-    first prompt's request needs them); seconds it took. What fails is logged and left to fail
-    where it is used, with that error."""
-    start = time.perf_counter()
+    first prompt's request needs them), asking ``proceed`` before each; seconds it took
+    (waits excluded). What fails is logged and left to fail where it is used, with that
+    error."""
+    took = 0.0
     for name in (*extra, *SESSION_MODULES):
+        if not proceed():
+            return took
+        start = time.perf_counter()
         try:
             importlib.import_module(name)
         except Exception:
             log.debug("warm-up: importing %s failed", name, exc_info=True)
+        took += time.perf_counter() - start
     try:
-        _finish_models((*MODEL_MODULES, *models))
-        from tiller.tools.builtin import default_tools
-
-        for tool in default_tools():
-            tool.parameters_schema()
+        for step in _model_steps((*MODEL_MODULES, *models)):
+            if not proceed():
+                return took
+            start = time.perf_counter()
+            step()
+            took += time.perf_counter() - start
     except Exception:
         log.debug("warm-up: building the models failed", exc_info=True)
-    return time.perf_counter() - start
+    return took
 
 
-def prepare_provider(config: ServerConfig) -> float:
+def prepare_provider(config: ServerConfig, proceed: Proceed = _always) -> float:
     """Prepare the server's default provider (``prepare_ahead``: the HTTP library
-    imported, a first call made but for the network, the TLS context built); seconds it took.
-    A failure is logged and left to the first prompt."""
+    imported, a first call made but for the network, the TLS context built) if ``proceed()``;
+    seconds it took. A failure is logged and left to the first prompt."""
+    if not proceed():
+        return 0.0
     start = time.perf_counter()
     try:
         prepare_ahead(config.providers.get(config.provider), config.base_url)
@@ -66,13 +88,18 @@ def prepare_provider(config: ServerConfig) -> float:
     return time.perf_counter() - start
 
 
-def _finish_models(module_names: Sequence[str]) -> None:
-    """Build each pydantic model the modules define that is not built yet."""
+def _model_steps(module_names: Sequence[str]) -> Iterator[Callable[[], object]]:
+    """One step per pydantic model the modules define that is not built yet (it builds it),
+    then one per built-in tool (it builds the tool's JSON schema)."""
     from pydantic import BaseModel
 
     for name in module_names:
         module = importlib.import_module(name)
-        for value in vars(module).values():
+        for value in list(vars(module).values()):
             if (isinstance(value, type) and issubclass(value, BaseModel)
                     and value.__module__ == name and not value.__pydantic_complete__):
-                value.model_rebuild()
+                yield value.model_rebuild
+    from tiller.tools.builtin import default_tools
+
+    for tool in default_tools():
+        yield tool.parameters_schema

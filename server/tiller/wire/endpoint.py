@@ -17,7 +17,8 @@ writer (``tiller.wire.stdio.FramedWriter``), which frames it.
   own: the two never share a table.
 
 ``current_id()`` is the id of the request whose handler is running (a context variable, so it
-is right in every task the handler awaits).
+is right in every task the handler awaits). ``wait_idle`` lets work in a worker thread (a
+warm-up) give way to the client's requests.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import asyncio
 import contextvars
 import json
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -72,6 +74,10 @@ class Endpoint:
         """Our requests, by id, waiting for their answers."""
         self.running: dict[Any, asyncio.Task[Any]] = {}
         """The client's requests whose handlers have not answered yet, by id."""
+        self._idle = threading.Event()
+        """Set while ``running`` is empty, or once the connection ended."""
+        self._idle.set()
+        self._closed = False
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ what arrives
@@ -88,6 +94,7 @@ class Endpoint:
         finally:
             _current_id.reset(token)
         self.running[msg_id] = task
+        self._idle.clear()
         task.add_done_callback(lambda done: self._answer(msg_id, done))
 
     def on_notification(self, method: str, params: Any) -> None:
@@ -134,8 +141,18 @@ class Endpoint:
         if future is not None and not future.done():
             future.cancel()
 
+    def wait_idle(self) -> bool:
+        """From a worker thread: block while a handler of the client's requests runs, so work
+        that can wait (a warm-up, between its steps) leaves them the interpreter. Whether to go
+        on: False once the connection ended."""
+        self._idle.wait()
+        return not self._closed
+
     def close(self) -> None:
-        """The connection ended: our requests still waiting get ``ConnectionError``."""
+        """The connection ended: our requests still waiting get ``ConnectionError``, and
+        ``wait_idle`` no longer waits."""
+        self._closed = True
+        self._idle.set()
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -146,6 +163,8 @@ class Endpoint:
     def _answer(self, msg_id: Any, task: asyncio.Task[Any]) -> None:
         if self.running.get(msg_id) is task:
             del self.running[msg_id]
+            if not self.running:
+                self._idle.set()
         if task.cancelled():
             self._send({"jsonrpc": "2.0", "id": msg_id, "error": {
                 "code": REQUEST_CANCELLED, "message": f'Request with id "{msg_id}" is canceled'}})

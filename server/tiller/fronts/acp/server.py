@@ -394,14 +394,17 @@ class AcpFront:
 
     async def warm(self) -> None:
         """Get ready for the first prompt (as Tiller's front does after its ``initialize``):
-        the provider's SDK imported and its TLS context built in a worker thread
-        (``tiller.session.warm``), the served model learnt. Runs once; never raises."""
+        the session's modules and models, the provider's HTTP library and its TLS context,
+        built in a worker thread (``tiller.session.warm``) that gives way to every request
+        (``session/new`` does what it needs itself), then the served model learnt. Runs once;
+        never raises."""
         if self._warmed:
             return
         self._warmed = True
         try:
-            took = await anyio.to_thread.run_sync(import_ahead)
-            took += await anyio.to_thread.run_sync(prepare_provider, self.config)
+            proceed = self.front.endpoint.wait_idle  # session/new does not wait for us
+            took = await anyio.to_thread.run_sync(import_ahead, (), (), proceed)
+            took += await anyio.to_thread.run_sync(prepare_provider, self.config, proceed)
             await self.sessions.ready()
             log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
         except Exception:

@@ -49,9 +49,10 @@ def _import_front() -> None:
             log.debug("importing %s in the background failed", name, exc_info=True)
 
 
-def resume_collection(_: object = None) -> None:
+def resume_collection() -> None:
     """Turn the garbage collector back on (``tiller.__main__`` pauses it for start-up) once the
-    front is ready: warmed up, or serving a first message other than a plain ``initialize``."""
+    front is ready: its warm-up's imports done (not the whole warm-up: that may wait for a
+    first turn), or serving a first message other than a plain ``initialize``."""
     gc.enable()
     log.debug("garbage collection resumed")
 
@@ -97,8 +98,7 @@ async def serve_tiller(config: ServerConfig, switch: Callable[[], Switch]) -> No
         await serve(front.front, config, stdio, switch=switch(), first=first)
         return
     front.accept(answered)
-    warming = asyncio.ensure_future(front.warm())
-    warming.add_done_callback(resume_collection)
+    warming = asyncio.ensure_future(front.warm(imported=resume_collection))
     try:
         await serve(front.front, config, stdio)
     finally:

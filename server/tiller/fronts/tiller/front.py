@@ -17,7 +17,7 @@ from __future__ import annotations
 import gc
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -122,13 +122,16 @@ class TillerFront:
             self._handlers = Methods(self.front, self.config, lambda: self.sessions)
         return self._handlers
 
-    async def warm(self) -> None:
+    async def warm(self, imported: Callable[[], object] = lambda: None) -> None:
         """Get ready for the first prompt once ``initialize`` is answered: import what it needs and
         build its models in a worker thread (``tiller.session.warm``; the event loop goes on
-        serving; requests wait for this part only), build the handlers and the session registry,
-        then prepare the provider (its HTTP library) in the thread and learn the served model
-        (``SessionRegistry.ready``). Runs once; never raises."""
+        serving; requests wait for this part only), then call ``imported()`` and build the
+        handlers; then, whenever no request is being handled (one that is imports what it needs
+        itself), prepare the provider (its HTTP library) in the thread; then learn the served
+        model (``SessionRegistry.ready``). Runs once; never raises; ``imported()`` is called
+        even if it fails or is cancelled."""
         if self._warming is not None or self._closed:
+            imported()
             return
         self._warming = anyio.Event()
         try:
@@ -137,16 +140,20 @@ class TillerFront:
             took = await anyio.to_thread.run_sync(
                 import_ahead, ("tiller.fronts.tiller.handlers", "tiller.fronts.tiller.events"),
                 ("tiller.protocol.models",))
-            self._warming.set()
-            self.handlers  # noqa: B018 (built now, not by the first request)
-            took += await anyio.to_thread.run_sync(prepare_provider, self.config)
-            await self.sessions.ready()
             gc.freeze()  # the modules live as long as the process: no collection walks them
+            self._warming.set()
+            imported()
+            self.handlers  # noqa: B018 (built now, not by the first request)
+            took += await anyio.to_thread.run_sync(
+                prepare_provider, self.config, self.front.endpoint.wait_idle)
+            await self.sessions.ready()
             log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
         except Exception:
             log.debug("warming up failed; the first request does it", exc_info=True)
         finally:
-            self._warming.set()
+            if not self._warming.is_set():
+                self._warming.set()
+                imported()
 
     async def _methods(self) -> Mapping[str, Method]:
         """The lazily registered methods, each waiting for a load in progress (``_Loads``);
