@@ -19,7 +19,7 @@ import pytest
 from tiller.errors import HttpConnectionError, HttpStatusError
 from tiller.providers import base
 from tiller.providers import http as provider_http
-from tiller.providers.http import HttpEndpoint, sse_events
+from tiller.providers.http import FAST_READ, HttpEndpoint, sse_events
 
 pytestmark = pytest.mark.anyio
 
@@ -375,3 +375,35 @@ async def test_the_http_chunks_of_one_read_are_not_paced_one_by_one() -> None:
     with anyio.fail_after(4):
         data, _ = await read_paced(_ChunkedBurst, 1.0)
     assert data == [str(n) for n in range(6)]
+
+
+class _FastBursts(http.server.BaseHTTPRequestHandler):
+    """A fast stream: three bursts of 64 events (8 KiB each), each written once the client has
+    read an event of the one before."""
+
+    read_first = threading.Event()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for burst in range(3):
+            self.read_first.clear()
+            self.wfile.write(b"".join(f"data: {burst}.{n:02d} {'x' * 112}\n\n".encode()
+                                      for n in range(64)))
+            self.wfile.flush()
+            self.read_first.wait(10)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+async def test_a_fast_stream_is_read_as_fast_as_it_comes() -> None:
+    """A read that brings FAST_READ bytes or more is followed at once: the reader does not wait
+    out a window (60 s here) between bursts, which would only make a fast reply later."""
+    assert 8192 > FAST_READ
+    with anyio.fail_after(30):
+        data, _ = await read_paced(_FastBursts, 60.0)
+    assert [datum.split()[0] for datum in data] == [
+        f"{burst}.{n:02d}" for burst in range(3) for n in range(64)]

@@ -23,8 +23,8 @@ from tiller.providers.base import Provider, display_url, redact, tls_context
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["DRAIN_SECONDS", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint", "HttpProvider", "drain",
-           "request_headers", "sse_events", "warm_up"]
+__all__ = ["DRAIN_SECONDS", "FAST_READ", "MAX_ERROR_BODY", "MAX_EVENT", "HttpEndpoint",
+           "HttpProvider", "drain", "request_headers", "sse_events", "warm_up"]
 
 MAX_ERROR_BODY = 1 << 20
 """Bytes of an error answer read (its message is in the first few hundred)."""
@@ -32,6 +32,10 @@ MAX_EVENT = 16 << 20
 """Bytes one server-sent event may take; a longer one is a malformed stream (ValueError)."""
 DRAIN_SECONDS = 1.0
 """How long ``drain`` waits for the end of a stream whose message is complete."""
+FAST_READ = 4096
+"""Bytes: a read that brings at least this much (some 16 events of a token each) is followed at
+once, not a window later: the stream is fast, each wake-up already reads many events, and
+waiting would only make the reply later."""
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +164,8 @@ async def sse_events(
     per window (``_light_backend``); what the server sends meanwhile waits in the socket and
     comes with the next read. A stream of one small event every few milliseconds then costs one
     wake-up per window, not one per event. The first read, a read after a longer silence and
-    the read after one that filled the buffer are not delayed. 0: every chunk as it arrives."""
+    the read after one of ``FAST_READ`` bytes or more are not delayed. 0: every chunk as it
+    arrives."""
     paced = _paced(response)
     if paced is not None:
         paced.pace(window)
@@ -326,8 +331,9 @@ def _light_backend() -> Any:
 
         def pace(self, window: float) -> None:
             """From now on (``sse_events``: for a response's body), read no sooner than
-            ``window`` seconds after the last read that returned data, unless that one filled
-            ``max_bytes`` (more is waiting); the next read is not delayed. 0: no pacing."""
+            ``window`` seconds after the last read that returned data, unless that one brought
+            ``FAST_READ`` bytes or filled ``max_bytes`` (the stream is fast); the next read is
+            not delayed. 0: no pacing."""
             self.read_window, self._due = window, 0.0
 
         async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
@@ -347,8 +353,8 @@ def _light_backend() -> Any:
             except (anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
                 raise httpcore2.ReadError(exc) from exc
             if window > 0:
-                full = len(data) >= max_bytes
-                self._due = 0.0 if full else asyncio.get_running_loop().time() + window
+                fast = len(data) >= min(max_bytes, FAST_READ)
+                self._due = 0.0 if fast else asyncio.get_running_loop().time() + window
             return data
 
         async def start_tls(self, *args: Any, **kwargs: Any) -> Any:

@@ -256,7 +256,8 @@ async def test_a_burst_of_chunks_is_merged_and_sent_before_the_answer(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
     """protocol.md, "Merged chunks": a reply streamed in one burst goes out as far fewer
-    ``agent_message_chunk`` updates than the model sent, the first one at once, the text
+    ``agent_message_chunk`` updates than the model sent, the first one at once (with what came
+    in the same read), the text
     unchanged, all of them before the ``session/prompt`` answer."""
     chunks = 2_000
     text = "".join(f"w{i % 10} " for i in range(chunks))
@@ -272,6 +273,6 @@ async def test_a_burst_of_chunks_is_merged_and_sent_before_the_answer(
             and m["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
     assert answer["result"]["stopReason"] == "end_turn"
     assert "".join(piece for _, piece in said) == text
-    assert said[0][1] == "w0 "  # the first chunk is never held
+    assert said[0][1].startswith("w0 ")  # what the first read brought, not held
     assert len(said) < chunks
     assert all(i < answered_at for i, _ in said)

@@ -37,7 +37,7 @@ async def test_a_burst_of_deltas_is_merged_by_default(
     deltas = updates(events)
     assert "".join(d["delta"] for d in deltas) == TEXT  # deltas, not the message so far
     assert all(d["kind"] == "text" and d["index"] == 0 for d in deltas)
-    assert deltas[0]["delta"] == "w0 "  # the first delta is never held
+    assert deltas[0]["delta"].startswith("w0 ")  # the first read's, not held for a window
     assert len(deltas) < CHUNKS  # merged
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     end = next(e for e in events if e["type"] == "message_end" and

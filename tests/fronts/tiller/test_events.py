@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from tiller.fronts.tiller.events import EventNotifier
@@ -43,7 +44,9 @@ def test_line_and_paragraph_separators_go_out_escaped() -> None:
 @pytest.mark.anyio
 async def test_deltas_within_the_window_are_merged_and_flushed_before_the_next_event() -> None:
     notify, sent = _notifier(window=60.0)  # long: only the next event can flush
-    for piece in ("a", "b", "c"):
+    notify(MessageUpdate(kind="text", index=0, delta="a"))
+    await anyio.lowlevel.checkpoint()  # the first delta goes out with its step's: alone
+    for piece in ("b", "c"):
         notify(MessageUpdate(kind="text", index=0, delta=piece))
     notify(MessageUpdate(kind="toolCallStart", index=1, tool_call_id="c1", tool_name="ls"))
     notify(AgentEnd(stop_reason="stop", usage=Usage()))
@@ -61,6 +64,7 @@ async def test_a_held_delta_goes_out_when_the_window_ends() -> None:
     write = notify.write
     notify.write = lambda body: (write(body), flushed.set() if len(sent) == 2 else None)
     notify(MessageUpdate(kind="text", index=0, delta="x"))
+    await anyio.lowlevel.checkpoint()
     notify(MessageUpdate(kind="text", index=0, delta="y"))
     assert len(sent) == 1
     with anyio.fail_after(5):
