@@ -262,17 +262,30 @@ async def test_headers_from_the_config_win_whatever_their_case_and_are_sent_once
     assert seen[1].headers["user-agent"].startswith("Tiller/")
 
 
-class _Trickle(http.server.BaseHTTPRequestHandler):
-    """One event, then (once the client has read it: ``read_first``) five more, 30 ms apart,
-    each its own write and flush, then the end of the body (HTTP/1.0: the connection closes)."""
+class _EventStream(http.server.BaseHTTPRequestHandler):
+    """A server of one event stream (``read_paced`` sets ``read_first`` on each event read)."""
 
     read_first = threading.Event()
 
-    def do_POST(self) -> None:
+    def start(self, *headers: tuple[str, str]) -> None:
+        """Read the request; answer 200 with an event stream's headers and ``headers``."""
         self.rfile.read(int(self.headers["content-length"]))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
+        for name, value in headers:
+            self.send_header(name, value)
         self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _Trickle(_EventStream):
+    """One event, then (once the client has read it: ``read_first``) five more, 30 ms apart,
+    each its own write and flush, then the end of the body (HTTP/1.0: the connection closes)."""
+
+    def do_POST(self) -> None:
+        self.start()
         self.wfile.write(b"data: 0\n\n")
         self.wfile.flush()
         self.read_first.wait(10)
@@ -280,9 +293,6 @@ class _Trickle(http.server.BaseHTTPRequestHandler):
             time.sleep(0.03)  # the pace of a model's tokens, not a synchronization
             self.wfile.write(f"data: {n}\n\n".encode())
             self.wfile.flush()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 class _CountedReads(httpx2.AsyncByteStream):
@@ -301,7 +311,7 @@ class _CountedReads(httpx2.AsyncByteStream):
 
 
 async def read_paced(
-    base: type[http.server.BaseHTTPRequestHandler], window: float
+    base: type[_EventStream], window: float
 ) -> tuple[list[str], int]:
     """One stream from a server with a handler made from ``base`` (whose ``read_first`` is set
     once the client has the first event), read with ``window``: the events' data, and how many
@@ -341,28 +351,20 @@ async def test_a_stream_read_once_per_window_gets_what_came_meanwhile_in_one_rea
         assert reads > 3  # read as they came (30 ms apart)
 
 
-class _ChunkedBurst(http.server.BaseHTTPRequestHandler):
+class _ChunkedBurst(_EventStream):
     """As the real APIs stream: HTTP/1.1, ``Transfer-Encoding: chunked``, an HTTP chunk per
     event. One event, then (once the client has read it) five more in a single write."""
 
     protocol_version = "HTTP/1.1"
-    read_first = threading.Event()
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["content-length"]))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
+        self.start(("transfer-encoding", "chunked"))
         self.wfile.write(_http_chunk(b"data: 0\n\n"))
         self.wfile.flush()
         self.read_first.wait(10)
         self.wfile.write(b"".join(_http_chunk(f"data: {n}\n\n".encode()) for n in range(1, 6))
                          + b"0\r\n\r\n")
         self.wfile.flush()
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 def _http_chunk(data: bytes) -> bytes:
@@ -377,26 +379,18 @@ async def test_the_http_chunks_of_one_read_are_not_paced_one_by_one() -> None:
     assert data == [str(n) for n in range(6)]
 
 
-class _FastBursts(http.server.BaseHTTPRequestHandler):
+class _FastBursts(_EventStream):
     """A fast stream: three bursts of 64 events (8 KiB each), each written once the client has
     read an event of the one before."""
 
-    read_first = threading.Event()
-
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["content-length"]))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.end_headers()
+        self.start()
         for burst in range(3):
             self.read_first.clear()
             self.wfile.write(b"".join(f"data: {burst}.{n:02d} {'x' * 112}\n\n".encode()
                                       for n in range(64)))
             self.wfile.flush()
             self.read_first.wait(10)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 async def test_a_fast_stream_is_read_as_fast_as_it_comes() -> None:

@@ -20,6 +20,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.process]
 WARMED = re.compile(r"warmed up for the first prompt \(imports: (\d+) ms\)")
 
 
+def slow_http_library() -> dict[str, str]:
+    """The server's environment with its first ``import httpx2`` (the provider's HTTP library)
+    1.5 s slower (tests/support/slow_import)."""
+    return clean_env(PYTHONPATH=str(SUPPORT / "slow_import"), TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
+
+
 async def logged(path: Path, pattern: re.Pattern[str], within: float = 60.0) -> re.Match[str]:
     """The first match of ``pattern`` in the log file at ``path``, once it is written there
     (the server announces nothing on the wire: its log is the only witness)."""
@@ -38,11 +44,9 @@ async def test_the_http_library_is_imported_after_initialize_not_by_the_first_pr
     (tests/support/slow_import) happens in the warm-up
     that follows ``initialize``, with no other request sent; the first prompt then runs."""
     log = tmp_path / "tiller.log"
-    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     fake_openai.enqueue(text_reply("Hello."))
     async with spawn_tiller(fake_openai, tmp_path, "--log-level", "DEBUG",
-                            "--log-file", str(log), env=env) as tiller:
+                            "--log-file", str(log), env=slow_http_library()) as tiller:
         await tiller.request("initialize", {"capabilities": {}})
         warmed = await logged(log, WARMED)
         result = await tiller.request("agent/prompt", {"message": "hi"})
@@ -72,11 +76,9 @@ async def test_the_acp_front_warms_up_after_initialize_too(
     """ACP's ``initialize`` is followed by the same warm-up: the slow HTTP library import happens
     before ``session/new`` is sent, and the first prompt then runs."""
     log = tmp_path / "tiller.log"
-    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     fake_openai.enqueue(text_reply("Hello."))
     async with raw_acp(fake_openai, tmp_path, "--log-level", "DEBUG", "--log-file", str(log),
-                       env=env) as client:
+                       env=slow_http_library()) as client:
         await client.call("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
         warmed = await logged(log, WARMED)
         session = await client.call("session/new", {"cwd": str(tmp_path), "mcpServers": []})
@@ -95,11 +97,9 @@ async def test_the_warm_up_gives_way_to_a_prompt_sent_at_once(
     ``import httpx2`` is the prompt's own, and the warm-up finds it done. The collector is back
     on once the warm-up's imports are (the first turn does not run with it paused)."""
     log = tmp_path / "tiller.log"
-    env = clean_env(PYTHONPATH=str(SUPPORT / "slow_import"),
-                    TILLER_TEST_SLOW_IMPORT="httpx2=1.5")
     fake_openai.enqueue(text_reply("Hello."))
     async with spawn_tiller(fake_openai, tmp_path, "--log-level", "DEBUG",
-                            "--log-file", str(log), env=env) as tiller:
+                            "--log-file", str(log), env=slow_http_library()) as tiller:
         await tiller.request("initialize", {"capabilities": {}})
         result = await tiller.request("agent/prompt", {"message": "hi"})
         warmed = await logged(log, WARMED)

@@ -45,13 +45,18 @@ async def turns(n: int = 3) -> None:
 
 @pytest.fixture
 def sent() -> list[tuple[Hashable, str]]:
+    """What the coalescer sent, in order: (key, text)."""
     return []
 
 
+@pytest.fixture
+def coalescer(sent: list[tuple[Hashable, str]]) -> Coalescer:
+    return Coalescer(lambda key, text: sent.append((key, text)), lambda: WINDOW)
+
+
 async def test_the_deltas_of_one_read_go_out_at_once_as_one(
-    clock: Clock, sent: list[tuple[Hashable, str]]
+    clock: Clock, coalescer: Coalescer, sent: list[tuple[Hashable, str]]
 ) -> None:
-    coalescer = Coalescer(lambda key, text: sent.append((key, text)), lambda: WINDOW)
     coalescer.add("text", "Hel")
     coalescer.add("text", "lo")
     assert sent == []  # the rest of the read may follow in this same step
@@ -60,9 +65,8 @@ async def test_the_deltas_of_one_read_go_out_at_once_as_one(
 
 
 async def test_a_held_delta_counts_its_window_from_when_it_was_due(
-    clock: Clock, sent: list[tuple[Hashable, str]]
+    clock: Clock, coalescer: Coalescer, sent: list[tuple[Hashable, str]]
 ) -> None:
-    coalescer = Coalescer(lambda key, text: sent.append((key, text)), lambda: WINDOW)
     coalescer.add("text", "a")
     await turns()
     clock.at(0.010)
@@ -80,9 +84,8 @@ async def test_a_held_delta_counts_its_window_from_when_it_was_due(
 
 
 async def test_another_key_or_a_flush_sends_the_held_delta_first(
-    clock: Clock, sent: list[tuple[Hashable, str]]
+    clock: Clock, coalescer: Coalescer, sent: list[tuple[Hashable, str]]
 ) -> None:
-    coalescer = Coalescer(lambda key, text: sent.append((key, text)), lambda: WINDOW)
     coalescer.add("text", "a")
     await turns()
     clock.at(0.005)
