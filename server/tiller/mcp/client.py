@@ -58,7 +58,7 @@ import anyio
 import anyio.lowlevel
 
 from tiller import __version__
-from tiller.errors import ToolError
+from tiller.errors import ConfigError, ToolError
 from tiller.mcp.config import McpServerConfig
 from tiller.mcp.elicit import Elicitation, ElicitationUnavailable, McpUser, NoUser
 from tiller.mcp.oauth import CallbackListener, LoginRefused, TokenFile, free_port, provider, revoke
@@ -731,6 +731,23 @@ class McpServers:
 
     def named(self, name: str) -> McpServer | None:
         return next((server for server in self.servers if server.name == name), None)
+
+    async def account(
+        self, name: str, act: Callable[[McpServer], Awaitable[None]]
+    ) -> McpServerState:
+        """``act`` on server ``name`` once the servers are up (``McpServer.login`` or
+        ``logout``); its state after. ConfigError, the caller's params' fault, for a name no
+        server has or a ToolError of ``act`` (a server that does not use OAuth...)."""
+        await self.ensure_started()
+        server = self.named(name)
+        if server is None:
+            known = ", ".join(other.name for other in self.servers) or "none"
+            raise ConfigError(f"server: the session has no MCP server {name!r} (it has: {known})")
+        try:
+            await act(server)
+        except ToolError as exc:
+            raise ConfigError(f"server: {exc}") from None
+        return server.state()
 
     async def add(self, configs: list[McpServerConfig]) -> None:
         """Add servers to a live session (ACP's ``session/load``); a name it has already is

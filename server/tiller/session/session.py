@@ -35,7 +35,7 @@ from tiller.context.project import ContextFile, ProjectContext
 from tiller.diagnostics.commands import CommandDiagnostics
 from tiller.diagnostics.editor import EditorDiagnostics
 from tiller.diagnostics.watch import DiagnosticsWatch
-from tiller.errors import AgentBusyError, ConfigError, ToolError, UnknownProcessError
+from tiller.errors import AgentBusyError, UnknownProcessError
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
@@ -746,35 +746,15 @@ class Session:
         await self.refresh_commands()
         return self.mcp.states()
 
-    def _mcp_server(self, name: str) -> McpServer:
-        server = self.mcp.named(name)
-        if server is None:
-            known = ", ".join(s.name for s in self.mcp.servers) or "none"
-            raise ConfigError(f"server: the session has no MCP server {name!r} (it has: {known})")
-        return server
-
     async def mcp_login(self, name: str) -> McpServerState:
         """Sign in to MCP server ``name`` through the browser (tiller.mcp.client's ``login``):
         its state once signed in, refused, or out of time. ConfigError (the params' fault)
         for an unknown server or one that does not use OAuth."""
-        return await self._mcp_account(name, McpServer.login)
+        return await self.mcp.account(name, McpServer.login)
 
     async def mcp_logout(self, name: str) -> McpServerState:
         """Revoke and forget MCP server ``name``'s tokens, then connect again; its state."""
-        return await self._mcp_account(name, McpServer.logout)
-
-    async def _mcp_account(
-        self, name: str, act: Callable[[McpServer], Awaitable[None]]
-    ) -> McpServerState:
-        """``act`` on MCP server ``name`` once the servers are up; its state after. A ToolError
-        of ``act`` is the params' fault (ConfigError)."""
-        await self.mcp.ensure_started()
-        server = self._mcp_server(name)
-        try:
-            await act(server)
-        except ToolError as exc:
-            raise ConfigError(f"server: {exc}") from None
-        return server.state()
+        return await self.mcp.account(name, McpServer.logout)
 
     async def set_model(self, provider: str, model: str | None) -> str | None:
         """Switch to another provider/model between runs (the old provider is closed); the
