@@ -321,16 +321,30 @@ def _rpc_failure(end: dict[str, Any]) -> str | None:
 
 
 class TillerDialect(Dialect):
-    ready_means = "`initialize` answered"
+    """Tiller's own front. ``editor``: started as its editors start it (the VS Code extension
+    and the Neovim plugin send ``session/new``, or ``session/load``, before the user can type)
+    and prompted in that session; else as a script may: ``initialize`` only, prompts to the
+    default session."""
+
+    def __init__(self, editor: bool = True) -> None:
+        self.editor = editor
+        self.ready_means = ("`initialize` and `session/new` answered" if editor
+                            else "`initialize` answered (prompts go to the default session)")
 
     async def ready(self, peer: Peer) -> None:
         await peer.request("initialize", {"clientInfo": {"name": "bench", "version": "0"},
                                           "capabilities": {}})
+        if self.editor:
+            result = await peer.request("session/new", {"cwd": str(peer.state["cwd"])})
+            peer.state["sessionId"] = result["sessionId"]
 
     async def send_prompt(self, peer: Peer, text: str) -> Callable[[dict[str, Any]], bool]:
         request_id = peer.next_id()
+        params = {"message": text}
+        if "sessionId" in peer.state:
+            params["sessionId"] = peer.state["sessionId"]
         await peer.send({"jsonrpc": "2.0", "id": request_id, "method": "agent/prompt",
-                         "params": {"message": text}})
+                         "params": params})
         return _response_to(request_id)
 
     def failure(self, end: dict[str, Any]) -> str | None:
@@ -501,7 +515,7 @@ class PeerSpec:
     notes: list[str] = field(default_factory=list)
 
 
-PEER_KEYS = ("tiller", "tiller-acp", "codex", "codex-acp", "pi", "claude")
+PEER_KEYS = ("tiller", "tiller-script", "tiller-acp", "codex", "codex-acp", "pi", "claude")
 
 
 def peer_env(home: Path, **extra: str) -> dict[str, str]:
@@ -519,15 +533,17 @@ def peer_env(home: Path, **extra: str) -> dict[str, str]:
 def setup_peer(key: str, urls: dict[Wire, str], home: Path, log: Path) -> PeerSpec:
     """Install (once) and configure the peer ``key``; Unavailable says why it cannot run."""
     home.mkdir(parents=True, exist_ok=True)
-    if key in ("tiller", "tiller-acp"):
+    if key in ("tiller", "tiller-script", "tiller-acp"):
         from tiller import __version__
 
         argv = [sys.executable, "-m", "tiller", "--base-url", urls["chat"], "--model",
                 CHAT_MODEL, "--no-session"]
-        acp = key == "tiller-acp"
-        return PeerSpec(key, "Tiller `--acp`" if acp else "Tiller", "chat",
-                        AcpDialect() if acp else TillerDialect(),
-                        [*argv, "--acp"] if acp else argv, server_env(), __version__, log)
+        if key == "tiller-acp":
+            return PeerSpec(key, "Tiller `--acp`", "chat", AcpDialect(), [*argv, "--acp"],
+                            server_env(), __version__, log)
+        editor = key == "tiller"
+        return PeerSpec(key, "Tiller" if editor else "Tiller, scripted", "chat",
+                        TillerDialect(editor), argv, server_env(), __version__, log)
     if key == "pi":
         npm_install(NODE, PI)
         cli = PI.root / json.loads((PI.root / "package.json").read_text())["bin"]["pi"]

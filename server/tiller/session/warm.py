@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterator, Sequence
 from tiller.config import ServerConfig
 from tiller.providers.registry import prepare_ahead
 
-__all__ = ["MODEL_MODULES", "SESSION_MODULES", "import_ahead", "prepare_provider"]
+__all__ = ["MODEL_MODULES", "SESSION_MODULES", "build_models", "import_ahead", "import_modules",
+           "prepare_provider"]
 
 log = logging.getLogger(__name__)
 
@@ -47,21 +48,35 @@ def _always() -> bool:
 
 def import_ahead(extra: Sequence[str] = (), models: Sequence[str] = (),
                  proceed: Proceed = _always) -> float:
-    """Import ``extra`` (the front's own modules) and ``SESSION_MODULES``, finish the pydantic
-    models of ``MODEL_MODULES`` and ``models``, and build the built-in tools' JSON schemas (a
-    first prompt's request needs them), asking ``proceed`` before each; seconds it took
-    (waits excluded). What fails is logged and left to fail where it is used, with that
-    error."""
+    """``import_modules`` then ``build_models``, asking ``proceed`` before each step; seconds
+    it took (waits excluded)."""
+    took, finished = import_modules(extra, proceed)
+    return took + build_models(models, proceed) if finished else took
+
+
+def import_modules(extra: Sequence[str] = (), proceed: Proceed = _always) -> tuple[float, bool]:
+    """Import ``extra`` (the front's own modules) and ``SESSION_MODULES``, asking ``proceed``
+    before each; the seconds it took (waits excluded) and whether it went to the end. A module
+    that fails is logged and left to fail where it is used, with that error."""
     took = 0.0
     for name in (*extra, *SESSION_MODULES):
         if not proceed():
-            return took
+            return took, False
         start = time.perf_counter()
         try:
             importlib.import_module(name)
         except Exception:
             log.debug("warm-up: importing %s failed", name, exc_info=True)
         took += time.perf_counter() - start
+    return took, True
+
+
+def build_models(models: Sequence[str] = (), proceed: Proceed = _always) -> float:
+    """Finish the pydantic models of ``MODEL_MODULES`` and ``models`` and build the built-in
+    tools' JSON schemas (a first prompt's request needs them), asking ``proceed`` before each;
+    seconds it took (waits excluded). Each is built on first use otherwise (``defer_build``),
+    so a request that comes first builds what it needs itself."""
+    took = 0.0
     try:
         for step in _model_steps((*MODEL_MODULES, *models)):
             if not proceed():

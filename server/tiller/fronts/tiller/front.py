@@ -123,29 +123,30 @@ class TillerFront:
         return self._handlers
 
     async def warm(self, imported: Callable[[], object] = lambda: None) -> None:
-        """Get ready for the first prompt once ``initialize`` is answered: import what it needs and
-        build its models in a worker thread (``tiller.session.warm``; the event loop goes on
-        serving; requests wait for this part only), then call ``imported()`` and build the
-        handlers; then, whenever no request is being handled (one that is imports what it needs
-        itself), prepare the provider (its HTTP library) in the thread; then learn the served
-        model (``SessionRegistry.ready``). Runs once; never raises; ``imported()`` is called
-        even if it fails or is cancelled."""
+        """Get ready for the first prompt once ``initialize`` is answered: import what it needs in
+        a worker thread (``tiller.session.warm``; the event loop goes on serving; requests wait
+        for this part only), then call ``imported()`` and build the handlers; then, whenever no
+        request is being handled (one that is builds what it needs itself), build the models and
+        the tools' schemas and prepare the provider (its HTTP library) in the thread; then learn
+        the served model (``SessionRegistry.ready``). Runs once; never raises; ``imported()`` is
+        called even if it fails or is cancelled."""
         if self._warming is not None or self._closed:
             imported()
             return
         self._warming = anyio.Event()
         try:
-            from tiller.session.warm import import_ahead, prepare_provider
+            from tiller.session.warm import build_models, import_modules, prepare_provider
 
-            took = await anyio.to_thread.run_sync(
-                import_ahead, ("tiller.fronts.tiller.handlers", "tiller.fronts.tiller.events"),
-                ("tiller.protocol.models",))
+            took, _ = await anyio.to_thread.run_sync(
+                import_modules, ("tiller.fronts.tiller.handlers", "tiller.fronts.tiller.events"))
             gc.freeze()  # the modules live as long as the process: no collection walks them
             self._warming.set()
             imported()
             self.handlers  # noqa: B018 (built now, not by the first request)
+            idle = self.front.endpoint.wait_idle
             took += await anyio.to_thread.run_sync(
-                prepare_provider, self.config, self.front.endpoint.wait_idle)
+                build_models, ("tiller.protocol.models",), idle)
+            took += await anyio.to_thread.run_sync(prepare_provider, self.config, idle)
             await self.sessions.ready()
             log.debug("warmed up for the first prompt (imports: %.0f ms)", took * 1000)
         except Exception:
