@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tiller.session.warm import SESSION_MODULES, import_ahead
+from tiller.session.warm import SESSION_MODULES, build_models, import_ahead, import_modules
 from tiller.wire.endpoint import Endpoint
 
 pytestmark = pytest.mark.anyio
@@ -84,3 +84,20 @@ def test_the_warm_up_asks_before_each_step_and_stops_when_told() -> None:
     asked.clear()
     import_ahead(proceed=lambda: asked.append(0) is None)
     assert len(asked) > len(SESSION_MODULES)  # a module, a model, a tool: each a step
+
+
+def test_the_modules_and_the_models_are_separate_phases_each_stopping_when_told() -> None:
+    """A front waits for the modules' phase and lets the models' phase give way: each asks
+    before its steps, says whether it finished, and a stopped import builds no model."""
+    took, finished = import_modules(proceed=lambda: False)
+    assert (took, finished) == (0.0, False)
+    took, finished = import_modules()
+    assert finished and took >= 0
+
+    asked: list[int] = []
+    build_models(proceed=lambda: asked.append(0) is None and len(asked) <= 2)
+    assert len(asked) == 3  # two models built, the third refused, nothing after it
+
+    asked.clear()
+    import_ahead(proceed=lambda: asked.append(0) is None and len(asked) <= 1)
+    assert len(asked) == 2  # the first module, then refused: the models were never asked
