@@ -14,9 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tiller.config import ServerConfig, load_config
-from tiller.errors import ProviderNotConfiguredError
 from tiller.procs import scrub_environ
-from tiller.session.session import provider_factory
 
 __all__ = ["ConfigLoader", "auth_methods", "config_loader", "method_id", "missing_key"]
 
@@ -41,18 +39,15 @@ def config_loader(argv: tuple[str, ...] | None, config: ServerConfig) -> ConfigL
 
 def missing_key(config: ServerConfig) -> str | None:
     """The variable the default provider's key should be in, when it is not set and the
-    provider cannot be built without it; None when the provider is usable (or fails for
-    another reason, such as an unknown name, which no key fixes)."""
-    provider = config.provider
-    settings = config.providers.get(provider)
+    provider needs it (``ProviderSettings.configured``, what ``create_provider`` checks before
+    it builds one); None when the provider is usable (or fails for another reason, such as an
+    unknown name, which no key fixes). Nothing is built or imported."""
+    settings = config.providers.get(config.provider)
     if settings is None or not settings.api_key_env:
         return None
-    model = config.model or config.default_model(provider)
-    try:
-        provider_factory(config, provider, model)()
-    except ProviderNotConfiguredError:
-        return settings.api_key_env
-    return None
+    if settings.configured(config.env, config.base_url):
+        return None
+    return settings.api_key_env
 
 
 def method_id(variable: str) -> str:
