@@ -20,6 +20,7 @@ from typing import Any, Literal
 from tiller import __version__
 from tiller.diagnostics.settings import DiagnosticsSettings, parse_diagnostics
 from tiller.errors import ConfigError
+from tiller.frozen import frozen
 from tiller.hooks.settings import HookSet, parse_hooks
 from tiller.mcp.config import McpServerConfig, parse_server_table
 from tiller.modes import (
@@ -60,7 +61,7 @@ __all__ = [
 FramingOption = Literal["auto", "lsp", "ndjson"]
 
 
-@dataclass(frozen=True)
+@frozen
 class CompactionSettings:
     """``reserve_tokens`` of the window stay free for the reply; ``keep_recent_tokens`` of the
     newest messages are kept verbatim."""
@@ -70,7 +71,7 @@ class CompactionSettings:
     keep_recent_tokens: int = 20_000
 
 
-@dataclass(frozen=True)
+@frozen
 class RetryPolicy:
     """Retries of one model call: exponential backoff with jitter, bounded in count and delay.
 
@@ -93,7 +94,7 @@ class RetryPolicy:
         return min(backoff, self.max_delay)
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskSettings:
     """Subagents (the ``task`` tool, tiller.session.subagents): how many of a session's run at
     once, how deep they nest (1: a subagent starts none), and each subagent run's limits on
@@ -105,7 +106,7 @@ class TaskSettings:
     max_tokens: int = 2_000_000
 
 
-@dataclass(frozen=True)
+@frozen
 class PermissionRule:
     """A config-file rule; the first that matches decides. ``path`` is a glob against the
     resolved path (relative globs are taken from the workspace root); ``command`` the first words

@@ -48,13 +48,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 from anyio.abc import ByteReceiveStream
 
 from tiller.errors import ConfigError
+from tiller.frozen import frozen
 
 __all__ = [
     "KEYS_FD_VARIABLE",
@@ -170,7 +170,7 @@ def receive_keys() -> dict[str, str]:
 # ------------------------------------------------------------------------------ /proc
 
 
-@dataclass(frozen=True)
+@frozen
 class _Proc:
     pid: int
     ppid: int
@@ -416,7 +416,7 @@ OUTPUT_GRACE = 0.5
 background holding it); then its group is killed."""
 
 
-@dataclass(frozen=True)
+@frozen
 class CommandOutcome:
     """How a one-shot command (``run_command``) ended: its exit code (None when it was killed
     or did not start), its output, whether its timeout killed it, and why it could not start."""

@@ -11,13 +11,14 @@ persists events persists the transcript in order. Tool execution lives in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from tiller.agent.abort import AbortSignal
 from tiller.agent.model_call import Emit, ModelCall
 from tiller.agent.run_hooks import MAX_STOP_CONTINUATIONS
 from tiller.agent.settings import AgentSettings
 from tiller.agent.tool_batch import ToolBatch, execute_tool_calls, fail_tool_calls
+from tiller.frozen import frozen
 from tiller.types import (
     AgentEnd,
     AgentStart,
@@ -45,7 +46,7 @@ LENGTH_POISON_MESSAGE = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class Queues:
     """The Agent's steering and follow-up queues, as callbacks that must not raise.
 

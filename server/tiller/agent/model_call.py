@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from tiller.agent.abort import AbortSignal
+from tiller.frozen import frozen
 from tiller.modes import ThinkingLevel
 from tiller.providers.base import ModelInfo, ModelRequest, StreamItem, ToolSpec, estimated_usage
 from tiller.tools.base import Tool
@@ -58,7 +58,7 @@ ModelCall = Callable[[list[Message]], Awaitable[AssistantMessage]]
 the deltas, returns the final message unappended, never raises."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelSpec:
     """What a model call sends and stamps besides the messages: the provider's stream and names
     (on every message), the request's fixed parts (``cache_key``: the prompt cache's name for

@@ -9,13 +9,14 @@ and model, the thinking level) is the Agent's own state, not a setting.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
 from tiller.agent.run_hooks import RunHooks
 from tiller.agent.tool_batch import AfterToolCall, BeforeToolCall
 from tiller.config import CompactionSettings, RetryPolicy
+from tiller.frozen import frozen
 from tiller.tools.base import EditorFiles, Terminal, Tool
 from tiller.types import UserMessage
 
@@ -35,7 +36,7 @@ class Notices(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentSettings:
     """How an Agent runs. ``files`` routes file tools through the editor, ``terminal`` runs
     ``bash`` in the editor's terminals; the hooks must not

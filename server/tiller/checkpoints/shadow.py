@@ -34,9 +34,10 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from tiller.frozen import frozen
 from tiller.gate.protected import PROTECTED_FILES, PROTECTED_FOLDERS
 from tiller.store.private import PRIVATE_FILE, private_dir
 
@@ -180,7 +181,7 @@ def off_reason(*, saved: bool) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen
 class Snapshot:
     """A workspace state: its tree id, and what it does not cover (files over the size cap,
     skipped folders, nested repositories), as workspace-relative paths."""
@@ -189,7 +190,7 @@ class Snapshot:
     not_covered: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
+@frozen
 class Blob:
     """One file in a tree: its mode (``100644``, ``100755``, ``120000``) and blob id."""
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from tiller.context.commands import NAME, markdown_files, roots_of, stat_key
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined_text
 from tiller.context.frontmatter import FrontMatterError, front_matter_lists
+from tiller.frozen import frozen
 from tiller.modes import THINKING_LEVELS, ThinkingLevel
 
 __all__ = [
@@ -53,7 +53,7 @@ INHERITED_MODELS = frozenset({"inherit", "sonnet", "opus", "haiku"})
 """``model`` values that mean the parent's model (Claude Code's aliases name no provider)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentDefinition:
     """One agent. ``tools`` None: every tool the parent may give; otherwise names or globs.
     ``model`` / ``provider`` / ``thinking`` None: the parent's. ``prompt``: the system prompt."""

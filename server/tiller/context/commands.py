@@ -19,12 +19,12 @@ import logging
 import re
 import shlex
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined_text
 from tiller.context.frontmatter import FrontMatterError, parse_front_matter
+from tiller.frozen import frozen
 
 __all__ = [
     "Command",
@@ -49,7 +49,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 _PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9])")
 
 
-@dataclass(frozen=True)
+@frozen
 class Command:
     """One command as listed: ``name`` without the slash; ``path`` is the file it comes from
     (None for a source without files)."""

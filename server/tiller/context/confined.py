@@ -13,16 +13,16 @@ inside the root (``CLAUDE.md`` -> ``AGENTS.md``) is followed.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from tiller.errors import SymlinkInPathError, ToolError
+from tiller.frozen import frozen
 from tiller.tools.safefs import open_nofollow, pin, read_all
 
 __all__ = ["RefusedFile", "RefusedFileError", "read_confined", "read_confined_text"]
 
 
-@dataclass(frozen=True)
+@frozen
 class RefusedFile:
     """A project file that was not read, and why (as listed on the wire)."""
 

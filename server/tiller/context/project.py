@@ -19,13 +19,13 @@ commands between prompts.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tiller.context.agents import AgentCatalog
 from tiller.context.commands import Command, CommandCatalog, CommandSource, TemplateSource
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined
 from tiller.context.skills import SkillSource, skills_prompt
+from tiller.frozen import frozen
 from tiller.providers.embedded import SYSTEM_PROMPT as EMBEDDED_PROMPT
 from tiller.types import TextContent, UserContent
 
@@ -47,7 +47,7 @@ CONTEXT_NAMES = ("AGENTS.md", "CLAUDE.md")
 MAX_CONTEXT_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
+@frozen
 class ContextFile:
     path: Path
     text: str
@@ -131,7 +131,7 @@ def agent_prompt(cwd: Path) -> str:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class PromptSettings:
     """How a session's system prompt is made; saved in its log header so a load rebuilds it.
     ``base`` None is the built-in prompt for the session's model (``agent_prompt``, or the

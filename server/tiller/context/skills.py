@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tiller.context.commands import NAME, Command, roots_of, stat_key
 from tiller.context.confined import RefusedFile, RefusedFileError, read_confined_text
 from tiller.context.frontmatter import FrontMatterError, parse_front_matter
+from tiller.frozen import frozen
 
 __all__ = ["SKILL_PREFIX", "Skill", "SkillSource", "skills_prompt"]
 
@@ -29,7 +29,7 @@ SKILL_PREFIX = "skill:"
 """A skill's command is ``/skill:<name>``."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Skill:
     name: str
     description: str

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+from tiller.frozen import frozen
 
 __all__ = [
     "REPORTED",
@@ -39,7 +40,7 @@ LineMap = Callable[[int], int | None]
 """An old line number -> its new one; None for a line the edit removed or rewrote."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Diagnostic:
     """One problem in a file: 1-based ``line`` and ``column`` (None: unknown)."""
 

@@ -17,10 +17,10 @@ a file, in the file's order, names its command.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from tiller.errors import ConfigError
+from tiller.frozen import frozen
 
 __all__ = ["SETTINGS", "DiagnosticsSettings", "parse_diagnostics"]
 
@@ -28,7 +28,7 @@ SETTINGS = ("timeout", "editor_timeout")
 """The section's keys that are settings, not globs."""
 
 
-@dataclass(frozen=True)
+@frozen
 class DiagnosticsSettings:
     """``commands``: (glob, command line) pairs in the config file's order; ``timeout``: the
     seconds a command may run; ``editor_timeout``: the seconds the editor has to answer."""

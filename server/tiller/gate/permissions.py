@@ -56,6 +56,7 @@ import anyio
 from tiller.agent.tool_batch import BeforeToolCallResult
 from tiller.config import PermissionRule
 from tiller.errors import ToolError
+from tiller.frozen import frozen
 from tiller.gate.protected import ProtectedPaths
 from tiller.gate.shell import UNSANDBOXED, CommandMemory, decide_command
 from tiller.modes import PermissionMode, Verdict
@@ -72,7 +73,7 @@ Outcome = Literal["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 OPTIONS: list[Outcome] = ["allowOnce", "allowAlways", "rejectOnce", "rejectAlways"]
 
 
-@dataclass(frozen=True)
+@frozen
 class PermissionRequest:
     """What the user is asked about; ``preview`` is what the editor shows (for a command,
     with how it would run: ``sandbox``)."""

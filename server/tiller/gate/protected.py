@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
+
+from tiller.frozen import frozen
 
 __all__ = ["PROTECTED_FILES", "PROTECTED_FOLDERS", "REPOSITORY_FILES", "ProtectedPaths"]
 
@@ -62,7 +64,7 @@ REPOSITORY_FILES = ("HEAD", "config", "commondir")
 """Two of these side by side make a folder git takes for a repository."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ProtectedPaths:
     """Which real paths are protected (see the module docstring). ``tiller_dirs``: Tiller's
     config, data and session folders; ``home``: the user's home folder (None: no home rule)."""

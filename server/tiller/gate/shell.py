@@ -44,6 +44,7 @@ from functools import cache
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
+from tiller.frozen import frozen
 from tiller.modes import Verdict
 
 if TYPE_CHECKING:  # the parser loads on the first command judged, not with the session
@@ -106,7 +107,7 @@ def _parser() -> tree_sitter.Parser:
     return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
 
 
-@dataclass(frozen=True)
+@frozen
 class ShellCommand:
     """``parts``: every simple command found anywhere in the text (also inside substitutions),
     in source order; ``doubt``: why no rule or remembered answer may allow it (None if plain)."""

@@ -15,9 +15,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from tiller.frozen import frozen
 from tiller.modes import HookEventName, HookOutcome
 from tiller.procs import CommandOutcome
 
@@ -31,7 +31,7 @@ _TEXT_IS_CONTEXT = frozenset({"UserPromptSubmit", "SessionStart"})
 Decision = Literal["block", "allow", "ask"]
 
 
-@dataclass(frozen=True)
+@frozen
 class HookReply:
     """One command's verdict: ``decision`` (``block`` covers ``deny``) with ``reason``;
     ``context`` for the model; ``stop`` the reason of a ``continue: false``; ``message`` what

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import anyio
 
 from tiller.errors import ConfigError, PromptBlockedError
+from tiller.frozen import frozen
 from tiller.gate.permissions import Ask, PermissionRequest
 from tiller.hooks.output import HookReply, interpret
 from tiller.hooks.run import run_command
@@ -76,7 +77,7 @@ WORKSPACE_FILES = (".tiller/settings.json", ".claude/settings.json")
 Prompt = str | Sequence[UserContent] | UserMessage
 
 
-@dataclass(frozen=True)
+@frozen
 class PreToolDecision:
     """The PreToolUse hooks' verdict on a call: ``block`` (the reason it is not run), else
     ``permission`` (``allow`` skips the permission question, ``ask`` asks it) with ``reason``;

@@ -25,10 +25,11 @@ import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from tiller.errors import ConfigError
+from tiller.frozen import frozen
 from tiller.modes import HOOK_EVENTS, HookEventName
 
 __all__ = [
@@ -48,7 +49,7 @@ _NAMES = re.compile(r"[A-Za-z0-9_|]+")
 _REGEX_CHARACTERS = frozenset(".^$+()[]{}\\")
 
 
-@dataclass(frozen=True)
+@frozen
 class HookCommand:
     """One command hook: a shell command line and the seconds it may run."""
 
@@ -74,7 +75,7 @@ def match_names(matcher: str | None, where: str) -> Callable[[str], bool]:
     return lambda name: pattern.search(name) is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class HookGroup:
     """The commands an event runs when its ``matcher`` matches; ``source`` names the file."""
 
@@ -90,7 +91,7 @@ class HookGroup:
         return not names or any(self.test(name) for name in names)
 
 
-@dataclass(frozen=True)
+@frozen
 class HookSet:
     """Hooks from one or more sources, in order; ``ignored`` says what was left out."""
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from tiller.errors import ConfigError
+from tiller.frozen import frozen
 
 __all__ = ["McpServerConfig", "McpTransport", "parse_server_list", "parse_server_table"]
 
@@ -26,7 +27,7 @@ _TABLE_KEYS = {
 }
 
 
-@dataclass(frozen=True)
+@frozen
 class McpServerConfig:
     """One MCP server. ``transport`` ``stdio`` runs ``command`` with ``args`` (``env`` added to
     a minimal environment, in ``cwd``); ``http`` (streamable HTTP) and ``sse`` (legacy) connect

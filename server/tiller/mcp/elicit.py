@@ -12,8 +12,9 @@ login).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from tiller.frozen import frozen
 
 __all__ = [
     "Elicitation",
@@ -26,7 +27,7 @@ __all__ = [
 ElicitationAction = Literal["accept", "decline", "cancel"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Elicitation:
     """One ``elicitation/create`` of server ``server``: ``requested_schema`` in form mode,
     ``url`` (and the server's ``elicitation_id``) in URL mode."""
@@ -40,7 +41,7 @@ class Elicitation:
     tool_call_id: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class ElicitationAnswer:
     """The user's answer: ``content`` (the form's values) only with ``accept`` in form mode."""
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiller.errors import StreamErrorEvent
+from tiller.frozen import frozen
 from tiller.providers.anthropic_request import REDACTED_THINKING_PREFIX
 from tiller.providers.base import RETRY_HINT, json_payload
 from tiller.providers.http import drain, sse_events
@@ -51,7 +52,7 @@ INCOMPLETE_STREAM_ERROR = f"anthropic: the stream ended before the message compl
 REFUSAL_ERROR = "anthropic: the model refused to continue (stop_reason: refusal)"
 
 
-@dataclass(frozen=True)
+@frozen
 class Failure:
     """What went wrong, as the final message will say it."""
 

@@ -16,9 +16,11 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urlsplit, urlunsplit
+
+from tiller.frozen import frozen
 
 if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without pydantic
     import ssl
@@ -54,7 +56,7 @@ CacheTtl = Literal["5m", "1h"]
 """How long a prompt-cache entry lives (Anthropic's ``cache_control.ttl``)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolSpec:
     """What the model is told about a tool."""
 
@@ -63,7 +65,7 @@ class ToolSpec:
     parameters: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelRequest:
     """One model call: the context as the loop wants it sent."""
 
@@ -86,7 +88,7 @@ class ModelRequest:
 StreamItem: TypeAlias = "MessageUpdate | AssistantMessage"
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelCost:
     """Prices in USD per million tokens. ``cache_write`` is the price of a 5-minute cache
     write, ``cache_write_1h`` of a 1-hour one (None: ``cache_write``); ``input`` is paid for
@@ -113,7 +115,7 @@ class ModelCost:
         return replace(self, cache_write=self.cache_write_1h)
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelInfo:
     """What Tiller knows about one model of one provider: from the built-in catalog, the config
     file's ``[[models]]`` or the provider's models endpoint (``source``).

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from tiller.frozen import frozen
 from tiller.providers.base import ModelCost, ModelInfo
 from tiller.providers.registry import ProviderSettings
 
@@ -59,7 +60,7 @@ class Configured(Protocol):
     def data_dir(self) -> Path | None: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class Listing:
     """One provider's answer: its models (none if it failed), when (epoch seconds), why not."""
 

@@ -9,9 +9,9 @@ gets ``off`` and a note saying so. Imports neither pydantic nor an SDK.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tiller.frozen import frozen
 from tiller.modes import THINKING_LEVELS, ThinkingLevel
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["EffectiveLevel", "effective_level", "nearest_level"]
 
 
-@dataclass(frozen=True)
+@frozen
 class EffectiveLevel:
     """The level a run sends; ``note`` (None when it is the level asked for) says why not."""
 

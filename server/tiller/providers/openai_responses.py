@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiller.errors import StreamErrorEvent
+from tiller.frozen import frozen
 from tiller.providers.base import RETRY_HINT, json_payload
 from tiller.providers.http import sse_events
 from tiller.providers.openai_stream import (
@@ -77,7 +78,7 @@ class _Block:
     item: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class Failure:
     """How the stream itself said it failed (``response.failed``, ``error``)."""
 

@@ -13,10 +13,11 @@ import importlib
 import importlib.util
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from tiller.errors import ProviderNotConfiguredError
+from tiller.frozen import frozen
 from tiller.providers.anthropic_models import ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_MODELS
 from tiller.providers.base import CacheTtl, ModelCost, ModelInfo, Provider
 from tiller.providers.embedded import BUNDLED_MODEL_ALIAS, REPLY_TOKENS
@@ -40,7 +41,7 @@ LOCAL_SERVER_API_KEY = "not-needed"
 """Sent when a base URL is given without a key: Ollama and llama.cpp ignore it."""
 
 
-@dataclass(frozen=True)
+@frozen
 class ProviderSettings:
     """How to reach one provider. ``api_key_env`` names the variable that holds the key (the
     key itself is never stored in configuration); ``base_url_env`` one that may hold the URL."""

@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tiller.frozen import frozen
 from tiller.modes import Escalation
 from tiller.sandbox.probe import availability, bwrap_path
 from tiller.sandbox.settings import SandboxSettings
@@ -44,7 +45,7 @@ ESCAPE_HATCHES: tuple[str, ...] = (
 sandbox (``systemd-run --user``, ``docker run -v /:/host``): always hidden."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Mounts:
     """What a sandboxed command sees besides the read-only root: ``writable`` folders,
     ``read_only`` paths inside them, ``hidden`` paths (real paths, in mount order)."""

@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+
+from tiller.frozen import frozen
 
 __all__ = ["Availability", "availability", "bwrap_path", "reset", "shell", "start"]
 
@@ -27,7 +28,7 @@ BWRAP_ENV = "TILLER_BWRAP"
 """An environment variable naming the bwrap binary to use (default: ``bwrap`` on PATH)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Availability:
     """``ok``: commands can run sandboxed; else ``reason`` says why not, in words a user can
     act on. ``kind``: the sandbox used (``bubblewrap``)."""

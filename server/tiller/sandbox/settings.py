@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from tiller.frozen import frozen
 from tiller.modes import SandboxMode
 
 __all__ = ["DEFAULT_HIDDEN", "SandboxSettings"]
@@ -17,7 +16,7 @@ DEFAULT_HIDDEN: tuple[str, ...] = (
 """Secrets folders and files a sandboxed command does not see (``[sandbox] hidden``)."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SandboxSettings:
     """How a session's commands are sandboxed.
 

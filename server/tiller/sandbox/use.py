@@ -4,9 +4,9 @@ what the permission question, the tool's updates and its result say about it."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
+from tiller.frozen import frozen
 from tiller.modes import Escalation
 
 __all__ = ["RunsIn", "SandboxUse", "failure_note"]
@@ -15,7 +15,7 @@ RunsIn = Literal["workspace-write", "read-only", "off"]
 """The sandbox a command runs in; ``off``: none."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SandboxUse:
     """How one command runs. ``runs_in``: the sandbox (``off``: unsandboxed); ``network``: it
     has the network (always, unsandboxed); ``escalated``: what the command asked for beyond

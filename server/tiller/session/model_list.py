@@ -9,11 +9,10 @@ the catalog's, and says why in ``modelsError``. Retired models are not listed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import anyio
 
 from tiller.config import ServerConfig
+from tiller.frozen import frozen
 from tiller.providers.base import ModelInfo
 from tiller.providers.directory import ModelDirectory
 from tiller.providers.registry import ProviderType
@@ -21,7 +20,7 @@ from tiller.providers.registry import ProviderType
 __all__ = ["ModelListing", "ProviderListing", "models_list"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ProviderListing:
     """One provider as ``models/list`` shows it; ``models_fetched_at`` in ms since the epoch."""
 
@@ -34,7 +33,7 @@ class ProviderListing:
     models_error: str | None
 
 
-@dataclass(frozen=True)
+@frozen
 class ModelListing:
     """The providers, in name order, and every model they list (retired ones left out)."""
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +22,7 @@ from tiller.config import ServerConfig, config_dir
 from tiller.context.agents import AgentDefinition, select_tools
 from tiller.context.project import ProjectContext, PromptSettings
 from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
+from tiller.frozen import frozen
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.modes import PermissionMode, SandboxMode, ThinkingLevel
 from tiller.protocol.checkpoints import RevertResult
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["SessionRegistry", "SessionSpec"]
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionSpec:
     """What a new session is asked to be; every field left None takes the configuration's
     value. ``mcp_servers`` are in ACP's shape (checked by tiller.mcp.config, errors naming

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -36,6 +36,7 @@ from tiller.diagnostics.commands import CommandDiagnostics
 from tiller.diagnostics.editor import EditorDiagnostics
 from tiller.diagnostics.watch import DiagnosticsWatch
 from tiller.errors import AgentBusyError, UnknownProcessError
+from tiller.frozen import frozen
 from tiller.gate.editor import ClientFiles, ClientPermissions, ClientRequest
 from tiller.gate.permissions import PermissionGate
 from tiller.gate.protected import ProtectedPaths
@@ -126,7 +127,7 @@ ClearedHook = Callable[[ToolCall, dict[str, Any]], Awaitable[None]]
 """Awaited after the permission gate lets a call run, before it runs; must not raise."""
 
 
-@dataclass(frozen=True)
+@frozen
 class EditorClient:
     """The client as the sessions' editor: how to send it a request, and the capabilities it
     declared in ``initialize`` (``fs.readTextFile``, ``fs.writeTextFile``, ``fs.keepsUnsaved``,
@@ -137,7 +138,7 @@ class EditorClient:
     capabilities: dict[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionState:
     """What a session is doing and holds, at one moment (``Session.state``)."""
 
@@ -178,7 +179,7 @@ class SessionState:
     """The background processes (tiller.tools.background), oldest first."""
 
 
-@dataclass(frozen=True)
+@frozen
 class Compaction:
     """What ``Session.compact`` did: ``summary`` (without the summary's prefix) replaced the
     older messages when ``compacted``; the context's size before and after, estimated."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +26,7 @@ import anyio
 
 from tiller.context.agents import AgentCatalog, AgentDefinition
 from tiller.errors import RequestError
+from tiller.frozen import frozen
 from tiller.tools.base import ToolContext, ToolResult, describe
 from tiller.tools.task import DEFAULT_AGENT, AgentChoice, TaskParams, TaskTool
 from tiller.types import (
@@ -42,7 +43,7 @@ __all__ = ["Child", "Children", "SessionSubagents", "TaskLink", "TaskSetup", "ma
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskLink:
     """Where a child session comes from: the parent session, the parent's ``task`` call, the
     agent, how deep it is (1: a child of a top-level session), and the tools it was given
@@ -80,7 +81,7 @@ class TaskLink:
         return cls(parent, call, agent, depth, tuple(str(name) for name in tools))
 
 
-@dataclass(frozen=True)
+@frozen
 class TaskSetup:
     """How a child session is made besides its spec: its link, the parent's tools it shares
     (its MCP tools: a child starts no MCP server of its own), and its run limits."""

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from tiller.frozen import frozen
 from tiller.modes import ToolKind
 from tiller.sandbox.use import SandboxUse
 from tiller.types import ImageContent, TextContent, Usage
@@ -62,7 +63,7 @@ def _one_line(text: str) -> str:
     return first[:TITLE_LIMIT] + more
 
 
-@dataclass(frozen=True)
+@frozen
 class ToolInfo:
     """What a tool is, for those who judge and show its calls (the permission gate, ACP's tool
     calls, the editor bridge).
@@ -177,7 +178,7 @@ class EditorFiles(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@frozen
 class TerminalOutput:
     """A terminal's output so far (``truncated``: the editor dropped its beginning) and, once
     the command has ended, its exit code or the signal that ended it."""

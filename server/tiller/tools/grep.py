@@ -39,6 +39,7 @@ from anyio.abc import ByteReceiveStream
 from pydantic import BaseModel, ConfigDict, Field
 
 from tiller.errors import ToolError
+from tiller.frozen import frozen
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.find import search_root
 from tiller.tools.truncate import (
@@ -90,7 +91,7 @@ class GrepParams(BaseModel):
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class _Query:
     """A validated search: what to look for, where, and how much of it to keep."""
 

@@ -9,11 +9,11 @@ calls of one message run at once (the port bounds how many).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 from pydantic import BaseModel, Field
 
+from tiller.frozen import frozen
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 
 __all__ = ["DEFAULT_AGENT", "AgentChoice", "Subagents", "TaskParams", "TaskTool"]
@@ -33,7 +33,7 @@ class TaskParams(BaseModel):
         default=None, description=f"Which agent runs it (default: {DEFAULT_AGENT})")
 
 
-@dataclass(frozen=True)
+@frozen
 class AgentChoice:
     """An agent the model may name: its name and what it is for."""
 

@@ -11,8 +11,9 @@ keeps them as lone surrogates) are shown as ``\\xNN`` escapes, so a result can a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from tiller.frozen import frozen
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -35,7 +36,7 @@ DEFAULT_MAX_BYTES = 50 * 1024
 TruncatedBy = Literal["lines", "bytes"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Truncation:
     """The kept part of a text and what was lost.
 

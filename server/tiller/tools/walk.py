@@ -28,7 +28,6 @@ import os
 import re
 import subprocess
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -36,6 +35,8 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 from anyio.abc import ByteReceiveStream, Process
+
+from tiller.frozen import frozen
 
 __all__ = [
     "SKIPPED_NAMES",
@@ -138,7 +139,7 @@ class PathGlob:
         return self._regex.fullmatch(subject) is not None
 
 
-@dataclass(frozen=True)
+@frozen
 class IgnoreRule:
     """One .gitignore line. ``base`` is the directory of its file ("" for the top), relative
     to the top of the walk; paths given to ``matches`` are relative to the same top."""
@@ -262,7 +263,7 @@ def walk_files(root: Path, checkpoint: Callable[[], None] = _no_checkpoint) -> l
     return found
 
 
-@dataclass(frozen=True)
+@frozen
 class FileListing:
     """The files ``list_files`` found, relative to the root, and which method found them."""
 
@@ -270,7 +271,7 @@ class FileListing:
     source: Literal["git", "walk"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ProcessOutput:
     returncode: int
     stdout: bytes

@@ -15,8 +15,9 @@ import enum
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
+
+from tiller.frozen import frozen
 
 __all__ = [
     "MAX_BODY",
@@ -53,7 +54,7 @@ class Framing(enum.Enum):
     NDJSON = "ndjson"
 
 
-@dataclass(frozen=True)
+@frozen
 class BadFrame:
     """Input that is not a JSON message: answered with one -32700 (Parse error) whose message
     is ``"Parse error: " + reason``."""
@@ -61,7 +62,7 @@ class BadFrame:
     reason: str
 
 
-@dataclass(frozen=True)
+@frozen
 class TooDeep:
     """A message nested too deeply to decode. ``msg_id`` is its top-level ``id`` member when
     that is a string or an integer (None otherwise); ``is_response`` says that its top level has

@@ -44,6 +44,7 @@ import anyio
 from tiller.errors import ToolError
 from tiller.fronts.acp.diff import diff_contents
 from tiller.fronts.acp.updates import tool_call_fields
+from tiller.frozen import frozen
 from tiller.protocol.sandbox import describe_use
 from tiller.tools.base import EditorFiles, Tool, ToolInfo, describe
 
@@ -139,7 +140,7 @@ async def read_snapshot(files: EditorFiles | None, path: Path) -> tuple[bool, st
         return False, None
 
 
-@dataclass(frozen=True)
+@frozen
 class BridgedSession:
     """What the bridge needs of a session: its cwd, its EditorFiles (for snapshots) and its
     tools (whose descriptions title the calls it asks about)."""

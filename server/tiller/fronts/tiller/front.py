@@ -18,7 +18,6 @@ import gc
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -27,6 +26,7 @@ from tiller import PROTOCOL_VERSION
 from tiller.config import ServerConfig
 from tiller.errors import InvalidParams, RequestError
 from tiller.fronts.tiller.hello import Initialize, initialize_result, speaks_our_version
+from tiller.frozen import frozen
 from tiller.protocol.names import METHODS
 from tiller.wire.endpoint import SerializedResult
 from tiller.wire.jsonrpc import Front, Handler, Method
@@ -49,7 +49,7 @@ LAZY = tuple(name for name in METHODS if name not in OWN)
 """The methods whose handlers (and models) are imported on the first call of one of them."""
 
 
-@dataclass(frozen=True)
+@frozen
 class SessionId:
     """``session/load``'s params: ``{"sessionId": "..."}`` read as is, anything else through
     the params model of its row in ``tiller.protocol.methods`` (coerced, or -32602)."""

@@ -4,11 +4,11 @@ pydantic or the session machinery (so it can be answered before the front is imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from tiller import PROTOCOL_VERSION, __version__
 from tiller.config import ServerConfig
+from tiller.frozen import frozen
 from tiller.modes import PERMISSION_MODES, QUEUE_MODES, THINKING_LEVELS
 from tiller.protocol.names import EVENT_TYPES, METHODS, NOTIFICATIONS, SERVER_REQUESTS
 from tiller.session.capabilities import (
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Initialize", "initialize_result", "may_be_acp", "speaks_our_version"]
 
 
-@dataclass(frozen=True)
+@frozen
 class Initialize:
     """``initialize``'s params as the handler uses them. ``model_validate`` reads plain JSON of
     the usual shape itself; anything else (snake_case names, numbers as strings, a wrong type
