@@ -91,10 +91,12 @@ def test_post_init_replace_copy_and_pickle_work_as_before() -> None:
 
 
 def test_what_it_does_not_do_is_refused() -> None:
-    with pytest.raises(TypeError, match="slots"):
+    with pytest.raises(TypeError, match="got slots"):
         frozen(slots=True)
-    with pytest.raises(TypeError, match="frozen"):
+    with pytest.raises(TypeError, match="got frozen"):
         frozen(frozen=True)
+    with pytest.raises(TypeError, match="got order"):
+        frozen(order=True)
 
 
 def test_pydantic_finds_no_plugins_and_its_models_still_validate() -> None:
@@ -106,3 +108,28 @@ def test_pydantic_finds_no_plugins_and_its_models_still_validate() -> None:
 
     assert Model.model_validate({"count": "3"}).count == 3
     assert type(Model.__pydantic_validator__).__name__ == "SchemaValidator"  # not pluggable
+
+
+@frozen(repr=False)
+class Quiet:
+    secret: str
+    shown: int = field(default=0, repr=False)
+
+
+@frozen
+class OwnRepr:
+    name: str
+
+    def __repr__(self) -> str:
+        return "mine"
+
+
+def test_repr_and_eq_are_a_frozen_dataclasses() -> None:
+    nan = float("nan")
+    assert Point(1, 2, (nan,)) != Point(1, 2, (float("nan"),))
+    assert StdPoint(1, 2, (nan,)) == StdPoint(1, 2, (nan,))
+    assert Point(1, 2, (nan,)) == Point(1, 2, (nan,))  # the same object: equal, as in a tuple
+    assert Point(1) != StdPoint(1) and Point(1).__eq__(StdPoint(1)) is NotImplemented
+    assert repr(Derived(text="ab")) == "Derived(text='ab', length=2)"
+    assert repr(OwnRepr("a")) == "mine" and repr(Quiet("s")).startswith("<")
+    assert repr(Handle("h")) == "Handle(name='h')"
