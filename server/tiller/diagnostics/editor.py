@@ -20,7 +20,6 @@ from pydantic import ValidationError
 
 from tiller.diagnostics.problems import Diagnostic
 from tiller.gate.editor import ClientRequest, describe_error
-from tiller.protocol.client_requests import DiagnosticItem
 
 __all__ = ["GRACE", "EditorDiagnostics", "read_answer"]
 
@@ -61,6 +60,10 @@ class EditorDiagnostics:
 def read_answer(result: Any, path: Path) -> list[Diagnostic] | None:
     """The diagnostics of ``path`` in a ``client/getDiagnostics`` result (the entry naming it,
     or the only one); None for a result without a ``files`` list."""
+    # Imported here: the client-request models are not needed before an editor answers (on the
+    # ACP front, ~3 ms of every start otherwise).
+    from tiller.protocol.client_requests import DiagnosticItem
+
     files = result.get("files") if isinstance(result, dict) else None
     if not isinstance(files, list):
         return None
