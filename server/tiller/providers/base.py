@@ -190,6 +190,9 @@ def tls_context() -> ssl.SSLContext:
     default (``httpx2.create_ssl_context``: ``SSL_CERT_FILE``/``SSL_CERT_DIR``, else the
     system's CA store), whose loading took a third of a first prompt when each client built
     its own (the warm-up builds it ahead: ``tiller.session.warm``)."""
+    from tiller.providers.httplib import load
+
+    load()
     import httpx2
 
     return httpx2.create_ssl_context()

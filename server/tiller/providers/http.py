@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from tiller.errors import HttpCallError, HttpConnectionError, HttpStatusError, HttpTimeoutError
 from tiller.providers.base import Provider, display_url, redact, tls_context
+from tiller.providers.httplib import load
 
 if TYPE_CHECKING:
     import httpx2
@@ -70,6 +71,7 @@ class HttpEndpoint:
         server) it has no TLS at all and follows none, so it never opens a connection it does
         not verify (building a TLS context loads the system's CA store: ~100 ms)."""
         if self._client is None:
+            load()
             import httpx2
 
             secure = not self.base_url.startswith("http://")
@@ -241,8 +243,8 @@ def warm_up(base_url: str, path: str, body: Mapping[str, Any],
     library and the parts it imports on first use, the TLS context unless the server is plain
     ``http``, and ``body`` POSTed to ``path`` of a transport that answers ``answer`` (an event
     stream) itself, read with ``read``."""
+    load()
     import h11  # noqa: F401  (httpcore2's HTTP/1.1, imported on the first connection)
-    import httpcore2  # noqa: F401
     import httpx2
 
     if not base_url.startswith("http://"):

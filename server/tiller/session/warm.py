@@ -13,7 +13,6 @@ request imports what it needs itself.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata  # noqa: F401  (see below)
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,11 +37,6 @@ SESSION_MODULES = (
 MODEL_MODULES = ("tiller.types",)
 """Whose pydantic models a first prompt validates or dumps (built on first use: defer_build)."""
 
-
-# importlib.metadata is imported with this module, which each front imports before its first
-# session: the provider's HTTP library (httpx2, httpcore2) reads its own version with it when
-# imported, and pydantic no longer imports it (tiller/__init__.py), so a prompt sent at once
-# would pay for it (~6 ms, a sixth of a first token's latency then: README, Performance).
 
 Proceed = Callable[[], bool]
 """Called between steps; blocks while the step should wait, returns whether to go on."""
