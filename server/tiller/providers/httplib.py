@@ -15,11 +15,12 @@ imports as anyone would.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
@@ -41,14 +42,15 @@ def load() -> None:
         import httpx2  # noqa: F401
 
 
-def dist_info_version(name: str) -> str | None:
+def dist_info_version(name: str, listdir: Callable[[str], list[str]] = os.listdir) -> str | None:
     """The version of the installed distribution ``name`` from the ``METADATA`` of its
     ``.dist-info`` folder in the first ``sys.path`` entry that has one; None if there is none
-    (another kind of install, or not installed)."""
+    (another kind of install, or not installed). ``listdir`` lists a folder (the stand-in's
+    lists each once for both lookups)."""
     wanted = _normalized(name)
     for entry in sys.path:
         try:
-            names = os.listdir(entry or ".")
+            names = listdir(entry or ".")
         except OSError:
             continue
         for folder in names:
@@ -91,8 +93,10 @@ def _metadata_stand_in() -> Iterator[None]:
                 del sys.modules[_METADATA]
             return importlib.import_module(_METADATA)
 
+    listdir = functools.cache(os.listdir)  # sys.path's folders, listed once for both lookups
+
     def version(name: str) -> str:
-        found = dist_info_version(name)
+        found = dist_info_version(name, listdir)
         return found if found is not None else real().version(name)
 
     def attribute(name: str) -> Any:
