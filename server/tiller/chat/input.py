@@ -6,8 +6,9 @@ twice lists them, as readline does), Esc Enter (or Alt-Enter) for a new line in 
 While it reads, everything the ``Renderer`` writes is printed *above* the input line
 (``patch_stdout``); a streamed line not finished yet and the activity line are drawn with the
 input line (``tiller.chat.status.InputArea``), so what is typed never lands inside the
-transcript, and the transcript never inside what is typed. An accepted line is put in the
-transcript as ``prompt + text``. The status line is drawn above the prompt while a prompt is
+transcript, and the transcript never inside what is typed; keys typed while text is printed
+wait for the input line (``Keyboard``). An accepted line is put in the transcript as
+``prompt + text``. The status line is drawn above the prompt while a prompt is
 awaited, never printed. Ctrl-C clears the line and raises SIGINT, as the terminal does when not
 in raw mode (the chat decides what it means); Ctrl-D on an empty line is the end of input
 (None).
@@ -20,7 +21,7 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,7 @@ from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from prompt_toolkit.formatted_text import ANSI
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input.vt100 import Vt100Input
 from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from prompt_toolkit.shortcuts import CompleteStyle
@@ -41,7 +43,20 @@ from tiller.chat.status import InputArea
 if TYPE_CHECKING:
     from tiller.chat.render import Lines, Renderer
 
-__all__ = ["input_lines"]
+__all__ = ["Keyboard", "input_lines"]
+
+
+class Keyboard(Vt100Input):
+    """The terminal's keys, left in raw mode while text is printed above the input line.
+
+    prompt_toolkit puts the terminal in cooked mode around each print, for programs that read
+    a line meanwhile (nothing here does). A key typed in that moment would be echoed into the
+    transcript by the terminal, and a Ctrl-D would end a line of the terminal's instead of the
+    input (the input line then reads a NUL). In raw mode, keys wait unseen for the input line.
+    """
+
+    def cooked_mode(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
 
 def _message(area: InputArea) -> ANSI:
@@ -89,8 +104,9 @@ async def input_lines(
         except OSError:
             pass
     session: PromptSession[str] = PromptSession(
-        history=kept, completer=_Commands(names), complete_style=CompleteStyle.READLINE_LIKE,
-        key_bindings=_bindings(), erase_when_done=True, complete_while_typing=False,
+        input=Keyboard(sys.stdin), history=kept, completer=_Commands(names),
+        complete_style=CompleteStyle.READLINE_LIKE, key_bindings=_bindings(),
+        erase_when_done=True, complete_while_typing=False,
     )
     area = InputArea(session.app.invalidate)
     send, receive = anyio.create_memory_object_stream[str | None](math.inf)
