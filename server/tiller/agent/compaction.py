@@ -22,16 +22,14 @@ from tiller.agent.model_call import Emit, ModelCall, StreamFn, model_context
 from tiller.agent.run_hooks import RunHooks
 from tiller.config import CompactionSettings
 from tiller.modes import SUMMARY_PREFIX
-from tiller.providers.base import ModelRequest
+from tiller.providers.base import CHARS_PER_TOKEN, ModelRequest, content_chars
 from tiller.types import (
     AssistantMessage,
     CompactionEnd,
     CompactionReason,
     CompactionStart,
-    ImageContent,
     Message,
     TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -75,26 +73,10 @@ def is_context_overflow(message: AssistantMessage) -> bool:
     )
 
 
-def _chars(message: Message) -> int:
-    if isinstance(message, UserMessage) and isinstance(message.content, str):
-        return len(message.content)
-    total = 0
-    for block in message.content:
-        if isinstance(block, TextContent):
-            total += len(block.text)
-        elif isinstance(block, ThinkingContent):
-            total += len(block.thinking)
-        elif isinstance(block, ToolCall):
-            total += len(block.name) + len(json.dumps(block.arguments))
-        elif isinstance(block, ImageContent):
-            total += 4800  # ~1,200 tokens, a typical image
-    return total
-
-
 def estimate_tokens(messages: Sequence[Message]) -> int:
     """The context's size in tokens, estimated at ~4 characters a token. (Reported usage is not
     used: after a compaction it still counts the messages that were summarized away.)"""
-    return sum(_chars(m) for m in messages) // 4
+    return sum(content_chars(m.content) for m in messages) // CHARS_PER_TOKEN
 
 
 def find_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | None:
@@ -103,7 +85,7 @@ def find_cut(messages: Sequence[Message], keep_recent_tokens: int) -> int | None
     that can be summarized."""
     kept = 0
     for index in range(len(messages) - 1, 0, -1):
-        kept += _chars(messages[index]) // 4
+        kept += content_chars(messages[index].content) // CHARS_PER_TOKEN
         if kept >= keep_recent_tokens and not isinstance(messages[index], ToolResultMessage):
             return index
     return None

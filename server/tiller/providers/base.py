@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # annotations only: the settings (tiller.config) load without
     from tiller.types import AssistantMessage, Message, MessageUpdate, Usage
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "RETRY_HINT",
     "CacheTtl",
     "Lifecycle",
@@ -38,6 +39,7 @@ __all__ = [
     "Provider",
     "StreamItem",
     "ToolSpec",
+    "content_chars",
     "display_url",
     "estimated_usage",
     "json_payload",
@@ -227,35 +229,42 @@ CHARS_PER_TOKEN = 4
 """The estimate's rate: about 4 characters of English or code a token."""
 
 
+def content_chars(content: object) -> int:
+    """The characters a message's content counts for a size estimate (text, thinking, a tool
+    call's name and JSON arguments; an image as ~1,200 tokens' worth)."""
+    import json
+
+    from tiller.types import ImageContent, TextContent, ThinkingContent, ToolCall
+
+    if isinstance(content, str):
+        return len(content)
+    total = 0
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, TextContent):
+            total += len(block.text)
+        elif isinstance(block, ThinkingContent):
+            total += len(block.thinking)
+        elif isinstance(block, ToolCall):
+            total += len(block.name) + len(json.dumps(block.arguments))
+        elif isinstance(block, ImageContent):
+            total += 4800  # ~1,200 tokens, a typical image
+    return total
+
+
 def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
     """Usage for a reply whose server reported none: the request's characters (system prompt,
     tool specs, messages) and the reply's, at ``CHARS_PER_TOKEN``; marked ``estimated``."""
     import json
 
-    from tiller.types import ImageContent, TextContent, ThinkingContent, ToolCall, Usage
-
-    def chars(content: object) -> int:
-        if isinstance(content, str):
-            return len(content)
-        total = 0
-        for block in content if isinstance(content, list) else ():
-            if isinstance(block, TextContent):
-                total += len(block.text)
-            elif isinstance(block, ThinkingContent):
-                total += len(block.thinking)
-            elif isinstance(block, ToolCall):
-                total += len(block.name) + len(json.dumps(block.arguments))
-            elif isinstance(block, ImageContent):
-                total += 4800  # ~1,200 tokens, a typical image
-        return total
+    from tiller.types import Usage
 
     sent = len(request.system_prompt or "")
     sent += sum(len(tool.name) + len(tool.description) + len(json.dumps(tool.parameters))
                 for tool in request.tools)
-    sent += sum(chars(m.content) for m in request.messages)
+    sent += sum(content_chars(m.content) for m in request.messages)
     return Usage(
         input_tokens=-(-sent // CHARS_PER_TOKEN),
-        output_tokens=-(-chars(message.content) // CHARS_PER_TOKEN),
+        output_tokens=-(-content_chars(message.content) // CHARS_PER_TOKEN),
         estimated=True,
     )
 
