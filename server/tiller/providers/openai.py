@@ -149,9 +149,24 @@ class OpenAIProvider(HttpProvider):
         async for item in self._chat(request):
             yield item
 
-    def _stamp(self, message: AssistantMessage) -> AssistantMessage:
+    def _finished(
+        self, request: ModelRequest, message: AssistantMessage, failure: Exception | None,
+        stream_retryable: bool, usage_reported: bool,
+    ) -> AssistantMessage:
+        """The final message of a stream, stamped with this provider and model. A failed one
+        says whether a retry may succeed (from ``failure``, the exception it ended in, else
+        ``stream_retryable``: the stream's error event said so); a complete one without
+        ``usage_reported`` gets usage estimated from the characters."""
         message.provider = self.name
         message.model = self.model
+        if message.stop_reason == "error":
+            if failure is not None:
+                message.retryable = is_transient(failure)
+                message.retry_after = retry_after(failure)
+            else:
+                message.retryable = stream_retryable
+        elif not usage_reported:
+            message.usage = estimated_usage(request, message)
         return message
 
     # ------------------------------------------------------------------ the Responses API
@@ -246,16 +261,9 @@ class OpenAIProvider(HttpProvider):
             finally:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
-        message = self._stamp(builder.finish(error))
-        if message.stop_reason == "error":
-            if failure is not None:
-                message.retryable = is_transient(failure)
-                message.retry_after = retry_after(failure)
-            else:
-                message.retryable = builder.retryable
-        elif builder.usage is None:
-            message.usage = estimated_usage(request, message)
-        yield message
+        yield self._finished(
+            request, builder.finish(error), failure, builder.retryable, builder.usage is not None
+        )
 
     # ------------------------------------------------------------------ Chat Completions
 
@@ -288,16 +296,11 @@ class OpenAIProvider(HttpProvider):
             finally:
                 with anyio.CancelScope(shield=True):
                     await response.aclose()
-        message = self._stamp(builder.finish(error))
-        if message.stop_reason == "error":
-            if failure is not None:
-                message.retryable = is_transient(failure)
-                message.retry_after = retry_after(failure)
-            else:
-                message.retryable = message.error_message in TRANSIENT_STREAM_ERRORS
-        elif not builder.usage_reported:
-            message.usage = estimated_usage(request, message)
-        yield message
+        message = builder.finish(error)
+        yield self._finished(
+            request, message, failure, message.error_message in TRANSIENT_STREAM_ERRORS,
+            builder.usage_reported,
+        )
 
     def _chat_effort_for(self, request: ModelRequest) -> str | None:
         """``reasoning_effort`` for Chat Completions: the corrected one once a 400 asked for
