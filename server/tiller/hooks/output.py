@@ -14,9 +14,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
+from tiller import jsontext
 from tiller.frozen import frozen
 from tiller.modes import HookEventName, HookOutcome
 from tiller.procs import CommandOutcome
@@ -74,7 +74,7 @@ def interpret(event: HookEventName, outcome: CommandOutcome, timeout: float) -> 
     stdout = outcome.stdout.strip()
     if stdout.startswith("{"):
         try:
-            data = json.loads(stdout)
+            data = jsontext.loads(stdout)
         except ValueError:
             data = None
         if isinstance(data, dict):

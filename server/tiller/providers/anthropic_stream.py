@@ -14,11 +14,11 @@ docstring for the decisions).
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tiller import jsontext
 from tiller.errors import StreamErrorEvent
 from tiller.frozen import frozen
 from tiller.providers.anthropic_request import REDACTED_THINKING_PREFIX
@@ -71,7 +71,7 @@ async def event_dicts(response: Any, window: float = 0.0) -> AsyncIterator[dict[
             continue
         if name == "error":
             try:
-                body: Any = json.loads(data)
+                body: Any = jsontext.loads(data)
                 message = f"{body}"
             except ValueError:
                 body, message = data, data

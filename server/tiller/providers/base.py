@@ -270,12 +270,13 @@ def estimated_usage(request: ModelRequest, message: AssistantMessage) -> Usage:
 
 
 def json_payload(data: str) -> Any:
-    """One stream event's ``data:`` decoded as JSON; a ValueError (the reader's "malformed
-    event") when it is not JSON or nests too deeply to decode (RecursionError otherwise)."""
-    import json
+    """One stream event's ``data:`` decoded as JSON (a lone surrogate escape read as U+FFFD:
+    ``tiller.jsontext``); a ValueError (the reader's "malformed event") when it is not JSON or
+    nests too deeply to decode (RecursionError otherwise)."""
+    from tiller import jsontext
 
     try:
-        return json.loads(data)
+        return jsontext.loads(data)
     except RecursionError:
         raise ValueError("a payload nested too deeply to decode") from None
 

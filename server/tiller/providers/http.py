@@ -296,10 +296,10 @@ async def _status_error(response: httpx2.Response) -> HttpStatusError:
     text = raw[:MAX_ERROR_BODY].decode(errors="replace")
     body: Any = text or None
     if text:
-        import json
+        from tiller import jsontext
 
         try:
-            body = json.loads(text)
+            body = jsontext.loads(text)
         except ValueError:
             pass
     headers = {name.lower(): value for name, value in response.headers.items()}

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from tiller import jsontext
 from tiller.providers.base import ToolSpec
 from tiller.providers.tool_arguments import parse_tool_arguments, streamed_tool_call
 from tiller.types import ToolCall
@@ -104,7 +105,7 @@ def parse_tool_calls(raw: str) -> list[ToolCall]:
         text = match.group(1).strip()
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError:
             value = None
         if (isinstance(value, dict) and isinstance(value.get("name"), str)

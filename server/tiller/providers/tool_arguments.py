@@ -10,9 +10,9 @@ a repair would run something the model never wrote (``rm -rf build/cache`` cut t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from tiller import jsontext
 from tiller.types import ToolCall
 
 __all__ = ["MAX_ARGUMENT_DEPTH", "parse_tool_arguments", "streamed_tool_call"]
@@ -40,7 +40,7 @@ def _parse(raw: str) -> tuple[dict[str, Any], str | None]:
     if not text:
         return {}, None
     try:
-        value = json.loads(text)
+        value = jsontext.loads(text)
     except RecursionError:
         return {}, _TOO_DEEP
     except ValueError as exc:
@@ -100,7 +100,7 @@ def _parse_truncated(text: str) -> Any:
     candidate = text
     for _ in range(16):
         try:
-            return json.loads(_close_json(candidate))
+            return jsontext.loads(_close_json(candidate))
         except ValueError:
             position = max(candidate.rfind(mark) for mark in ",{[")
             if position <= 0:

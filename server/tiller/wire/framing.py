@@ -17,6 +17,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from tiller import jsontext
 from tiller.frozen import frozen
 
 __all__ = [
@@ -80,10 +81,10 @@ def frame(body: bytes, framing: Framing | None) -> bytes:
 
 
 def decode(body: bytes) -> Any:
-    """``body`` decoded as JSON, a ``TooDeep`` when it nests too deeply to decode, or a
-    ``BadFrame`` saying why it cannot be."""
+    """``body`` decoded as JSON (a lone surrogate escape read as U+FFFD: ``tiller.jsontext``), a
+    ``TooDeep`` when it nests too deeply to decode, or a ``BadFrame`` saying why it cannot be."""
     try:
-        return json.loads(body)
+        return jsontext.loads(body)
     except RecursionError:
         return _top_level(body)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from support.fake_openai import FakeOpenAI, text_reply
+from support.fake_openai import FakeOpenAI, text_reply, tool_call_reply
 from support.helpers import clean_env, spawn_tiller, wait_requests
 from tiller.client import RpcError, TillerClient
 
@@ -194,3 +194,31 @@ def test_stdin_that_cannot_be_polled_is_read_too(tmp_path: Path) -> None:
 
     assert served.returncode == 0 and json.loads(served.stdout)["result"]["isRunning"] is False
     assert empty.returncode == 0 and empty.stdout == b""
+
+
+async def test_lone_surrogates_from_the_client_and_the_model_read_as_replacement_characters(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A lone UTF-16 surrogate escape (``JSON.stringify`` writes one for a string cut inside an
+    emoji; a model can stream one) in a prompt, a streamed reply or a tool call's arguments is
+    read as U+FFFD: the run goes on, every event is sent, and the saved session loads. A pair
+    stays the character it spells."""
+    fake_openai.enqueue(
+        tool_call_reply([("c1", "write", {"path": "a.txt", "content": "file \udcff \U0001f600"})]),
+        text_reply("reply \ud800 end"),
+    )
+    async with spawn_tiller(fake_openai, tmp_path, "--permission-mode", "auto") as tiller:
+        session_id = (await tiller.request("session/new"))["sessionId"]
+        result = await tiller.prompt("hi \udcff there", session_id=session_id)
+        sent = [e for e in tiller.events if e["type"] == "message_end"]
+    async with spawn_tiller(fake_openai, tmp_path) as again:
+        loaded = await again.request("session/load", {"sessionId": session_id})
+
+    assert result["stopReason"] == "stop"
+    assert (tmp_path / "a.txt").read_text() == "file \ufffd \U0001f600"
+    first, second = fake_openai.requests
+    assert first["messages"][-1]["content"] == "hi \ufffd there"
+    assert sent[0]["message"]["content"] == "hi \ufffd there"
+    assert sent[-1]["message"]["content"] == [{"type": "text", "text": "reply \ufffd end"}]
+    assert [m["content"] for m in loaded["messages"]][::3] == [
+        "hi \ufffd there", [{"type": "text", "text": "reply \ufffd end"}]]
