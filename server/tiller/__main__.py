@@ -32,6 +32,9 @@ def setup_logging(config: ServerConfig) -> None:
     """Route logs to stderr (or --log-file)."""
     handler: logging.Handler = logging.StreamHandler(sys.stderr)
     if config.log_file:
+        from tiller.store.private import private_file
+
+        private_file(config.log_file)  # errors may quote what was said: the user's alone
         handler = logging.FileHandler(config.log_file)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()

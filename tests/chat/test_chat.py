@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -387,6 +388,41 @@ def test_multi_line_messages_and_history_across_chats(
     first, second = fake_openai.requests
     assert first["messages"][-1]["content"] == "first line\nsecond line"
     assert second["messages"][-1]["content"] == "second line"
+
+
+@pytest.mark.process
+def test_the_input_history_and_the_log_are_the_users_alone(
+    fake_openai: FakeOpenAI, tmp_path: Path, terminal_factory: Callable[..., Terminal]
+) -> None:
+    """What was typed (the input history) and the server's log (an error may quote it) are
+    made 0600 in folders made 0700, as the session logs are; a history an older Tiller left
+    readable to others becomes private; a folder that was there keeps its mode."""
+    fake_openai.enqueue(text_reply("Noted."))
+    history = tmp_path / "mine" / "history"
+    history.parent.mkdir(mode=0o755)
+    history.write_text("\n# 2026-12-01 10:00:00\n+an old line\n")
+    history.chmod(0o644)
+    log = tmp_path / "new" / "logs" / "chat.log"
+    terminal = terminal_factory(fake_openai, "--history-file", str(history), "--log-file",
+                                str(log))
+    terminal.idle()
+    terminal.type("the password is hunter2\n")
+    terminal.expect("Noted.")
+    terminal.idle()
+    terminal.type("\x04")
+    assert terminal.wait() == 0
+
+    assert "+the password is hunter2" in history.read_text()
+    modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+             for path in (history, history.parent, log, log.parent, log.parent.parent)}
+    assert modes == {"mine/history": 0o600, "mine": 0o755 & ~_umask(),
+                     "new/logs/chat.log": 0o600, "new/logs": 0o700, "new": 0o700}
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @pytest.mark.process

@@ -26,6 +26,7 @@ from tiller.client import RpcError, TillerClient
 from tiller.config import ServerConfig, load_config
 from tiller.errors import ConfigError
 from tiller.protocol.names import EVENT_METHOD
+from tiller.store.private import private_file
 from tiller.wire.framing import Framing
 
 __all__ = ["UNKNOWN_SESSION", "Connection", "ServerExited"]
@@ -66,7 +67,7 @@ class Connection:
     ) -> AsyncIterator[Connection]:
         """Spawn the server with its logs, and anything else it writes on stderr, appended to
         ``log``: never on the terminal, where they would land inside the transcript."""
-        log.parent.mkdir(parents=True, exist_ok=True)
+        private_file(log)
         argv = [sys.executable, "-m", "tiller", *server_args, "--log-file", str(log)]
         names = key_variables(server_args)
         keys = {name: os.environ[name] for name in names if name in os.environ}

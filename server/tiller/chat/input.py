@@ -39,6 +39,7 @@ from prompt_toolkit.shortcuts import CompleteStyle
 
 from tiller.chat.complete import CommandNames
 from tiller.chat.status import InputArea
+from tiller.store.private import private_file
 
 if TYPE_CHECKING:
     from tiller.chat.render import Lines, Renderer
@@ -99,7 +100,7 @@ async def input_lines(
     kept: History = InMemoryHistory()
     if history is not None:
         try:
-            history.parent.mkdir(parents=True, exist_ok=True)
+            private_file(history)  # what was typed: the user's alone, as the session logs
             kept = FileHistory(history)
         except OSError:
             pass
