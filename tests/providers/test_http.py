@@ -56,6 +56,14 @@ async def test_events_split_anywhere_in_crlf_or_lf_with_names_comments_and_multi
     assert await events_of(*(stream[i:i + 1] for i in range(len(stream)))) == whole
 
 
+async def test_bytes_that_are_not_utf8_read_as_replacement_characters() -> None:
+    """As the SSE standard decodes a stream (and as llama.cpp-style servers can send half of a
+    character a token ended in): the event and the rest of the stream still arrive."""
+    stream = b'data: {"t": "caf\xc3"}\n\ndata: {"t": "\xff ok"}\n\ndata: [DONE]\n\n'
+    assert await events_of(stream) == [
+        ("", '{"t": "caf\ufffd"}'), ("", '{"t": "\ufffd ok"}'), ("", "[DONE]")]
+
+
 async def test_an_event_the_stream_ended_in_is_dropped() -> None:
     assert await events_of(b"data: 1\n\ndata: {\"cut") == [("", "1")]
 

@@ -197,7 +197,7 @@ async def _events(response: httpx2.Response) -> AsyncIterator[tuple[str, str]]:
                 continue
             *lines, buffer = buffer.split(b"\n")
             for raw in lines:
-                line = raw.decode()
+                line = raw.decode(errors="replace")  # as the SSE standard decodes
                 if line.endswith("\r"):
                     line = line[:-1]
                 if not line:
