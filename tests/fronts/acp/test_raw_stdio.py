@@ -276,3 +276,39 @@ async def test_a_burst_of_chunks_is_merged_and_sent_before_the_answer(
     assert said[0][1].startswith("w0 ")  # what the first read brought, not held
     assert len(said) < chunks
     assert all(i < answered_at for i, _ in said)
+
+
+async def test_a_prompt_block_without_what_the_schema_requires_is_invalid_params(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Each misshapen block gets -32602 naming the block and the field (not an internal error),
+    nothing reaches the model, and the session then runs a good prompt."""
+    fake_openai.enqueue(text_reply("fine"))
+    bad_blocks = [
+        {"type": "text"},
+        {"type": "text", "text": 5},
+        {"type": "image", "data": "iVBORw0KGgo="},
+        {"type": "resource_link", "name": "a.py"},
+        {"type": "resource", "resource": "file:///etc/passwd"},
+        {"type": "resource", "resource": {"text": "x = 1"}},
+    ]
+    async with raw_acp(fake_openai, tmp_path) as client:
+        session = await start(client, tmp_path)
+        errors = [(await client.request("session/prompt", {
+            "sessionId": session, "prompt": [{"type": "text", "text": "see"}, block]}))["error"]
+            for block in bad_blocks]
+        answer = await client.call("session/prompt", {
+            "sessionId": session, "prompt": [{"type": "text", "text": "hello"}]})
+
+    assert [error["code"] for error in errors] == [-32602] * len(bad_blocks)
+    assert [error["message"].removeprefix("Invalid params: ") for error in errors] == [
+        "prompt[1]: the text block needs 'text', a string",
+        "prompt[1]: the text block needs 'text', a string",
+        "prompt[1]: the image block needs 'mimeType', a string",
+        "prompt[1]: the resource_link block needs 'uri', a string",
+        "prompt[1]: the resource block needs 'resource', an object",
+        "prompt[1]: the resource block's resource needs 'uri', a string",
+    ]
+    assert answer["stopReason"] == "end_turn"
+    [request] = fake_openai.requests
+    assert request["messages"][-1]["content"] == "hello"

@@ -433,23 +433,39 @@ def user_content(blocks: list[dict[str, Any]]) -> list[UserContent]:
     ``text`` and ``image`` map directly; a ``resource_link`` becomes a Markdown link the model can
     follow with its tools; an embedded ``resource`` becomes its text wrapped in a ``<resource
     uri=...>`` element (an image blob becomes an image, another blob a one-line note). Raises
-    ValueError for ``audio`` (not advertised) and unknown block types."""
+    ValueError for ``audio`` (not advertised), unknown block types and a block without what
+    the schema requires of it (``text``; ``data`` and ``mimeType``; ``uri``; ``resource`` with
+    its ``uri``), each a string."""
     content: list[UserContent] = []
     for index, block in enumerate(blocks):
         kind = block.get("type")
+        where = f"prompt[{index}]: the {kind} block"
         if kind == "text":
-            content.append(TextContent(text=str(block.get("text", ""))))
+            content.append(TextContent(text=_string(block, "text", where)))
         elif kind == "image":
-            content.append(ImageContent(data=str(block.get("data", "")),
-                                        mime_type=str(block.get("mimeType", ""))))
+            content.append(ImageContent(data=_string(block, "data", where),
+                                        mime_type=_string(block, "mimeType", where)))
         elif kind == "resource_link":
-            name = block.get("title") or block.get("name") or block.get("uri")
-            content.append(TextContent(text=f"[{name}]({block.get('uri', '')})"))
+            uri = _string(block, "uri", where)
+            name = block.get("title") or block.get("name") or uri
+            content.append(TextContent(text=f"[{name}]({uri})"))
         elif kind == "resource":
-            content.append(_embedded(block.get("resource") or {}))
+            resource = block.get("resource")
+            if not isinstance(resource, dict):
+                raise ValueError(f"{where} needs 'resource', an object")
+            _string(resource, "uri", f"{where}'s resource")
+            content.append(_embedded(resource))
         else:
             raise ValueError(f"prompt[{index}]: content of type {kind!r} is not supported")
     return content
+
+
+def _string(block: dict[str, Any], name: str, where: str) -> str:
+    """``block[name]``, a string; else a ValueError saying ``where`` needs it."""
+    value = block.get(name)
+    if not isinstance(value, str):
+        raise ValueError(f"{where} needs {name!r}, a string")
+    return value
 
 
 def _embedded(resource: dict[str, Any]) -> UserContent:
