@@ -119,6 +119,23 @@ async def test_invalid_params_name_the_field(
         await still_serving(tiller)
 
 
+async def test_a_session_in_a_cwd_that_is_not_a_folder_is_invalid_params(tmp_path: Path) -> None:
+    """As ``--cwd``: a missing folder, a file, or a name the system refuses (too long) is
+    -32602 saying why, and no session is made."""
+    (tmp_path / "file").write_text("x")
+    async with spawn_tiller(None, tmp_path) as tiller:
+        messages = []
+        for cwd in [str(tmp_path / "missing"), str(tmp_path / "file"), "a" * 300]:
+            with pytest.raises(RpcError) as caught:
+                await tiller.request("session/new", {"cwd": cwd})
+            assert caught.value.code == -32602
+            assert caught.value.message.startswith(f"Invalid params: cwd: {cwd[:200]!r}: ")
+            messages.append(caught.value.message.rsplit(": ", 1)[-1])
+        made = await tiller.request("session/new", {"cwd": str(tmp_path)})
+        assert await tiller.request("agent/getState", {"sessionId": made["sessionId"]})
+    assert messages == ["no such folder", "not a folder", "File name too long"]
+
+
 async def test_tiller_errors_have_documented_codes(tmp_path: Path) -> None:
     async with spawn_tiller(None, tmp_path, "--provider", "openai") as tiller:
         for method, params, code in [
