@@ -94,8 +94,20 @@ def _no_nul(value: str) -> str:
 
 
 PathText = Annotated[str, AfterValidator(_no_nul)]
-"""A file system path given on the wire: a NUL character in it is invalid params (-32602), not
-an error of the file system call it would reach."""
+"""A file system path given on the wire or by a model: a NUL character in it is invalid params
+(-32602; for a tool call, an error result), not an error of the file system call it would
+reach."""
+
+
+def _no_nul_text(value: str) -> str:
+    if "\0" in value:
+        raise ValueError("a NUL character cannot be passed on to the system")
+    return value
+
+
+SystemText = Annotated[str, AfterValidator(_no_nul_text)]
+"""Text a tool passes on to the system (a command, a search pattern or glob): a NUL character
+in it makes the call invalid, as in a ``PathText``."""
 
 
 # ---------------------------------------------------------------------------------------------

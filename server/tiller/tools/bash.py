@@ -68,6 +68,7 @@ from tiller.tools.truncate import (
     truncate_tail,
     with_note,
 )
+from tiller.types import SystemText
 
 __all__ = ["BACKGROUND_GRACE", "BashParams", "BashTool"]
 
@@ -83,7 +84,7 @@ _TAIL_CHARS = DEFAULT_MAX_BYTES + 1024
 
 
 class BashParams(BaseModel):
-    command: str = Field(description="The shell command to run (bash -c)")
+    command: SystemText = Field(description="The shell command to run (bash -c)")
     timeout: float | None = Field(
         default=None,
         gt=0,

@@ -41,6 +41,7 @@ from tiller.tools.files import (
     unsaved_note,
 )
 from tiller.tools.safefs import open_nofollow, read_all, replace_content
+from tiller.types import PathText
 
 __all__ = ["EditParams", "EditTool", "Replacement"]
 
@@ -57,7 +58,9 @@ class Replacement(BaseModel):
 
 
 class EditParams(BaseModel):
-    path: str = Field(description="Path of the file to edit, relative to the working directory")
+    path: PathText = Field(
+        description="Path of the file to edit, relative to the working directory"
+    )
     edits: list[Replacement] = Field(
         min_length=1,
         description="Replacements, each matched against the original file; they must not "

@@ -22,6 +22,7 @@ from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import resolve_path
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
 from tiller.tools.walk import PathGlob, list_files
+from tiller.types import PathText, SystemText
 
 __all__ = ["DEFAULT_FIND_LIMIT", "FindParams", "FindTool", "search_root"]
 
@@ -29,11 +30,11 @@ DEFAULT_FIND_LIMIT = 1000
 
 
 class FindParams(BaseModel):
-    pattern: str = Field(
+    pattern: SystemText = Field(
         description="Glob to match, e.g. '*.py' (file names at any depth), '**/*.ts' or "
         "'src/**/test_*.py' (paths relative to the search directory)"
     )
-    path: str | None = Field(
+    path: PathText | None = Field(
         default=None,
         description="Directory to search in, relative to the working directory (default: the "
         "working directory)",

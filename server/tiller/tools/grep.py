@@ -50,6 +50,7 @@ from tiller.tools.truncate import (
     truncate_head,
 )
 from tiller.tools.walk import PathGlob, find_git_top, list_files, read_all, spawned
+from tiller.types import PathText, SystemText
 
 __all__ = ["DEFAULT_GREP_LIMIT", "MAX_LINE_CHARS", "GrepParams", "GrepTool"]
 
@@ -61,16 +62,16 @@ _CHUNK = 65536
 class GrepParams(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    pattern: str = Field(
+    pattern: SystemText = Field(
         description="Regular expression to search for (ripgrep syntax: no look-around or "
         "backreferences), or a plain string with literal=true"
     )
-    path: str | None = Field(
+    path: PathText | None = Field(
         default=None,
         description="Directory or file to search, relative to the working directory (default: "
         "the working directory)",
     )
-    glob: str | None = Field(
+    glob: SystemText | None = Field(
         default=None,
         description="Only search files matching this glob: '*.py' matches names at any depth, "
         "'src/**/*.ts' matches paths relative to path",

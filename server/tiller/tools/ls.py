@@ -18,6 +18,7 @@ from tiller.errors import ToolError
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.files import resolve_path
 from tiller.tools.truncate import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, format_size, truncate_head
+from tiller.types import PathText
 
 __all__ = ["DEFAULT_LS_LIMIT", "LsParams", "LsTool"]
 
@@ -25,7 +26,7 @@ DEFAULT_LS_LIMIT = 500
 
 
 class LsParams(BaseModel):
-    path: str | None = Field(
+    path: PathText | None = Field(
         default=None,
         description="Directory to list, relative to the working directory (default: the working "
         "directory itself)",

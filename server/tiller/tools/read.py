@@ -45,7 +45,7 @@ from tiller.tools.truncate import (
     format_size,
     truncate_head,
 )
-from tiller.types import ImageContent, TextContent
+from tiller.types import ImageContent, PathText, TextContent
 
 __all__ = ["MAX_IMAGE_BYTES", "ReadParams", "ReadTool"]
 
@@ -63,7 +63,9 @@ _Line = TypeVar("_Line", str, bytes)
 
 
 class ReadParams(BaseModel):
-    path: str = Field(description="Path of the file to read, relative to the working directory")
+    path: PathText = Field(
+        description="Path of the file to read, relative to the working directory"
+    )
     offset: int | None = Field(
         default=None, ge=1, description="Line number to start reading from (1-based)"
     )

@@ -38,12 +38,15 @@ from tiller.tools.files import (
     unsaved_note,
 )
 from tiller.tools.safefs import open_nofollow, read_all, replace_content
+from tiller.types import PathText
 
 __all__ = ["WriteParams", "WriteTool"]
 
 
 class WriteParams(BaseModel):
-    path: str = Field(description="Path of the file to write, relative to the working directory")
+    path: PathText = Field(
+        description="Path of the file to write, relative to the working directory"
+    )
     content: str = Field(description="The complete new content of the file")
 
 
