@@ -456,3 +456,39 @@ async def test_a_sandboxed_background_command_is_in_the_sandbox(
     assert end["isError"] is True and "Read-only file system" in text_of(end)
     assert end["result"]["details"]["sandbox"]["mode"] == "workspace-write"
     assert not outside.exists()
+
+
+async def test_a_wait_for_pattern_that_backtracks_for_ever_is_refused_while_the_server_serves(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """``^(a|a)*$`` on forty a's and a b takes 2**40 steps to fail. Python's ``re`` would hold
+    the whole server meanwhile (it never lets another thread run while it matches); the search
+    stops at ``SEARCH_SECONDS`` with an error result, and a request sent while it runs is
+    answered before the call ends."""
+    fake_openai.enqueue(
+        bg("call_bg", "printf '%s\\n' " + "a" * 40 + "b; sleep 1000"),
+        call("call_wait", "process_output", id=1, waitFor="^(a|a)*$", timeout=60),
+        text_reply("I will wait for something simpler."),
+    )
+
+    def waiting(message: dict[str, Any]) -> bool:
+        params = message.get("params") or {}
+        return params.get("type") == "tool_execution_start" and \
+            params.get("toolCallId") == "call_wait"
+
+    async with spawn_tiller(fake_openai, tmp_path, *UNSANDBOXED) as tiller:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(tiller.request, "agent/prompt", {"message": "wait for it"})
+            await tiller.wait_for(waiting)
+            state = await tiller.request("agent/getState")
+            answered = len(tiller.received)
+        ended = next(index for index, message in enumerate(tiller.received)
+                     if (message.get("params") or {}).get("type") == "tool_execution_end"
+                     and message["params"]["toolCallId"] == "call_wait")
+
+    assert state["isRunning"] is True
+    assert answered <= ended  # answered while the search ran
+    end = result_of(tiller, "call_wait")
+    assert end["isError"] is True
+    assert "The waitFor pattern '^(a|a)*$' took over 2 s on one search" in text_of(end)
+    assert "backtracks too much" in text_of(end)

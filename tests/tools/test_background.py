@@ -19,6 +19,7 @@ from tiller.tools.background import (
     decode,
 )
 from tiller.tools.base import ToolContext
+from tiller.tools.pattern import ModelPattern
 from tiller.tools.process import (
     ProcessIdParams,
     ProcessKillTool,
@@ -113,8 +114,8 @@ async def test_wait_for_moves_past_each_match(tmp_path: Path) -> None:
         second = await tool.execute(ProcessOutputParams(id=1, waitFor=r"compiled \d"), ctx)
     assert re.search(r"compiled 1", second.content[0].text)  # type: ignore[union-attr]
     # the next wait starts after "compiled 1": "compiled 2" matches, then the process ends
-    assert await process.wait_for(re.compile(r"compiled \d"), 30)
-    assert not await process.wait_for(re.compile(r"compiled \d"), 30)
+    assert await process.wait_for(ModelPattern(r"compiled \d", "waitFor pattern").search, 30)
+    assert not await process.wait_for(ModelPattern(r"compiled \d", "waitFor pattern").search, 30)
     assert not process.running
 
 
@@ -125,7 +126,7 @@ async def test_process_kill_terms_then_kills_and_the_model_gets_no_notice(
     await collect(table, "trap '' TERM; echo started; sleep 1000", tmp_path)
     process = table.get(1)
     assert process is not None
-    assert await process.wait_for(re.compile("started"), 30)
+    assert await process.wait_for(ModelPattern("started", "waitFor pattern").search, 30)
     result = await ProcessKillTool(table).execute(
         ProcessIdParams(id=1), ToolContext(cwd=tmp_path, tool_call_id="k"))
     assert result.content[0].text == "Process 1 was killed (signal SIGKILL)"  # type: ignore[union-attr]

@@ -320,6 +320,23 @@ async def test_grep_no_match_invalid_regex_and_missing_path(grep: GrepTool, plai
         await call(grep, plain, pattern="x", path="missing")
 
 
+async def test_grep_a_pattern_that_backtracks_for_ever_stalls_nothing(
+    grep: GrepTool, tmp_path: Path
+) -> None:
+    """ripgrep's engine never backtracks: no match. Python's syntax is searched on the regex
+    engine, which stops at SEARCH_SECONDS with an error (re would run 2**40 steps holding the
+    whole server: tests/session/test_background_processes.py shows it serving meanwhile)."""
+    write_tree(tmp_path, {"a.txt": "a" * 40 + "b\n"})
+    if grep.use_ripgrep:
+        assert text_of(await call(grep, tmp_path, pattern="^(a|a)*$")) == "No matches found"
+        return
+    with pytest.raises(ToolError) as refused:
+        await call(grep, tmp_path, pattern="^(a|a)*$")
+    assert str(refused.value) == (
+        "The regex pattern '^(a|a)*$' took over 2 s on one search: it backtracks too much "
+        "(nested repetition such as (a|a)* or (x+x+)+); give a simpler pattern")
+
+
 async def test_grep_a_single_file_and_long_lines(grep: GrepTool, tmp_path: Path) -> None:
     write_tree(tmp_path, {"sub/long.txt": "short needle\n" + "needle " + "x" * 600 + "\n"})
     result = await call(grep, tmp_path, pattern="needle", path="sub/long.txt")

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import signal
 import subprocess
 from collections import deque
@@ -287,10 +286,11 @@ class BackgroundProcess:
             data, _ = self.output.since(start)
         return decode(data, cut_start=start > 0 and start == self.output.start)[0]
 
-    async def wait_for(self, pattern: re.Pattern[str], timeout: float) -> bool:
-        """Wait until the output after the previous ``wait_for``'s match (from the start, the
-        first time) matches ``pattern``, and move past this match; False if the process ended
-        or ``timeout`` passed first. The model's read cursor stays."""
+    async def wait_for(self, search: Callable[[str], int | None], timeout: float) -> bool:
+        """Wait until ``search`` (a text -> the end of its first match, or None) finds a match
+        in the output after the previous ``wait_for``'s match (from the start, the first time),
+        and move past this match; False if the process ended or ``timeout`` passed first. What
+        ``search`` raises comes out. The model's read cursor stays."""
         scanned = self.match_end
         with anyio.move_on_after(timeout):
             while True:
@@ -304,12 +304,11 @@ class BackgroundProcess:
                         lead += 1
                 # surrogateescape: a match's end maps back to the same byte offset
                 text = data[lead:].decode("utf-8", errors="surrogateescape")
-                # A worker thread: the model's pattern may backtrack for long on a megabyte,
-                # and the server must go on serving meanwhile (abandoned at the timeout).
-                match = await anyio.to_thread.run_sync(pattern.search, text,
-                                                       abandon_on_cancel=True)
-                if match is not None:
-                    used = len(text[:match.end()].encode("utf-8", errors="surrogateescape"))
+                # A worker thread: a search may take a while on a megabyte, and the server
+                # must go on serving meanwhile (abandoned at the timeout).
+                end = await anyio.to_thread.run_sync(search, text, abandon_on_cancel=True)
+                if end is not None:
+                    used = len(text[:end].encode("utf-8", errors="surrogateescape"))
                     self.match_end = start + lead + used
                     return True
                 if not self.running:

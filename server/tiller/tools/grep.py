@@ -5,7 +5,8 @@ files included, ``.git`` and ``node_modules`` excluded, ``.ignore`` files not re
 a git repository ``.gitignore`` files honoured below the root only, as the walk does). Without
 it, a Python engine searches the files ``walk.list_files`` gives. Both feed the same per-file hit
 lists into the same renderer, so the text is identical (for patterns both regex dialects read
-the same way; the pattern syntax is ripgrep's when ripgrep runs, Python's ``re`` otherwise).
+the same way; the pattern syntax is ripgrep's when ripgrep runs, Python's otherwise, searched by
+``tiller.tools.pattern`` so that no pattern stalls the server).
 
 Shared rules: paths relative to the search root (the file's name when ``path`` is a file),
 files in ripgrep's path order, the ``glob`` filter applied in Python by ``walk.PathGlob`` on both
@@ -25,7 +26,6 @@ import base64
 import codecs
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,6 +42,7 @@ from tiller.errors import ToolError
 from tiller.frozen import frozen
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
 from tiller.tools.find import search_root
+from tiller.tools.pattern import ModelPattern
 from tiller.tools.truncate import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_LINES,
@@ -145,16 +146,13 @@ def _line(number: int, raw: str, is_match: bool) -> _Line:
 # --- the Python engine ------------------------------------------------------------------------
 
 
-def _compile(params: GrepParams) -> re.Pattern[str]:
-    """The Python regex for the query; ToolError for an invalid pattern."""
-    source = re.escape(params.pattern) if params.literal else params.pattern
-    try:
-        return re.compile(source, re.IGNORECASE if params.ignore_case else 0)
-    except re.error as exc:
-        raise ToolError(f"Invalid regex pattern {params.pattern!r}: {exc}") from exc
+def _compile(params: GrepParams) -> ModelPattern:
+    """The query's pattern on the Python engine; ToolError for an invalid pattern."""
+    return ModelPattern(params.pattern, "regex pattern", literal=params.literal,
+                        ignore_case=params.ignore_case)
 
 
-def _scan_file(path: Path, rel: str, regex: re.Pattern[str], context: int) -> _FileHits | None:
+def _scan_file(path: Path, rel: str, pattern: ModelPattern, context: int) -> _FileHits | None:
     """The hits in one file (None for no match, a binary file or an unreadable one)."""
     try:
         data = path.read_bytes()
@@ -164,7 +162,7 @@ def _scan_file(path: Path, rel: str, regex: re.Pattern[str], context: int) -> _F
         return None
     data = data.removeprefix(codecs.BOM_UTF8)
     lines = split_lines(data.decode("utf-8", errors="replace"))
-    matched = {index for index, line in enumerate(lines) if regex.search(line)}
+    matched = {index for index, line in enumerate(lines) if pattern.search(line) is not None}
     if not matched:
         return None
     shown: set[int] = set()
@@ -180,13 +178,13 @@ def _scan_files(
     """Search ``files`` (relative to ``base``; symlinks skipped if ``walked``) in order until
     more than ``limit`` matches are found (blocking; ``checkpoint`` is called per file and may
     raise to stop)."""
-    regex = _compile(query.params)
+    pattern = _compile(query.params)
     found = _Found()
     for rel in files:
         checkpoint()
         if walked and os.path.islink(base / rel):
             continue
-        hits = _scan_file(base / rel, rel, regex, query.context)
+        hits = _scan_file(base / rel, rel, pattern, query.context)
         if hits is not None:
             found.files.append(hits)
             found.total += hits.matches

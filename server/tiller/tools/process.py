@@ -9,8 +9,6 @@ counts as telling the model: no exit notice follows for it.
 
 from __future__ import annotations
 
-import re
-
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +22,7 @@ from tiller.tools.background import (
     elapsed,
 )
 from tiller.tools.base import Tool, ToolContext, ToolInfo, ToolResult
+from tiller.tools.pattern import ModelPattern
 from tiller.tools.truncate import format_size, truncate_tail, with_note
 
 __all__ = [
@@ -120,11 +119,8 @@ class ProcessOutputTool(Tool[ProcessOutputParams]):
         process = _lookup(self.table, params.id)
         notes: list[str] = []
         if params.wait_for is not None:
-            try:
-                pattern = re.compile(params.wait_for)
-            except re.error as exc:
-                raise ToolError(f"waitFor is not a regular expression: {exc}") from None
-            if not await process.wait_for(pattern, params.timeout):
+            pattern = ModelPattern(params.wait_for, "waitFor pattern")
+            if not await process.wait_for(pattern.search, params.timeout):
                 when = f"within {params.timeout:g} s" if process.running else (
                     "before the process ended")
                 notes.append(f"[The output did not match {params.wait_for!r} {when}]")
