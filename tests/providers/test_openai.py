@@ -180,6 +180,29 @@ async def test_local_server_quirks(fake_openai: FakeOpenAI, provider: OpenAIProv
     assert final.stop_reason == "toolUse"
 
 
+@pytest.mark.anyio
+async def test_tool_call_ids_a_server_repeats_are_made_unique(
+    fake_openai: FakeOpenAI, provider: OpenAIProvider
+) -> None:
+    """Some local servers number the calls of every reply ``call_0``, ``call_1``..., or send
+    one id twice: an id already in the conversation or in the reply gets a new one (clients
+    and the session log tell calls apart by id); the deltas carry the id the call keeps."""
+    earlier = AssistantMessage(content=[ToolCall(id="call_0", name="read", arguments={})],
+                               stop_reason="toolUse")
+    request = ModelRequest(messages=[
+        UserMessage(content="go"), earlier,
+        ToolResultMessage(tool_call_id="call_0", tool_name="read",
+                          content=[TextContent(text="x")])])
+    fake_openai.enqueue(tool_call_reply([("call_0", "ls", {}), ("call_1", "ls", {}),
+                                         ("call_1", "find", {"pattern": "*"})]))
+    updates, final = await collect(provider, request)
+    ids = [call.id for call in final.tool_calls]
+    assert ids[1] == "call_1" and len(set(ids) | {"call_0"}) == 4
+    assert all(id_.startswith("call_") for id_ in ids)
+    assert [u.tool_call_id for u in updates if u.kind == "toolCallStart"] == ids
+    assert [call.name for call in final.tool_calls] == ["ls", "ls", "find"]
+
+
 # ---------------------------------------------------------------------------------------------
 # The request sent
 

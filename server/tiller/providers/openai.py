@@ -75,7 +75,7 @@ from tiller.providers.openai_stream import (
     MessageBuilder,
     chunk_dicts,
 )
-from tiller.types import AssistantMessage, Message
+from tiller.types import AssistantMessage, Message, ToolCall
 
 __all__ = ["DEFAULT_BASE_URL", "Api", "OpenAIProvider", "api_headers", "chat_only_servers"]
 
@@ -281,7 +281,9 @@ class OpenAIProvider(HttpProvider):
                     continue
                 failure = exc
                 break
-        builder = MessageBuilder()
+        builder = MessageBuilder(taken=(
+            block.id for message in request.messages if isinstance(message, AssistantMessage)
+            for block in message.content if isinstance(block, ToolCall)))
         error = None
         if failure is not None:
             error = self._describe_failure(failure, started=False, api="chat")

@@ -13,7 +13,7 @@ StreamErrorEvent; a payload that is not JSON, or not shaped like a chunk, raises
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -95,9 +95,15 @@ def _object(value: Any, what: str) -> dict[str, Any]:
 
 
 class MessageBuilder:
-    """Accumulates chunk dicts into content blocks; ``feed`` says which deltas each one made."""
+    """Accumulates chunk dicts into content blocks; ``feed`` says which deltas each one made.
 
-    def __init__(self) -> None:
+    Tool call ids are unique in the conversation: a call the server gave no id, or an id in
+    ``taken`` (the request's calls) or already in this message, gets a new one (some local
+    servers number their calls ``call_0``, ``call_1``... in every reply, or send one id twice);
+    clients and the session log tell calls apart by id."""
+
+    def __init__(self, taken: Iterable[str] = ()) -> None:
+        self.taken = set(taken)
         self.blocks: list[_TextBlock | _ToolBlock] = []
         self.tool_block_by_index: dict[int, int] = {}
         self.chunk_count = 0
@@ -165,7 +171,9 @@ class MessageBuilder:
         if not isinstance(block, _ToolBlock) or (
             server_id and block.server_id and server_id != block.server_id
         ):
-            call_id = server_id or f"call_{uuid.uuid4().hex}"
+            call_id = server_id if server_id and server_id not in self.taken else (
+                f"call_{uuid.uuid4().hex}")
+            self.taken.add(call_id)
             block = _ToolBlock(id=call_id, name=name or "", server_id=server_id)
             self.blocks.append(block)
             block_index = len(self.blocks) - 1
