@@ -663,3 +663,35 @@ def test_importing_the_provider_does_not_import_the_sdk() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+async def test_a_tool_schema_with_a_top_level_union_is_merged_into_one_object(
+    fake_anthropic: FakeAnthropic, provider: AnthropicProvider
+) -> None:
+    """The API refuses ``oneOf``/``anyOf``/``allOf`` at the top of ``input_schema`` (an MCP
+    server's tool may have one), failing every request that declares the tool: it is sent as
+    one object with every alternative's properties, required what all of them require."""
+    union = {"oneOf": [
+        {"type": "object", "properties": {"id": {"type": "string"}, "force": {"type": "boolean"}},
+         "required": ["id", "force"]},
+        {"type": "object", "properties": {"name": {"type": "string"}, "force": {"type": "boolean"}},
+         "required": ["name", "force"]}]}
+    parts = {"type": "object", "properties": {"a": {"type": "string"}}, "allOf": [
+        {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+        {"required": ["a"]}]}
+    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[
+        ToolSpec(name="grab", description="Grab a release", parameters=union),
+        ToolSpec(name="both", description="Both parts", parameters=parts),
+        ToolSpec(name="scalar", description="Not an object", parameters={"type": "string"})])
+    fake_anthropic.enqueue(text_reply("ok"))
+    _, final = await collect(provider, request)
+
+    assert final.stop_reason == "stop" and fake_anthropic.refusals == []
+    [body] = fake_anthropic.requests
+    assert [tool["input_schema"] for tool in body["tools"]] == [
+        {"type": "object", "properties": {"id": {"type": "string"}, "force": {"type": "boolean"},
+                                          "name": {"type": "string"}}, "required": ["force"]},
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+         "required": ["b", "a"]},
+        {"type": "object"},
+    ]

@@ -23,8 +23,10 @@ model its ``models`` table lists as retired (404 ``not_found_error`` ``model: <i
 not supported for this model. Use "thinking.type.adaptive" and "output_config.effort" to control
 thinking behavior.``) and ``thinking.type: adaptive`` on one that does not (400: ``adaptive
 thinking is not supported on this model``); more than 4 ``cache_control`` blocks (400: ``A
-maximum of 4 blocks with cache_control may be provided. Found N.``). Ids the table does not list
-are accepted.
+maximum of 4 blocks with cache_control may be provided. Found N.``); a tool whose
+``input_schema`` has ``oneOf``, ``allOf`` or ``anyOf`` at its top level (400:
+``tools.N.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf at the top
+level``). Ids the table does not list are accepted.
 
 ``GET /v1/models`` lists ``models`` (``anthropic_model`` builds entries shaped as the SDK's
 ``ModelInfo``: capabilities, context window, output limit, line, lifecycle and its dates),
@@ -116,6 +118,8 @@ ADAPTIVE_ONLY_ERROR = ('"thinking.type.enabled" is not supported for this model.
                        'behavior.')
 NO_ADAPTIVE_ERROR = "adaptive thinking is not supported on this model"
 CACHE_LIMIT_ERROR = "A maximum of 4 blocks with cache_control may be provided. Found {}."
+TOP_LEVEL_UNION_ERROR = ("tools.{}.custom.input_schema: input_schema does not support oneOf, "
+                         "allOf, or anyOf at the top level")
 _LEVELS = ("low", "medium", "high", "xhigh", "max")
 
 
@@ -498,6 +502,11 @@ class _Handler(ScriptedHandler):
         found = cache_control_count(body)
         if found > 4:
             return 400, _error_body("invalid_request_error", CACHE_LIMIT_ERROR.format(found))
+        for index, tool in enumerate(body.get("tools") or []):
+            schema = tool.get("input_schema") if isinstance(tool, dict) else None
+            if isinstance(schema, dict) and any(k in schema for k in ("oneOf", "allOf", "anyOf")):
+                return 400, _error_body("invalid_request_error",
+                                        TOP_LEVEL_UNION_ERROR.format(index))
         if model is None:
             return None
         if model["lifecycle"] == "retired":
