@@ -72,6 +72,33 @@ def test_a_tool_is_named_described_and_judged_from_the_server() -> None:
     assert type(plain) is not type(hinted)  # one Tool subclass per MCP tool
 
 
+def test_a_schema_the_model_apis_would_refuse_is_sent_as_one_object() -> None:
+    """OpenAI refuses a root without ``"type": "object"``, Anthropic a root ``oneOf``/``anyOf``/
+    ``allOf``, each failing every request that declares the tool: the tool's schema is one
+    object, with every alternative's properties and what all of them require."""
+    union = {"oneOf": [
+        {"type": "object", "properties": {"id": {"type": "string"}, "force": {"type": "boolean"}},
+         "required": ["id", "force"]},
+        {"type": "object", "properties": {"name": {"type": "string"}, "force": {"type": "boolean"}},
+         "required": ["name", "force"]}]}
+    parts = {"properties": {"a": {"type": "string"}}, "$defs": {"x": {"type": "integer"}},
+             "allOf": [{"properties": {"b": {"$ref": "#/$defs/x"}}, "required": ["b"]},
+                       {"required": ["a"]}]}
+
+    def sent(schema: dict[str, Any]) -> dict[str, Any]:
+        return mcp_tool(Caller(), mcp_types.Tool(name="t", input_schema=schema),
+                        read_only=False).parameters_schema()
+
+    assert sent(union) == {"type": "object", "properties": {
+        "id": {"type": "string"}, "force": {"type": "boolean"}, "name": {"type": "string"}},
+        "required": ["force"]}
+    assert sent(parts) == {"type": "object", "$defs": {"x": {"type": "integer"}}, "properties": {
+        "a": {"type": "string"}, "b": {"$ref": "#/$defs/x"}}, "required": ["b", "a"]}
+    assert sent({"properties": {"q": {"type": "string"}}}) == {
+        "type": "object", "properties": {"q": {"type": "string"}}}
+    assert sent({"type": "string"}) == sent({}) == {"type": "object", "properties": {}}
+
+
 def test_names_the_model_apis_would_refuse_are_made_safe() -> None:
     tool = mcp_tool(Caller(), mcp_types.Tool(name="files.read/all " + "x" * 80,
                                              input_schema={"type": "object"}), read_only=False)

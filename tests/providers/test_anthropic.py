@@ -665,33 +665,15 @@ def test_importing_the_provider_does_not_import_the_sdk() -> None:
     assert result.stdout.strip() == "False"
 
 
-async def test_a_tool_schema_with_a_top_level_union_is_merged_into_one_object(
+
+async def test_a_schema_with_a_union_at_its_root_is_refused_as_the_api_does(
     fake_anthropic: FakeAnthropic, provider: AnthropicProvider
 ) -> None:
-    """The API refuses ``oneOf``/``anyOf``/``allOf`` at the top of ``input_schema`` (an MCP
-    server's tool may have one), failing every request that declares the tool: it is sent as
-    one object with every alternative's properties, required what all of them require."""
-    union = {"oneOf": [
-        {"type": "object", "properties": {"id": {"type": "string"}, "force": {"type": "boolean"}},
-         "required": ["id", "force"]},
-        {"type": "object", "properties": {"name": {"type": "string"}, "force": {"type": "boolean"}},
-         "required": ["name", "force"]}]}
-    parts = {"type": "object", "properties": {"a": {"type": "string"}}, "allOf": [
-        {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
-        {"required": ["a"]}]}
-    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[
-        ToolSpec(name="grab", description="Grab a release", parameters=union),
-        ToolSpec(name="both", description="Both parts", parameters=parts),
-        ToolSpec(name="scalar", description="Not an object", parameters={"type": "string"})])
-    fake_anthropic.enqueue(text_reply("ok"))
-    _, final = await collect(provider, request)
-
-    assert final.stop_reason == "stop" and fake_anthropic.refusals == []
-    [body] = fake_anthropic.requests
-    assert [tool["input_schema"] for tool in body["tools"]] == [
-        {"type": "object", "properties": {"id": {"type": "string"}, "force": {"type": "boolean"},
-                                          "name": {"type": "string"}}, "required": ["force"]},
-        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-         "required": ["b", "a"]},
-        {"type": "object"},
-    ]
+    """What the API answers a tool schema it refuses (an MCP tool's is made one object before:
+    tests/mcp/test_mapping.py): the call fails saying which tool and why."""
+    request = ModelRequest(messages=[UserMessage(content="hi")], tools=[ToolSpec(
+        name="grab", description="Grab", parameters={"anyOf": [{"type": "object"}]})])
+    _, final = await collect(provider, request)  # refused before any reply is taken
+    assert final.stop_reason == "error" and len(fake_anthropic.refusals) == 1
+    assert "tools.0.custom.input_schema: input_schema does not support oneOf, allOf, or anyOf " \
+        "at the top level" in (final.error_message or "")

@@ -78,6 +78,42 @@ def unique_names(names: list[str]) -> list[str]:
     return unique
 
 
+_COMBINATORS = ("allOf", "anyOf", "oneOf")
+
+
+def object_schema(schema: Any) -> dict[str, Any]:
+    """An MCP tool's input schema as the model APIs take it: one object schema. They refuse
+    any other, and with it every request that declares the tool: a root without ``"type":
+    "object"`` (OpenAI: ``schema must be a JSON Schema of 'type: "object"'``), a ``oneOf``,
+    ``anyOf`` or ``allOf`` at the root (Anthropic). Such a root is merged into one object:
+    every alternative's properties, required what each alternative requires (``allOf``: what
+    any part requires); a root of another type becomes an object without properties. The
+    tool's server still checks the arguments."""
+    root = schema if isinstance(schema, dict) else {}
+    merged = {key: value for key, value in root.items() if key not in _COMBINATORS}
+    if merged.get("type", "object") != "object":
+        merged = {}
+    properties = dict(merged.get("properties") or {})
+    required = [name for name in merged.get("required") or [] if isinstance(name, str)]
+    for key in _COMBINATORS:
+        parts = [part for part in root.get(key) or [] if isinstance(part, dict)]
+        if not parts:
+            continue
+        for part in parts:
+            for name, value in (part.get("properties") or {}).items():
+                properties.setdefault(name, value)
+        wanted = [[name for name in part.get("required") or [] if isinstance(name, str)]
+                  for part in parts]
+        if key == "allOf":
+            required += [name for names in wanted for name in names]
+        else:
+            required += [name for name in wanted[0] if all(name in names for names in wanted)]
+    merged.pop("required", None)
+    return {"type": "object", **{key: value for key, value in merged.items() if key != "type"},
+            "properties": properties, **({"required": list(dict.fromkeys(required))}
+                                         if required else {})}
+
+
 class McpTool(Tool[McpArguments]):
     """Base of the per-tool subclasses ``mcp_tool`` builds."""
 
@@ -101,8 +137,7 @@ class McpTool(Tool[McpArguments]):
 def mcp_tool(caller: McpCaller, tool: mcp_types.Tool, *, read_only: bool) -> McpTool:
     """A Tool for the server's ``tool`` (a subclass of ``McpTool`` of its own)."""
     hint = tool.annotations.read_only_hint if tool.annotations else None
-    schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
-    schema = schema or {"type": "object", "properties": {}}
+    schema = object_schema(tool.input_schema)
     attributes = {
         "name": tool_name(caller.name, tool.name),
         "natural_name": tool_name(caller.name, tool.name),

@@ -206,41 +206,11 @@ def _assistant_blocks(content: list[AssistantContent]) -> list[dict[str, Any]]:
     return blocks
 
 
-_COMBINATORS = ("allOf", "anyOf", "oneOf")
-
-
 def _schema(parameters: dict[str, Any]) -> dict[str, Any]:
-    """A tool's JSON schema as ``input_schema``, which must be one object schema, without what
-    costs tokens on every call and tells the model nothing (``_lean``).
-
-    The API refuses a top-level ``oneOf``, ``anyOf`` or ``allOf`` (an MCP server's tool may
-    have one), and with it every request that declares the tool. Such a schema is merged into
-    one object: every alternative's properties, required what each alternative requires
-    (``allOf``: what any part requires). The tool's server still checks the arguments."""
-    lean = _lean(parameters)
-    if not isinstance(lean, dict):
-        return {"type": "object"}
-    merged = {key: value for key, value in lean.items() if key not in _COMBINATORS}
-    properties = dict(merged.get("properties") or {})
-    required = [name for name in merged.get("required") or [] if isinstance(name, str)]
-    for key in _COMBINATORS:
-        parts = [part for part in lean.get(key) or [] if isinstance(part, dict)]
-        if not parts:
-            continue
-        for part in parts:
-            for name, value in (part.get("properties") or {}).items():
-                properties.setdefault(name, value)
-        wanted = [[name for name in part.get("required") or [] if isinstance(name, str)]
-                  for part in parts]
-        if key == "allOf":
-            required += [name for names in wanted for name in names]
-        else:
-            required += [name for name in wanted[0] if all(name in names for names in wanted)]
-    if properties:
-        merged["properties"] = properties
-    if required:
-        merged["required"] = list(dict.fromkeys(required))
-    return {"type": "object", **{key: value for key, value in merged.items() if key != "type"}}
+    """A tool's JSON schema as ``input_schema``, which must be an object schema, without what
+    costs tokens on every call and tells the model nothing (``_lean``). (An MCP tool's schema
+    is one object already: ``tiller.mcp.tool.object_schema``.)"""
+    return {"type": "object", **_lean(parameters)}
 
 
 def _lean(schema: Any) -> Any:
