@@ -461,13 +461,13 @@ async def test_a_sandboxed_background_command_is_in_the_sandbox(
 async def test_a_wait_for_pattern_that_backtracks_for_ever_is_refused_while_the_server_serves(
     fake_openai: FakeOpenAI, tmp_path: Path
 ) -> None:
-    """``^(a|a)*$`` on forty a's and a b takes 2**40 steps to fail. Python's ``re`` would hold
+    """``^(a|a)+$`` on forty a's and a b takes 2**40 steps to fail. Python's ``re`` would hold
     the whole server meanwhile (it never lets another thread run while it matches); the search
     stops at ``SEARCH_SECONDS`` with an error result, and a request sent while it runs is
-    answered before the call ends."""
+    answered before the call ends. (``+``, not ``*``: no match in output not there yet.)"""
     fake_openai.enqueue(
         bg("call_bg", "printf '%s\\n' " + "a" * 40 + "b; sleep 1000"),
-        call("call_wait", "process_output", id=1, waitFor="^(a|a)*$", timeout=60),
+        call("call_wait", "process_output", id=1, waitFor="^(a|a)+$", timeout=60),
         text_reply("I will wait for something simpler."),
     )
 
@@ -490,5 +490,5 @@ async def test_a_wait_for_pattern_that_backtracks_for_ever_is_refused_while_the_
     assert answered <= ended  # answered while the search ran
     end = result_of(tiller, "call_wait")
     assert end["isError"] is True
-    assert "The waitFor pattern '^(a|a)*$' took over 2 s on one search" in text_of(end)
+    assert "The waitFor pattern '^(a|a)+$' took over 2 s on one search" in text_of(end)
     assert "backtracks too much" in text_of(end)
