@@ -173,12 +173,12 @@ def _scan_file(path: Path, rel: str, pattern: ModelPattern, context: int) -> _Fi
 
 
 def _scan_files(
-    base: Path, files: list[str], query: _Query, walked: bool, checkpoint: Callable[[], None]
+    base: Path, files: list[str], query: _Query, pattern: ModelPattern, walked: bool,
+    checkpoint: Callable[[], None],
 ) -> _Found:
-    """Search ``files`` (relative to ``base``; symlinks skipped if ``walked``) in order until
-    more than ``limit`` matches are found (blocking; ``checkpoint`` is called per file and may
-    raise to stop)."""
-    pattern = _compile(query.params)
+    """Search ``files`` (relative to ``base``; symlinks skipped if ``walked``) for ``pattern``
+    (the query's) in order until more than ``limit`` matches are found (blocking;
+    ``checkpoint`` is called per file and may raise to stop)."""
     found = _Found()
     for rel in files:
         checkpoint()
@@ -195,7 +195,7 @@ def _scan_files(
 
 async def _search_python(query: _Query, use_git: bool) -> _Found:
     """The Python engine: list the files like ``find`` does, then scan them in a thread."""
-    _compile(query.params)
+    pattern = _compile(query.params)  # before listing: an invalid pattern fails at once
     if query.root_is_dir:
         listing = await list_files(query.root, use_git=use_git)
         base = query.root
@@ -203,7 +203,8 @@ async def _search_python(query: _Query, use_git: bool) -> _Found:
     else:
         base, files = query.root.parent, [query.root.name]
     return await anyio.to_thread.run_sync(
-        _scan_files, base, files, query, query.root_is_dir, anyio.from_thread.check_cancelled
+        _scan_files, base, files, query, pattern, query.root_is_dir,
+        anyio.from_thread.check_cancelled,
     )
 
 
