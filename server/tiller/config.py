@@ -56,6 +56,7 @@ __all__ = [
     "load_config",
     "provider_help",
     "sandbox_mode",
+    "workspace_folder",
 ]
 
 FramingOption = Literal["auto", "lsp", "ndjson"]
@@ -192,6 +193,21 @@ def default_data_dir(env: Mapping[str, str]) -> Path:
     home = Path(env.get("HOME", "~")).expanduser()
     base = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
     return Path(base) / "tiller"
+
+
+def workspace_folder(cwd: str, name: str) -> Path:
+    """``cwd`` (``~`` expanded, relative to the current directory) as an absolute folder;
+    ConfigError naming it as ``name`` and saying why when it is not one (missing, a file, a
+    name the system refuses)."""
+    path = Path(cwd).expanduser()
+    try:
+        path = path.resolve()
+        if path.is_dir():
+            return path
+        why = "not a folder" if path.exists() else "no such folder"
+    except OSError as exc:  # a name too long, a loop of symlinks...
+        why = exc.strerror or str(exc)
+    raise ConfigError(f"{name}: {cwd[:200]!r}: {why}")
 
 
 def default_session_dir(env: Mapping[str, str]) -> Path:
@@ -381,10 +397,7 @@ def _apply_args(config: ServerConfig, args: argparse.Namespace) -> ServerConfig:
     if args.acp:
         updates["acp"] = True
     if args.cwd:
-        cwd = Path(args.cwd).expanduser().resolve()
-        if not cwd.is_dir():
-            raise ConfigError(f"--cwd {cwd} is not a directory")
-        updates["cwd"] = cwd
+        updates["cwd"] = workspace_folder(args.cwd, "--cwd")
     if args.max_turns is not None:
         updates["max_turns"] = _positive(args.max_turns, "--max-turns")
     if args.max_run_tokens is not None:

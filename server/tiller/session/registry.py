@@ -18,16 +18,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from tiller.checkpoints.checkpoints import forget_session
-from tiller.config import ServerConfig, config_dir
+from tiller.config import ServerConfig, config_dir, workspace_folder
 from tiller.context.agents import AgentDefinition, select_tools
 from tiller.context.project import ProjectContext, PromptSettings
-from tiller.errors import (
-    AgentBusyError,
-    ConfigError,
-    SessionLogError,
-    UnknownEntryError,
-    UnknownSessionError,
-)
+from tiller.errors import AgentBusyError, SessionLogError, UnknownEntryError, UnknownSessionError
 from tiller.frozen import frozen
 from tiller.mcp.config import McpServerConfig, parse_server_list
 from tiller.modes import PermissionMode, SandboxMode, ThinkingLevel
@@ -140,7 +134,7 @@ class SessionRegistry:
         unknown provider fails here (ProviderNotConfiguredError) rather than at the first prompt.
         A ``cwd`` that is not a folder is a ConfigError (a client's: -32602), as ``--cwd``'s."""
         config = self.config
-        cwd = _workspace(params.cwd) if params.cwd else config.cwd
+        cwd = workspace_folder(params.cwd, "cwd") if params.cwd else config.cwd
         provider = params.provider or config.provider
         chosen = params.model or (config.model if provider == config.provider else None)
         model = chosen or config.default_model(provider)
@@ -412,16 +406,3 @@ def _validated(saved: SavedSession) -> Replay:
     with quiet_gc():
         return validated(saved.file, saved.outline)
 
-
-def _workspace(cwd: str) -> Path:
-    """``cwd`` (``~`` expanded, relative to the server's directory) as an absolute folder;
-    ConfigError saying why when it is not one."""
-    path = Path(cwd).expanduser()
-    try:
-        path = path.resolve()
-        if path.is_dir():
-            return path
-        why = "not a folder" if path.exists() else "no such folder"
-    except OSError as exc:  # a name too long, a loop of symlinks...
-        why = exc.strerror or str(exc)
-    raise ConfigError(f"cwd: {cwd[:200]!r}: {why}")
